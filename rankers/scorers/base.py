@@ -1,0 +1,40 @@
+"""The pointwise text-scorer interface shared by the cross-encoder and the LLM grader.
+
+A scorer sees (query text, passage text) and nothing else: no pair identity, label
+or other candidate (SPEC §3). Unavailable scores are NaN with a reason, never
+silently dropped.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ScoreBatch:
+    """Scores for a batch of inputs, aligned with the inputs.
+
+    ``scores[i]`` is NaN when input i is unavailable; ``errors[i]`` then says why.
+    ``usage`` holds per-input accounting (input/output tokens, latency, truncation).
+    """
+
+    scores: np.ndarray
+    errors: list[str | None]
+    usage: list[dict[str, float]] = field(default_factory=list)
+    raw: list[str | None] = field(default_factory=list)
+
+
+@runtime_checkable
+class TextScorer(Protocol):
+    """Scores (query, passage) inputs independently; ``model_key`` identifies the scores in caches."""
+
+    @property
+    def model_key(self) -> str:
+        """Model id, revision and preprocessing/prompt version: everything that changes a score."""
+        ...
+
+    def score(self, inputs: Sequence[tuple[str, str]]) -> ScoreBatch:
+        ...
