@@ -1,0 +1,120 @@
+"""Output tables (SPEC §5): per-direction outcomes, Table II and Table III (pair-only vs window).
+
+``directions.csv`` keeps every planned direction, eligible or not, so anyone can
+recount Table I and Table II from it; outcomes of non-eligible directions are NA,
+never False or 0.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from reports.measures import TABLE2_COLUMNS
+from reports.populations import eligible_directions
+
+DIRECTION_BASE_COLUMNS = ("qid", "pair_id", "direction", "split", "group", "preferred_pid", "counterpart_pid",
+                          "eligible", "conflict", "covered")
+RANKER_FIELDS = {"strict": "boolean", "rank_pos": "Int64", "rank_neg": "Int64", "tie": "boolean", "fallback": "boolean"}
+TABLE3_COLUMNS = ("scorer", "n", "l1_strict", "l1_strict_pct", "l1_ties", "l1_unavailable", "l2_strict", "l2_strict_pct")
+PAIR_ONLY_COLUMNS = ("qid", "pos_score", "neg_score", "strict", "tie", "unavailable")
+
+
+def directions_table(directions_annotated: pd.DataFrame, outcomes_by_ranker: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per planned direction with each ranker's ``<ranker>__<field>`` outcome columns (NA if not eligible)."""
+    missing = [c for c in DIRECTION_BASE_COLUMNS if c not in directions_annotated.columns]
+    if missing:
+        raise ValueError(f"directions frame lacks {missing}: annotate it with a pool first")
+    table = directions_annotated[list(DIRECTION_BASE_COLUMNS)].reset_index(drop=True)
+    eligible = set(eligible_directions(directions_annotated)["qid"])
+    for name, outcomes in outcomes_by_ranker.items():
+        if "__" in name:
+            raise ValueError(f"ranker name {name!r} must not contain '__' (column separator)")
+        stray = set(outcomes["qid"]) - eligible
+        if stray:
+            raise ValueError(f"outcomes of {name!r} include non-eligible qids, e.g. {sorted(stray)[:3]}")
+        o = outcomes.set_index("qid")
+        for field, dtype in RANKER_FIELDS.items():
+            table[f"{name}__{field}"] = o[field].reindex(table["qid"].to_numpy()).astype(dtype).to_numpy()
+    return table
+
+
+def table2(rows: Sequence[dict[str, object]]) -> pd.DataFrame:
+    """Table II from ``summarize`` rows, columns in the contract order; a row with other keys is an error."""
+    for row in rows:
+        if set(row) != set(TABLE2_COLUMNS):
+            raise ValueError(f"Table II row for {row.get('ranker')!r}: missing {sorted(set(TABLE2_COLUMNS) - set(row))}, "
+                             f"unexpected {sorted(set(row) - set(TABLE2_COLUMNS))}")
+    return pd.DataFrame(list(rows), columns=list(TABLE2_COLUMNS))
+
+
+def _scores_for(q: pd.DataFrame, directions_annotated: pd.DataFrame, scores: pd.Series | Sequence[float] | np.ndarray,
+                what: str) -> np.ndarray:
+    if isinstance(scores, pd.Series):
+        if scores.index.duplicated().any():
+            raise ValueError(f"{what} scores repeat qids, e.g. {scores.index[scores.index.duplicated()][:3].tolist()}")
+        return scores.reindex(q["qid"].to_numpy()).to_numpy(dtype=float)
+    values = np.asarray(scores, dtype=float)
+    if values.shape != (len(directions_annotated),):
+        raise ValueError(f"{what} scores: expected a qid-indexed Series or {len(directions_annotated)} values "
+                         f"aligned with the directions frame, got shape {values.shape}")
+    mask = np.asarray(directions_annotated["eligible"], dtype=bool)
+    return values[mask]
+
+
+def pair_only_outcomes(directions_annotated: pd.DataFrame, pos_scores: pd.Series | Sequence[float] | np.ndarray,
+                       neg_scores: pd.Series | Sequence[float] | np.ndarray) -> pd.DataFrame:
+    """L1 outcomes per eligible direction from the two designated passages' scores alone.
+
+    Scores are a qid-indexed Series (absent qid = unavailable) or an array aligned
+    with the rows of ``directions_annotated``. NaN/inf scores are unavailable; ties and
+    unavailable directions are failures.
+    """
+    q = eligible_directions(directions_annotated)
+    pos = _scores_for(q, directions_annotated, pos_scores, "preferred")
+    neg = _scores_for(q, directions_annotated, neg_scores, "counterpart")
+    available = np.isfinite(pos) & np.isfinite(neg)
+    return pd.DataFrame({
+        "qid": q["qid"].to_numpy(),
+        "pos_score": pos,
+        "neg_score": neg,
+        "strict": available & (pos > neg),
+        "tie": available & (pos == neg),
+        "unavailable": ~available,
+    })
+
+
+def pair_only_summary(outcomes: pd.DataFrame, scorer: str) -> dict[str, object]:
+    """One scorer's L1 counts for Table III: n, strict, strict_pct, ties, unavailable."""
+    n = len(outcomes)
+    strict = int(outcomes["strict"].sum())
+    return {"scorer": scorer, "n": n, "strict": strict, "strict_pct": 100.0 * strict / n if n else float("nan"),
+            "ties": int(outcomes["tie"].sum()), "unavailable": int(outcomes["unavailable"].sum())}
+
+
+def table3(l1_rows: Sequence[dict[str, object]], l2_rows: Sequence[dict[str, object]]) -> pd.DataFrame:
+    """Pair-only (L1, ``pair_only_summary`` rows) beside window (L2, Table II rows) per scorer.
+
+    L2 rows name their scorer under ``scorer`` (or ``ranker``); a scorer present on
+    one side only (e.g. E0 as full-pool reference) gets NA on the other. Both sides
+    must count the same Q_c.
+    """
+    l1 = pd.DataFrame([{"scorer": r["scorer"], "n": r["n"], "l1_strict": r["strict"], "l1_strict_pct": r["strict_pct"],
+                        "l1_ties": r["ties"], "l1_unavailable": r["unavailable"]} for r in l1_rows],
+                      columns=["scorer", "n", "l1_strict", "l1_strict_pct", "l1_ties", "l1_unavailable"])
+    l2 = pd.DataFrame([{"scorer": r.get("scorer", r.get("ranker")), "n_l2": r["n"], "l2_strict": r["strict"],
+                        "l2_strict_pct": r["strict_pct"]} for r in l2_rows],
+                      columns=["scorer", "n_l2", "l2_strict", "l2_strict_pct"])
+    for side, frame in (("L1", l1), ("L2", l2)):
+        if frame["scorer"].isna().any() or frame["scorer"].duplicated().any():
+            raise ValueError(f"Table III {side} rows need unique scorer names, got {frame['scorer'].tolist()}")
+    order = l1["scorer"].tolist() + [s for s in l2["scorer"] if s not in set(l1["scorer"])]
+    merged = l1.merge(l2, on="scorer", how="outer").set_index("scorer").loc[order].reset_index()
+    clash = merged["n"].notna() & merged["n_l2"].notna() & (merged["n"] != merged["n_l2"])
+    if clash.any():
+        raise ValueError(f"Table III: L1 and L2 count different populations for {merged.loc[clash, 'scorer'].tolist()}")
+    merged["n"] = merged["n"].fillna(merged["n_l2"]).astype("Int64")
+    for c in ("l1_strict", "l1_ties", "l1_unavailable", "l2_strict"):
+        merged[c] = merged[c].astype("Int64")
+    return merged[list(TABLE3_COLUMNS)]

@@ -1,0 +1,162 @@
+"""Preference and position measures on tiny hand-made rankings, every expectation computed by hand."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rankers.base import Ranking, rank_by_keys
+from reports.measures import TABLE2_COLUMNS, corrections_regressions, direction_outcomes, summarize
+from reports.populations import annotate_population
+
+
+def toy_directions() -> pd.DataFrame:
+    """Pairs A, B (group g1), C (g2; C_q2 not covered), D (g3; structural conflict)."""
+    rows = []
+    for pair, group, conflict in (("A", "g1", False), ("B", "g1", False), ("C", "g2", False), ("D", "g3", True)):
+        p1, p2 = f"{pair.lower()}1", f"{pair.lower()}2"
+        rows.append((f"{pair}_q1", pair, 1, "test", p1, p2, group, group, conflict))
+        rows.append((f"{pair}_q2", pair, 2, "test", p2, p1, group, group, conflict))
+    return pd.DataFrame(rows, columns=["qid", "pair_id", "direction", "split", "preferred_pid", "counterpart_pid",
+                                       "group", "group_rules", "conflict"])
+
+
+FILLERS = [f"f{i:02d}" for i in range(10)]
+#: (qid, pid, k0, k1, k2). Hand-derived positions in the comments (ties by pid ascending).
+KEYS = [
+    # A_q1: (1,3,0.2) > (1,3,0.1) > (0,0,0.9): a1 rank 1, a2 rank 2 -> strict.
+    ("A_q1", "a1", 1, 3, 0.2), ("A_q1", "a2", 1, 3, 0.1), ("A_q1", "x", 0, 0, 0.9), ("A_q1", "y", 0, 0, 0.5),
+    # A_q2: a1 and a2 tie at (0,0,0.9); x first; a1 before a2 by id only -> pos a2 rank 3, neg a1 rank 2, tie.
+    ("A_q2", "a1", 0, 0, 0.9), ("A_q2", "a2", 0, 0, 0.9), ("A_q2", "x", 1, 2, 0.0), ("A_q2", "y", 0, 0, 0.1),
+    # B_q1: ten fillers above both: b1 rank 11 over b2 rank 12 -> strict, but outside the top 10.
+    *[("B_q1", f, 0, 0, 0.9) for f in FILLERS], ("B_q1", "b1", 0, 0, 0.2), ("B_q1", "b2", 0, 0, 0.1),
+    # B_q2: second key decides: b2 (0,5,0) > b1 (0,4,0.9) -> ranks 1 and 2, strict.
+    ("B_q2", "b1", 0, 4, 0.9), ("B_q2", "b2", 0, 5, 0.0), ("B_q2", "f00", 0, 0, 0.9),
+    # C_q1: f first, c2 rank 2, c1 rank 3 -> failure; C_q1 is a fallback query.
+    ("C_q1", "c1", 0, 0, 0.4), ("C_q1", "c2", 0, 0, 0.6), ("C_q1", "f00", 1, 0, 0.0),
+    # C_q2 lacks c1 (not covered); D is a conflict (not eligible) but ranked anyway.
+    ("C_q2", "c2", 0, 0, 0.5), ("C_q2", "f00", 0, 0, 0.1),
+    ("D_q1", "d1", 0, 0, 0.3), ("D_q1", "d2", 0, 0, 0.1), ("D_q2", "d1", 0, 0, 0.3), ("D_q2", "d2", 0, 0, 0.1),
+]
+
+
+def toy_ranking(name: str = "toy") -> Ranking:
+    frame = pd.DataFrame(KEYS, columns=["qid", "pid", "k0", "k1", "k2"])
+    return rank_by_keys(frame, name, fallback=frozenset({"C_q1"}))
+
+
+@pytest.fixture
+def directions() -> pd.DataFrame:
+    pool = pd.DataFrame(KEYS, columns=["qid", "pid", "k0", "k1", "k2"])[["qid", "pid"]]
+    return annotate_population(toy_directions(), pool)
+
+
+def ref_outcomes(strict: list[bool], name: str = "ref") -> pd.DataFrame:
+    """Reference outcomes for the 5 eligible directions (only ``strict`` matters to deltas)."""
+    o = pd.DataFrame({"qid": ["A_q1", "A_q2", "B_q1", "B_q2", "C_q1"], "rank_pos": 1, "rank_neg": 2,
+                      "strict": strict, "tie": False, "fallback": False})
+    o.attrs["ranker"] = name
+    return o
+
+
+def test_lexicographic_keys_and_ties_are_failures(directions):
+    o = direction_outcomes(toy_ranking(), directions).set_index("qid")
+    assert o.index.tolist() == ["A_q1", "A_q2", "B_q1", "B_q2", "C_q1"]
+    assert o["strict"].tolist() == [True, False, True, True, False]
+    assert o["tie"].tolist() == [False, True, False, False, False]
+    assert o["rank_pos"].tolist() == [1, 3, 11, 1, 3]
+    assert o["rank_neg"].tolist() == [2, 2, 12, 2, 2]
+    assert o["fallback"].tolist() == [False, False, False, False, True]
+
+
+def test_identifier_order_never_creates_success(directions):
+    # Flip A_q2's designation: now the preferred passage a1 sits above a2 only by id; still a tie, not a success.
+    d = directions.copy()
+    d.loc[d["qid"] == "A_q2", ["preferred_pid", "counterpart_pid"]] = ["a1", "a2"]
+    o = direction_outcomes(toy_ranking(), d).set_index("qid")
+    assert (o.at["A_q2", "rank_pos"], o.at["A_q2", "rank_neg"]) == (2, 3)
+    assert not o.at["A_q2", "strict"] and o.at["A_q2", "tie"]
+
+
+def test_summarize_by_hand(directions):
+    row = summarize(direction_outcomes(toy_ranking(), directions), directions)
+    assert list(row) == list(TABLE2_COLUMNS)
+    expected = {
+        "ranker": "toy", "n": 5, "strict": 3, "strict_pct": 60.0,
+        "paired": 1, "paired_n": 2, "paired_pct": 50.0,  # complete pairs A (q2 tie) and B (both strict); C incomplete
+        "mrr": (1 + 1 / 3 + 1 / 11 + 1 + 1 / 3) / 5,  # = 91/165
+        "pref_at_1": 40.0, "pref_at_3": 80.0, "pref_at_10": 80.0,
+        "mean_rank_pos": 19 / 5, "mean_rank_neg": 20 / 5, "both_top10": 4, "ties": 1, "fallback": 1,
+    }
+    for key, value in expected.items():
+        assert row[key] == pytest.approx(value) if isinstance(value, float) else row[key] == value, key
+    assert row["mrr"] == pytest.approx(91 / 165)
+    assert all(math.isnan(row[k]) for k in ("delta_pts", "delta_lo", "delta_hi"))
+
+
+def test_delta_and_corrections_vs_reference(directions):
+    ours = direction_outcomes(toy_ranking(), directions)
+    ref = ref_outcomes([False, True, False, False, False])
+    row = summarize(ours, directions, reference=ref, n_resamples=500, seed=3)
+    assert row["delta_pts"] == pytest.approx(40.0)  # 3/5 - 1/5
+    assert row["delta_lo"] <= row["delta_pts"] <= row["delta_hi"]
+    # Groups: g1 = A, B (gains +1 -1 +1 +1 = +2); g2 = C_q1 (0).
+    assert corrections_regressions(ours, ref, directions) == {
+        "corrections": 3, "regressions": 1, "groups_positive": 1, "groups_zero": 1, "groups_negative": 0}
+    worse = ref_outcomes([True, True, True, True, True])
+    assert corrections_regressions(ours, worse, directions) == {
+        "corrections": 0, "regressions": 2, "groups_positive": 0, "groups_zero": 0, "groups_negative": 2}
+
+
+def test_reference_itself_has_nan_delta(directions):
+    ours = direction_outcomes(toy_ranking("fusion"), directions)
+    for reference in (ours, ref_outcomes([True] * 5, name="fusion")):
+        row = summarize(ours, directions, reference=reference)
+        assert math.isnan(row["delta_pts"]) and math.isnan(row["delta_lo"])
+
+
+def test_missing_designated_passage_names_the_qid(directions):
+    frame = pd.DataFrame([k for k in KEYS if not (k[0] == "B_q2" and k[1] == "b1")],
+                         columns=["qid", "pid", "k0", "k1", "k2"])
+    with pytest.raises(ValueError, match=r"B_q2 \(counterpart b1\)"):
+        direction_outcomes(rank_by_keys(frame, "holey"), directions)
+
+
+def test_outcomes_must_be_exactly_q_c(directions):
+    ours = direction_outcomes(toy_ranking(), directions)
+    with pytest.raises(ValueError, match="miss 1 eligible"):
+        summarize(ours[ours["qid"] != "A_q1"], directions)
+    with pytest.raises(ValueError, match="different Q_c"):
+        summarize(ours, directions, reference=ref_outcomes([True] * 5).iloc[:4])
+    with pytest.raises(ValueError, match="ranker name"):
+        summarize(pd.DataFrame(ours.to_dict("list")), directions)
+
+
+def test_empty_population_gives_nan_rates():
+    d = annotate_population(toy_directions().iloc[6:], pd.DataFrame({"qid": ["D_q1"], "pid": ["d1"]}))
+    frame = pd.DataFrame([k for k in KEYS if k[0].startswith("D")], columns=["qid", "pid", "k0", "k1", "k2"])
+    o = direction_outcomes(rank_by_keys(frame, "none"), d)
+    row = summarize(o, d)
+    assert row["n"] == 0 and row["strict"] == 0 and math.isnan(row["strict_pct"]) and math.isnan(row["mrr"])
+    assert row["paired_n"] == 0 and math.isnan(row["paired_pct"])
+
+
+def test_vectorized_outcomes_match_a_plain_loop():
+    """Random keys with many exact ties: the vectorized comparison equals Python tuple comparison."""
+    rng = np.random.default_rng(0)
+    n_q, n_c = 40, 7
+    qids = [f"Q{i}_q1" for i in range(n_q)]
+    frame = pd.DataFrame({"qid": np.repeat(qids, n_c), "pid": np.tile([f"p{j}" for j in range(n_c)], n_q),
+                          "k0": rng.integers(0, 2, n_q * n_c), "k1": rng.integers(0, 3, n_q * n_c),
+                          "k2": rng.integers(0, 3, n_q * n_c) / 2})
+    dirs = pd.DataFrame({"qid": qids, "pair_id": [q[:-3] for q in qids], "split": "test", "preferred_pid": "p1",
+                         "counterpart_pid": "p4", "group": "g", "conflict": False})
+    dirs = annotate_population(dirs, frame)
+    o = direction_outcomes(rank_by_keys(frame, "rnd"), dirs)
+    keyed = frame.set_index(["qid", "pid"])[["k0", "k1", "k2"]]
+    expected = [tuple(keyed.loc[(q, "p1")]) > tuple(keyed.loc[(q, "p4")]) for q in qids]
+    ties = [tuple(keyed.loc[(q, "p1")]) == tuple(keyed.loc[(q, "p4")]) for q in qids]
+    assert o["strict"].tolist() == expected and o["tie"].tolist() == ties
+    assert 0 < sum(ties) < n_q and 0 < sum(expected) < n_q
