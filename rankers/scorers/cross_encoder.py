@@ -1,0 +1,122 @@
+"""Cross-encoder text scorer (the paper's BGE role, SPEC §3 "Cross-encoder scorer").
+
+Raw logits from a transformers sequence-classification head, one (query, passage)
+input at a time as far as the model can tell: batching only pads inputs together,
+it never lets one input see another. The paper runs ``BAAI/bge-reranker-v2-m3`` in
+FP16 on a GPU (pass that name where the hub is reachable); the embedded CPU default
+is a checkpoint fine-tuned by ``rankers.scorers.ce_training``.
+
+Logit policy: a single-logit model returns its logit. A two-logit model returns
+``logit[1] - logit[0]``, the log-odds of the "relevant" class: it orders inputs
+exactly as the softmax probability does, without squashing near-certain inputs into
+ties at 1.0.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+from fixtures.models import model_fingerprint
+from rankers.scorers.base import ScoreBatch
+
+#: Bump whenever input construction changes (pair order, truncation, special tokens, logit policy).
+PREPROCESSING_VERSION = "q-first|longest_first|logit-v1"
+
+
+class CrossEncoderScorer:
+    """Pointwise cross-encoder implementing ``TextScorer``.
+
+    Inputs are tokenized as (query, passage) pairs truncated to ``max_length`` (the
+    longer side loses tokens first, so the short NevIR query stays whole), sorted by
+    length into batches of ``batch_size`` so padding stays small, and restored to the
+    caller's order. On CUDA the model runs in FP16; ``quantize_int8`` applies dynamic
+    int8 quantization to the linear layers for CPU inference.
+    """
+
+    def __init__(self, model_name_or_path: str | Path, max_length: int = 512, batch_size: int = 32,
+                 device: str | None = None, revision: str | None = None, *, quantize_int8: bool = False) -> None:
+        self.model_name = str(model_name_or_path)
+        self.max_length = int(max_length)
+        self.batch_size = int(batch_size)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.quantize_int8 = bool(quantize_int8)
+        if self.quantize_int8 and self.device.type != "cpu":
+            raise ValueError("dynamic int8 quantization runs on CPU only; pass device='cpu' or quantize_int8=False")
+        dtype = torch.float16 if self.device.type == "cuda" else torch.float32
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=revision)
+        model = AutoModelForSequenceClassification.from_pretrained(self.model_name, revision=revision, dtype=dtype)
+        num_labels = model.config.num_labels
+        if num_labels not in (1, 2):
+            raise ValueError(f"{self.model_name}: expected a 1- or 2-logit classification head, got {num_labels}")
+        self.num_labels = num_labels
+        model.eval()
+        if self.quantize_int8:
+            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        self.model = model.to(self.device)
+        self.revision = revision or self._identity()
+        self.n_inputs = 0
+        self.n_truncated = 0
+
+    def _identity(self) -> str:
+        """Weights digest of a local folder, or the hub commit the weights were loaded from."""
+        if Path(self.model_name).expanduser().is_dir():
+            return "sha256:" + str(model_fingerprint(str(Path(self.model_name).expanduser().resolve()))["files_sha256"])[:16]
+        return str(getattr(self.model.config, "_commit_hash", None) or "unknown-revision")
+
+    @property
+    def model_key(self) -> str:
+        name = Path(self.model_name).name if Path(self.model_name).expanduser().is_dir() else self.model_name
+        quant = "|int8" if self.quantize_int8 else ""
+        return f"cross-encoder|{name}|{self.revision}|max{self.max_length}|{PREPROCESSING_VERSION}{quant}"
+
+    def tokenize(self, inputs: Sequence[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]] | None, np.ndarray]:
+        """Truncated ids (and token types) per input, plus each input's untruncated length."""
+        queries = [q for q, _ in inputs]
+        passages = [p for _, p in inputs]
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # the untruncated pass is only for counting; its length warning is noise
+        try:
+            full = self.tokenizer(queries, passages, truncation=False)["input_ids"]
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        enc = self.tokenizer(queries, passages, truncation="longest_first", max_length=self.max_length)
+        return enc["input_ids"], enc.get("token_type_ids"), np.array([len(x) for x in full])
+
+    @torch.inference_mode()
+    def forward(self, input_ids: list[list[int]], token_type_ids: list[list[int]] | None) -> np.ndarray:
+        """One padded batch through the model; returns the score per input (logit policy above)."""
+        feats = {"input_ids": input_ids}
+        if token_type_ids is not None:
+            feats["token_type_ids"] = token_type_ids
+        batch = self.tokenizer.pad(feats, return_tensors="pt").to(self.device)
+        logits = self.model(**batch).logits.float()
+        out = logits[:, 0] if self.num_labels == 1 else logits[:, 1] - logits[:, 0]
+        return out.cpu().numpy().astype(np.float64)
+
+    def score(self, inputs: Sequence[tuple[str, str]]) -> ScoreBatch:
+        n = len(inputs)
+        if n == 0:
+            return ScoreBatch(np.zeros(0), [], [], [])
+        ids, types, full_len = self.tokenize(inputs)
+        lengths = np.array([len(x) for x in ids])
+        order = np.argsort(-lengths, kind="stable")  # longest first: a memory failure shows up at once
+        scores = np.empty(n, dtype=np.float64)
+        seconds = np.empty(n, dtype=np.float64)
+        for start in range(0, n, self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            t0 = time.perf_counter()
+            scores[chunk] = self.forward([ids[i] for i in chunk], None if types is None else [types[i] for i in chunk])
+            seconds[chunk] = (time.perf_counter() - t0) / len(chunk)
+        truncated = full_len > lengths
+        self.n_inputs += n
+        self.n_truncated += int(truncated.sum())
+        errors = [None if np.isfinite(s) else "non-finite logit" for s in scores]
+        usage = [{"input_tokens": float(lengths[i]), "full_tokens": float(full_len[i]),
+                  "truncated": float(truncated[i]), "seconds": float(seconds[i])} for i in range(n)]
+        return ScoreBatch(scores, errors, usage, [repr(float(s)) for s in scores])

@@ -1,0 +1,114 @@
+"""CrossEncoderScorer on tiny random BERT checkpoints built offline from the SPLADE-tiny tokenizer."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+from fixtures.models import splade_tiny_path
+from rankers.scorers.base import TextScorer
+from rankers.scorers.cache import ScoreCache, score_with_cache
+from rankers.scorers.cross_encoder import PREPROCESSING_VERSION, CrossEncoderScorer
+
+INPUTS = [
+    ("who was not born in paris?", "Marie was born in Lyon and never lived in Paris."),
+    ("who was born in paris?", "Jean was born in Paris. " * 12),
+    ("a", "b"),
+    ("which film did not win an award", "The film won three awards at the festival, including best director."),
+    ("who was born in paris?", "Marie was born in Lyon and never lived in Paris."),
+]
+
+
+def tiny_checkpoint(path, num_labels: int, seed: int):
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(splade_tiny_path())
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, num_labels=num_labels)
+    BertForSequenceClassification(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return tiny_checkpoint(tmp_path_factory.mktemp("ce1"), 1, 0)
+
+
+def reference_logits(path, inputs, max_length: int) -> np.ndarray:
+    """One input at a time, no padding: what a batched scorer must reproduce."""
+    tok = AutoTokenizer.from_pretrained(path)
+    model = BertForSequenceClassification.from_pretrained(path).eval()
+    out = []
+    with torch.inference_mode():
+        for q, p in inputs:
+            enc = tok(q, p, truncation="longest_first", max_length=max_length, return_tensors="pt")
+            out.append(model(**enc).logits[0].numpy())
+    return np.array(out)
+
+
+def test_raw_logits_survive_length_sorted_batching(ckpt):
+    scorer = CrossEncoderScorer(ckpt, max_length=64, batch_size=2, device="cpu")
+    assert isinstance(scorer, TextScorer)
+    got = scorer.score(INPUTS)
+    ref = reference_logits(ckpt, INPUTS, 64)[:, 0]
+    np.testing.assert_allclose(got.scores, ref, rtol=1e-4, atol=1e-5)
+    assert got.errors == [None] * 5 and len(got.usage) == 5
+    # permuting inputs permutes scores: no input's score depends on its batch mates
+    perm = [3, 0, 4, 2, 1]
+    np.testing.assert_allclose(scorer.score([INPUTS[i] for i in perm]).scores, got.scores[perm], rtol=1e-4, atol=1e-5)
+    assert scorer.score([]).scores.shape == (0,)
+
+
+def test_truncation_is_counted_per_input(ckpt):
+    scorer = CrossEncoderScorer(ckpt, max_length=16, batch_size=8, device="cpu")
+    got = scorer.score(INPUTS)
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    full = [len(tok(q, p)["input_ids"]) for q, p in INPUTS]
+    assert [u["full_tokens"] for u in got.usage] == full
+    assert [u["input_tokens"] for u in got.usage] == [min(n, 16) for n in full]
+    assert [u["truncated"] for u in got.usage] == [float(n > 16) for n in full]
+    assert scorer.n_truncated == sum(n > 16 for n in full) >= 2 and scorer.n_inputs == 5
+    np.testing.assert_allclose(got.scores, reference_logits(ckpt, INPUTS, 16)[:, 0], rtol=1e-4, atol=1e-5)
+
+
+def test_two_logit_models_return_log_odds(tmp_path):
+    path = tiny_checkpoint(tmp_path / "ce2", 2, 1)
+    got = CrossEncoderScorer(path, max_length=64, batch_size=3, device="cpu").score(INPUTS)
+    ref = reference_logits(path, INPUTS, 64)
+    np.testing.assert_allclose(got.scores, ref[:, 1] - ref[:, 0], rtol=1e-4, atol=1e-5)
+
+
+def test_other_heads_are_refused(tmp_path):
+    path = tiny_checkpoint(tmp_path / "ce3", 3, 1)
+    with pytest.raises(ValueError, match="1- or 2-logit"):
+        CrossEncoderScorer(path, device="cpu")
+
+
+def test_model_key_names_everything_that_changes_a_score(ckpt, tmp_path):
+    a = CrossEncoderScorer(ckpt, max_length=64, device="cpu")
+    assert PREPROCESSING_VERSION in a.model_key and ckpt.name in a.model_key and "max64" in a.model_key
+    assert a.model_key == CrossEncoderScorer(ckpt, max_length=64, batch_size=1, device="cpu").model_key
+    assert a.model_key != CrossEncoderScorer(ckpt, max_length=32, device="cpu").model_key
+    other = tiny_checkpoint(tmp_path / ckpt.name, 1, 7)  # same folder name, other weights
+    assert CrossEncoderScorer(other, max_length=64, device="cpu").model_key != a.model_key
+    q = CrossEncoderScorer(ckpt, max_length=64, device="cpu", quantize_int8=True)
+    assert q.model_key == a.model_key + "|int8"
+
+
+def test_int8_quantization_keeps_the_order(ckpt):
+    fp = CrossEncoderScorer(ckpt, max_length=64, device="cpu").score(INPUTS).scores
+    q8 = CrossEncoderScorer(ckpt, max_length=64, device="cpu", quantize_int8=True).score(INPUTS).scores
+    assert np.all(np.isfinite(q8)) and not np.array_equal(fp, q8)
+    np.testing.assert_allclose(q8, fp, atol=0.05 * np.ptp(fp) + 1e-3)
+
+
+def test_plugs_into_the_cache(ckpt, tmp_path):
+    scorer = CrossEncoderScorer(ckpt, max_length=64, device="cpu")
+    inputs = [("q", f"p{i}", q, p) for i, (q, p) in enumerate(INPUTS)]
+    with ScoreCache(tmp_path / "s.sqlite") as cache:
+        first = score_with_cache(scorer, inputs, cache, batch_size=2, progress=False)
+        again = score_with_cache(scorer, inputs, cache, batch_size=2, progress=False)
+    assert first.n_scored == 5 and again.n_scored == 0
+    np.testing.assert_allclose(again.frame["score"], first.frame["score"])
+    assert again.frame["usage"][0]["truncated"] == 0.0 and again.frame["usage"][1]["truncated"] == 1.0
