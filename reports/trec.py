@@ -52,25 +52,31 @@ def write_run(ranking: Ranking, path: Path, tag: str | None = None) -> Path:
 
 
 def _read_columns(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """Whitespace-separated fields as strings; on any malformed line, rescan to name it exactly."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"TREC file not found: {path}")
-    rows = []
+    try:
+        frame = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, engine="c", keep_default_na=False,
+                            na_values=[], skip_blank_lines=True)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    except pd.errors.ParserError:
+        frame = None
+    if frame is not None and frame.shape[1] == len(columns) and not (frame.iloc[:, -1] == "").any():
+        return frame.set_axis(list(columns), axis=1)
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
         fields = line.split()
-        if len(fields) != len(columns):
+        if fields and len(fields) != len(columns):
             raise ValueError(f"{path}:{number}: expected {len(columns)} fields {columns}, got {len(fields)}: {line!r}")
-        rows.append(fields)
-    return pd.DataFrame(rows, columns=list(columns), dtype=object)
+    raise ValueError(f"{path}: unreadable as {len(columns)} whitespace-separated fields {columns}")
 
 
 def _numeric(frame: pd.DataFrame, column: str, path: Path, kind: type) -> pd.Series:
     values = pd.to_numeric(frame[column], errors="coerce")
     if values.isna().any():
         i = int(np.flatnonzero(values.isna().to_numpy())[0])
-        raise ValueError(f"{path}: row {i + 1}: field {column!r} is not numeric: {frame[column].iat[i]!r}")
+        raise ValueError(f"{path}: record {i + 1} (non-blank line): field {column!r} is not numeric: {frame[column].iat[i]!r}")
     return values.astype(kind)
 
 
@@ -81,7 +87,7 @@ def read_run(path: Path) -> pd.DataFrame:
     f["score"] = _numeric(f, "score", path, float)
     dup = f.duplicated(["qid", "pid"])
     if dup.any():
-        raise ValueError(f"{path}: row {int(np.flatnonzero(dup.to_numpy())[0]) + 1}: duplicate (qid, pid)")
+        raise ValueError(f"{path}: record {int(np.flatnonzero(dup.to_numpy())[0]) + 1} (non-blank line): duplicate (qid, pid)")
     return f
 
 

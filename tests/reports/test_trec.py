@@ -1,0 +1,102 @@
+"""TREC qrels/run round trip; the files alone reproduce our MRR even when fusion scores tie."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rankers.base import single_score_ranking
+from reports.measures import direction_outcomes, summarize
+from reports.populations import annotate_population
+from reports.trec import mrr_from_files, read_qrels, read_run, write_qrels, write_run
+
+#: Pool with tied fusion scores. Q1_q1: pa and pb tie at .5 under pc (.9): positions pc, pa, pb (id ascending).
+POOL = pd.DataFrame({
+    "qid": ["Q1_q1"] * 3 + ["Q1_q2"] * 3 + ["Q2_q1"] * 2 + ["Q2_q2"] * 2,
+    "pid": ["pa", "pb", "pc", "pa", "pb", "pc", "pd", "pe", "pd", "pe"],
+    "score": [0.5, 0.5, 0.9, 0.2, 0.7, 0.7, 0.3, 0.3, 0.1, 0.8],
+})
+
+
+def directions() -> pd.DataFrame:
+    d = pd.DataFrame({
+        "qid": ["Q1_q1", "Q1_q2", "Q2_q1", "Q2_q2", "Q3_q1"],
+        "pair_id": ["Q1", "Q1", "Q2", "Q2", "Q3"],
+        "split": "test",
+        "preferred_pid": ["pa", "pb", "pd", "pe", "pz"],
+        "counterpart_pid": ["pb", "pa", "pe", "pd", "py"],
+        "group": ["g1", "g1", "g2", "g2", "g3"],
+        "conflict": False,
+    })
+    return annotate_population(d, POOL)
+
+
+def fusion():
+    return single_score_ranking(POOL, POOL["score"].to_numpy(), "fusion")
+
+
+def test_run_file_content_and_scores_strictly_decrease(tmp_path):
+    path = write_run(fusion(), tmp_path / "runs" / "fusion.trec")
+    lines = path.read_text().splitlines()
+    assert lines[:3] == ["Q1_q1 Q0 pc 1 3 fusion", "Q1_q1 Q0 pa 2 2 fusion", "Q1_q1 Q0 pb 3 1 fusion"]
+    run = read_run(path)
+    assert len(run) == len(POOL)
+    assert (run.groupby("qid")["score"].diff().dropna() < 0).all()
+
+
+def test_qrels_one_line_per_eligible_direction(tmp_path):
+    path = write_qrels(directions(), tmp_path / "qrels.txt")
+    assert path.read_text().splitlines() == ["Q1_q1 0 pa 1", "Q1_q2 0 pb 1", "Q2_q1 0 pd 1", "Q2_q2 0 pe 1"]
+    assert read_qrels(path)["relevance"].tolist() == [1, 1, 1, 1]
+
+
+def test_mrr_from_files_equals_measures_with_tied_scores(tmp_path):
+    d = directions()
+    ranking = fusion()
+    row = summarize(direction_outcomes(ranking, d), d)
+    # By hand: Q1_q1 pa at 2; Q1_q2 pb ties pc at .7, pb first by id -> 1; Q2_q1 pd ties pe -> 1; Q2_q2 pe -> 1.
+    assert row["mrr"] == pytest.approx((1 / 2 + 1 + 1 + 1) / 4)
+    run, qrels = write_run(ranking, tmp_path / "fusion.trec"), write_qrels(d, tmp_path / "qrels.txt")
+    assert mrr_from_files(run, qrels) == pytest.approx(row["mrr"])
+
+
+def test_raw_tied_scores_would_change_trec_order(tmp_path):
+    """Why the run writes rank-derived scores: trec_eval breaks equal scores by id descending."""
+    raw = tmp_path / "raw.trec"
+    f = fusion().frame.merge(POOL, on=["qid", "pid"])
+    raw.write_text("".join(f"{q} Q0 {p} {r} {s} raw\n" for q, p, r, s in zip(f["qid"], f["pid"], f["rank"], f["score"])))
+    qrels = write_qrels(directions(), tmp_path / "qrels.txt")
+    # Q1_q1: pb before pa -> 1/3; Q1_q2: pc before pb -> 1/2; Q2_q1: pe before pd -> 1/2; Q2_q2: 1.
+    assert mrr_from_files(raw, qrels) == pytest.approx((1 / 3 + 1 / 2 + 1 / 2 + 1) / 4)
+
+
+def test_query_missing_from_run_counts_zero(tmp_path):
+    qrels = write_qrels(directions(), tmp_path / "qrels.txt")
+    run = tmp_path / "part.trec"
+    run.write_text("Q1_q1 Q0 pa 1 2 x\nQ1_q1 Q0 pb 2 1 x\n")
+    assert mrr_from_files(run, qrels) == pytest.approx(0.25)
+
+
+def test_malformed_files_name_file_and_line(tmp_path):
+    bad = tmp_path / "bad.trec"
+    bad.write_text("Q1 Q0 pa 1 2 x\nQ1 Q0 pb 2\n")
+    with pytest.raises(ValueError, match=r"bad.trec:2: expected 6 fields"):
+        read_run(bad)
+    bad.write_text("Q1 Q0 pa one 2 x\n")
+    with pytest.raises(ValueError, match="'rank' is not numeric"):
+        read_run(bad)
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        read_qrels(tmp_path / "nowhere.txt")
+    with pytest.raises(ValueError, match="whitespace"):
+        write_run(fusion(), tmp_path / "x.trec", tag="two words")
+
+
+def test_round_trip_reproduces_ranking(tmp_path):
+    rng = np.random.default_rng(0)
+    pool = pd.DataFrame({"qid": np.repeat([f"q{i}" for i in range(20)], 15),
+                         "pid": np.tile([f"p{j:02d}" for j in range(15)], 20)})
+    ranking = single_score_ranking(pool, rng.integers(0, 4, len(pool)).astype(float), "rnd")
+    run = read_run(write_run(ranking, tmp_path / "rnd.trec"))
+    back = run[["qid", "pid", "rank"]].reset_index(drop=True)
+    ours = ranking.frame.sort_values(["qid", "rank"])[["qid", "pid", "rank"]].reset_index(drop=True)
+    pd.testing.assert_frame_equal(back, ours, check_dtype=False)
