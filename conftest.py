@@ -33,6 +33,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--subset-seed", type=int, default=0, help="seed of the --subset-pairs sample (default: 0)")
     group.addoption("--grader-sample", type=int, default=None,
                     help="directions (whole pairs) the LLM grader scores per split; 0 = all (default: from the profile)")
+    group.addoption("--grader-url", default=os.environ.get("NEVIR_GRADER_URL"),
+                    help="grade through an OpenAI-compatible server (e.g. `vllm serve Qwen/Qwen3-14B-AWQ`) at this /v1 URL")
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +51,7 @@ def settings(pytestconfig: pytest.Config) -> Settings:
         subset_pairs=opt("subset_pairs"),
         subset_seed=opt("subset_seed"),
         grader_sample=opt("grader_sample"),
+        grader_url=opt("grader_url"),
     )
 
 

@@ -86,6 +86,14 @@ class ReportPlugin:
         self.config = config
         self.rows: dict[tuple[str, str], dict[tuple, dict[str, Any]]] = {}
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Forget the previous run's stage timings so the manifest describes this run only."""
+        import shutil
+
+        results_dir = Path(self.config.getoption("results_dir"))
+        for split in self.config.getoption("splits").split(","):
+            shutil.rmtree(results_dir / split.strip() / "stages", ignore_errors=True)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, payload in report.user_properties:
             if key != REPORT_KEY:

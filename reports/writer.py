@@ -56,7 +56,7 @@ def write_split_report(out_dir: Path, split: str, tables: dict[str, pd.DataFrame
     from reports.outputs import assemble_directions_csv
     from reports.figures import write_figures
 
-    assemble_directions_csv(out_dir)
+    assemble_directions_csv(out_dir, list(tables["table2"]["ranker"]) if "table2" in tables else [])
     figures = write_figures(out_dir, tables)
     lines = [f"# Preference Is Not Position — {split}", ""]
     for name in TABLES:
@@ -73,4 +73,7 @@ def write_manifest(out_dir: Path, frame: pd.DataFrame) -> None:
     path = out_dir / "manifest.json"
     for key, value in zip(frame["key"], frame["value"]):
         manifest[key] = value
+    stages = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((out_dir / "stages").glob("*.json"))}
+    if stages:
+        manifest["stages_wall_clock"] = stages
     path.write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")

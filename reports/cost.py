@@ -1,0 +1,106 @@
+"""Cost accounting and cached-score replays (SPEC §4 "Cost", paper §V-C).
+
+Everything here reads the score cache only: the K=3 window and the two
+conditional-reranking rules are replays that never call a model, so they cost nothing
+to recompute and cannot drift from the scores that produced Table II.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rankers.base import Ranking
+from rankers.window import window_rerank
+
+#: Rule A skips reranking when fusion's top passage leads the runner-up by at least this much
+#: on the [0, 1] fused scale (a confident fusion winner).
+MARGIN_SKIP = 0.25
+COST_COLUMNS = ("stage", "judgments", "requests", "input_tokens", "output_tokens", "wall_s", "unavailable",
+                "missing_usage", "strict", "n", "judgments_saved_pct")
+
+
+def _usage_sum(usage: pd.Series, key: str) -> tuple[float, int]:
+    values = np.array([u.get(key, np.nan) if isinstance(u, dict) else np.nan for u in usage], dtype=float)
+    return float(np.nansum(values)), int(np.isnan(values).sum())
+
+
+def stage_cost(stage: str, frame: pd.DataFrame) -> dict[str, object]:
+    """One scoring stage: judgments (planned inputs), requests (unique inputs), tokens, wall-clock, gaps.
+
+    Usage comes from the cache, i.e. from when each input was actually scored, so a rerun
+    served from the cache reports the original cost, not zero.
+    """
+    unique = frame.drop_duplicates(["qid", "pid"])
+    in_tok, missing_in = _usage_sum(unique["usage"], "input_tokens")
+    out_tok, _ = _usage_sum(unique["usage"], "output_tokens")
+    lat, missing_lat = _usage_sum(unique["usage"], "latency_s")
+    secs, missing_secs = _usage_sum(unique["usage"], "seconds")
+    return {
+        "stage": stage,
+        "judgments": len(frame),
+        "requests": len(unique),
+        "input_tokens": in_tok,
+        "output_tokens": out_tok,
+        "wall_s": lat + secs,
+        "unavailable": int(unique["score"].isna().sum()),
+        "missing_usage": max(missing_in, min(missing_lat, missing_secs)),
+    }
+
+
+def _merge(window: Ranking, fusion: Ranking, rerank_qids: set[str], name: str) -> Ranking:
+    """Reranked order for the chosen queries, fusion order (and keys) for the rest."""
+    w = window.frame[window.frame["qid"].isin(rerank_qids)]
+    f = fusion.frame[~fusion.frame["qid"].isin(rerank_qids)]
+    frame = pd.concat([w, f], ignore_index=True).sort_values(["qid", "rank"], kind="mergesort").reset_index(drop=True)
+    return Ranking(name, frame, window.fallback & frozenset(rerank_qids))
+
+
+def margin_rule_queries(fusion: Ranking, margin: float = MARGIN_SKIP) -> set[str]:
+    """Queries to rerank under rule A: fusion's top-two score margin below ``margin``."""
+    top = fusion.frame[fusion.frame["rank"] <= 2].sort_values(["qid", "rank"])
+    k0 = top.groupby("qid")["k0"].agg(lambda s: s.iloc[0] - s.iloc[1] if len(s) > 1 else np.inf)
+    return set(k0.index[k0 < margin])
+
+
+def route_rule_queries(pool: pd.DataFrame) -> set[str]:
+    """Queries to rerank under rule B: the routes' top-1 passages disagree, or a route returned nothing."""
+    winners = []
+    for route in ("dense", "sparse", "bm25"):
+        top = pool[pool[f"{route}_rank"] == 1].set_index("qid")["pid"].rename(route)
+        winners.append(top)
+    table = pd.concat(winners, axis=1).reindex(pool["qid"].unique())
+    missing = table.isna().any(axis=1)
+    disagree = table.nunique(axis=1, dropna=True) > 1
+    return set(table.index[missing | disagree])
+
+
+def judgments(fusion: Ranking, qids: set[str], k: int) -> int:
+    """Window inputs a replay would have needed: min(k, pool size) per reranked query."""
+    sizes = fusion.frame.groupby("qid").size()
+    return int(np.minimum(sizes[sizes.index.isin(qids)], k).sum())
+
+
+def replay_rows(fusion: Ranking, scores: dict[tuple[str, str], float], pool: pd.DataFrame, strict_of,
+                k_full: int = 20, k_small: int = 3) -> list[dict[str, object]]:
+    """K=3 window replay and the two conditional rules, each with strict successes and judgments saved.
+
+    ``strict_of(ranking) -> (strict count, n)`` evaluates a replayed ranking on the same Q_c.
+    """
+    all_q = set(fusion.frame["qid"])
+    full = window_rerank(fusion, scores, k=k_full, name="replay_k20")
+    full_j = judgments(fusion, all_q, k_full)
+    plans = [
+        ("replay_k20", full, all_q, k_full),
+        (f"replay_k{k_small}", window_rerank(fusion, scores, k=k_small, name=f"replay_k{k_small}"), all_q, k_small),
+        ("rule_fusion_margin", _merge(full, fusion, margin_rule_queries(fusion), "rule_fusion_margin"),
+         margin_rule_queries(fusion), k_full),
+        ("rule_route_disagreement", _merge(full, fusion, route_rule_queries(pool) & all_q, "rule_route_disagreement"),
+         route_rule_queries(pool) & all_q, k_full),
+    ]
+    rows = []
+    for stage, ranking, qids, k in plans:
+        strict, n = strict_of(ranking)
+        j = judgments(fusion, qids, k)
+        rows.append({"stage": stage, "judgments": j, "strict": strict, "n": n,
+                     "judgments_saved_pct": 100.0 * (1 - j / full_j) if full_j else float("nan")})
+    return rows

@@ -1,0 +1,87 @@
+"""The paper's two figures, each as PNG plus the CSV of exactly what is plotted.
+
+Figure 1 puts strict preference and preferred-passage MRR side by side so the
+preference–position divergence is visible at a glance; Figure 2 shows how much of
+the remaining error sits in the equal-grade branch.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def figure1(out_dir: Path, table2: pd.DataFrame) -> Path:
+    """Strict preference (with Δ-vs-fusion bootstrap interval) vs MRR, and mean ranks of both passages."""
+    data = table2[["ranker", "n", "strict_pct", "mrr", "delta_pts", "delta_lo", "delta_hi", "mean_rank_pos", "mean_rank_neg"]].copy()
+    # The interval is on Δ strict; shift it onto the ranker's own strict level for plotting.
+    data["strict_lo"] = data["strict_pct"] - (data["delta_pts"] - data["delta_lo"])
+    data["strict_hi"] = data["strict_pct"] + (data["delta_hi"] - data["delta_pts"])
+    data.to_csv(out_dir / "figure1.csv", index=False)
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for i, row in data.reset_index(drop=True).iterrows():
+        xerr = None
+        if np.isfinite(row["strict_lo"]):
+            xerr = [[row["strict_pct"] - row["strict_lo"]], [row["strict_hi"] - row["strict_pct"]]]
+        ax1.errorbar(row["strict_pct"], row["mrr"], xerr=xerr, fmt="o", capsize=3, color=f"C{i}", label=row["ranker"])
+        ax1.annotate(row["ranker"], (row["strict_pct"], row["mrr"]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax1.set_xlabel("strict preference (%) [95% source-group interval of Δ vs fusion]")
+    ax1.set_ylabel("preferred-passage MRR (full pool)")
+    ax1.set_title("Preference vs position")
+    ax1.grid(alpha=0.3)
+
+    x = np.arange(len(data))
+    ax2.bar(x - 0.2, data["mean_rank_pos"], width=0.4, label="preferred")
+    ax2.bar(x + 0.2, data["mean_rank_neg"], width=0.4, label="counterpart")
+    ax2.set_xticks(x, data["ranker"], rotation=30, ha="right")
+    ax2.set_yscale("log")
+    ax2.set_ylabel("mean full-pool rank (log)")
+    ax2.set_title("Where the designated passages land")
+    ax2.legend()
+    fig.tight_layout()
+    path = out_dir / "figure1.png"
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return path
+
+
+def figure2(out_dir: Path, tie_branch: pd.DataFrame) -> Path:
+    """Each branch's share of directions vs of non-successes, with the double-max share of ties."""
+    tie_branch.to_csv(out_dir / "figure2.csv", index=False)
+    scorers = list(dict.fromkeys(tie_branch["scorer"]))
+    fig, axes = plt.subplots(1, len(scorers), figsize=(5.5 * len(scorers), 4.2), squeeze=False)
+    for ax, scorer in zip(axes[0], scorers):
+        part = tie_branch[tie_branch["scorer"] == scorer].reset_index(drop=True)
+        x = np.arange(len(part))
+        ax.bar(x - 0.2, part["directions_pct"], width=0.4, label="share of directions")
+        ax.bar(x + 0.2, part["non_successes_pct"], width=0.4, label="share of non-successes")
+        ax.set_xticks(x, [b.replace("_", " ") for b in part["branch"]], rotation=15)
+        ax.set_ylabel("%")
+        eq = part[part["branch"] == "equal_score"]
+        note = ""
+        if len(eq) and pd.notna(eq["double_max_pct"].iloc[0]):
+            note = f"; both max grade in {eq['double_max_pct'].iloc[0]:.1f}% of ties"
+        ax.set_title(f"{scorer}: equal vs different scores{note}", fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    path = out_dir / "figure2.png"
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return path
+
+
+def write_figures(out_dir: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:
+    """Whichever figures this run's tables support."""
+    out = []
+    if "table2" in tables and len(tables["table2"]):
+        out.append(figure1(out_dir, tables["table2"]))
+    if "tie_branch" in tables and len(tables["tie_branch"]):
+        out.append(figure2(out_dir, tables["tie_branch"]))
+    return out

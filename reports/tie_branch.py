@@ -1,0 +1,62 @@
+"""Tie-branch analysis of a window reranker (SPEC §4, paper §VI).
+
+Where both designated passages are in the scored window, equal text scores leave
+the decision to the tie-breaker (fusion): this branch's share of the remaining
+failures, against its share of directions, is what H3 is about.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+BRANCHES = ("equal_score", "different_score", "outside_window_or_fallback")
+TIE_BRANCH_COLUMNS = ("scorer", "branch", "directions", "directions_pct", "non_successes", "non_successes_pct",
+                      "accuracy_pct", "double_max", "double_max_pct")
+
+
+def tie_branches(eligible: pd.DataFrame, outcomes: pd.DataFrame, reference_ranks: pd.DataFrame,
+                 text_scores: Mapping[tuple[str, str], float], fallback: frozenset[str], k: int) -> pd.DataFrame:
+    """Per eligible direction: its branch and whether both designated passages got the maximum grade.
+
+    ``reference_ranks`` is the reference ranking's frame (qid, pid, rank) that defined the window.
+    """
+    ranks = reference_ranks.set_index(["qid", "pid"])["rank"]
+    qid = eligible["qid"].to_numpy()
+    pos_idx = pd.MultiIndex.from_arrays([qid, eligible["preferred_pid"].to_numpy()])
+    neg_idx = pd.MultiIndex.from_arrays([qid, eligible["counterpart_pid"].to_numpy()])
+    in_window = (ranks.reindex(pos_idx).to_numpy() <= k) & (ranks.reindex(neg_idx).to_numpy() <= k)
+    scores = pd.Series(text_scores, dtype=float)
+    s_pos = scores.reindex(pos_idx).to_numpy(dtype=float) if len(scores) else np.full(len(qid), np.nan)
+    s_neg = scores.reindex(neg_idx).to_numpy(dtype=float) if len(scores) else np.full(len(qid), np.nan)
+    scored = in_window & ~np.isin(qid, list(fallback)) & np.isfinite(s_pos) & np.isfinite(s_neg)
+    branch = np.where(~scored, BRANCHES[2], np.where(s_pos == s_neg, BRANCHES[0], BRANCHES[1]))
+    strict = outcomes.set_index("qid")["strict"].reindex(qid).to_numpy(dtype=bool)
+    return pd.DataFrame({"qid": qid, "branch": branch, "strict": strict, "s_pos": s_pos, "s_neg": s_neg})
+
+
+def tie_branch_table(per_direction: pd.DataFrame, scorer: str, max_score: float | None) -> list[dict[str, object]]:
+    """Rows of tie_branch.csv: each branch's share of directions and of non-successes, and double-max counts."""
+    n = len(per_direction)
+    failures = int((~per_direction["strict"]).sum())
+    rows = []
+    for branch in BRANCHES:
+        part = per_direction[per_direction["branch"] == branch]
+        non = int((~part["strict"]).sum())
+        if max_score is not None and branch == BRANCHES[0]:
+            double_max = int(((part["s_pos"] == max_score) & (part["s_neg"] == max_score)).sum())
+        else:
+            double_max = None
+        rows.append({
+            "scorer": scorer,
+            "branch": branch,
+            "directions": len(part),
+            "directions_pct": 100.0 * len(part) / n if n else float("nan"),
+            "non_successes": non,
+            "non_successes_pct": 100.0 * non / failures if failures else float("nan"),
+            "accuracy_pct": 100.0 * part["strict"].mean() if len(part) else float("nan"),
+            "double_max": double_max,
+            "double_max_pct": (100.0 * double_max / len(part)) if double_max is not None and len(part) else None,
+        })
+    return rows

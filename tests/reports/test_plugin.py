@@ -1,0 +1,58 @@
+"""The report plugin: rows survive pytest-xdist and a parallel run writes the same tables as a serial one."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fixtures.settings import PROJECT_ROOT
+
+pytest_plugins = ["pytester"]
+
+SPEC = '''
+import pytest
+
+@pytest.mark.parametrize("ranker", ["ce", "fusion", "e0", "bg8", "zeta"])
+def test_row(report, ranker):
+    n = 10
+    report.add("table2", "test", {"ranker": ranker, "n": n, "strict": len(ranker), "strict_pct": 10.0 * len(ranker),
+                                  "mrr": 1.0 / len(ranker), "delta_pts": 1.0, "delta_lo": 0.5, "delta_hi": 1.5,
+                                  "mean_rank_pos": 2.0, "mean_rank_neg": 3.0})
+
+def test_claim(report):
+    report.add("claims", "test", {"claim": "h_demo", "status": "holds"})
+
+def test_unknown_table(report):
+    with pytest.raises(KeyError, match="unknown report table"):
+        report.add("table9", "test", {"x": 1})
+'''
+
+CONFTEST = '''
+pytest_plugins = ["reports.plugin"]
+
+def pytest_addoption(parser):
+    parser.addoption("--results-dir")
+    parser.addoption("--splits", default="test")
+'''
+
+
+def _run(pytester: pytest.Pytester, out: Path, *args: str) -> pd.DataFrame:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_spec=SPEC)
+    result = pytester.runpytest_subprocess(f"--results-dir={out}", "-p", "no:cacheprovider", *args)
+    result.assert_outcomes(passed=7)
+    assert "Preference Is Not Position: report" in result.stdout.str()
+    return pd.read_csv(out / "test" / "table2.csv")
+
+
+def test_serial_and_parallel_runs_write_identical_tables(pytester: pytest.Pytester, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(PROJECT_ROOT))
+    serial = _run(pytester, tmp_path / "serial")
+    parallel = _run(pytester, tmp_path / "parallel", "-n", "2")
+    assert list(serial["ranker"]) == ["fusion", "e0", "bg8", "ce", "zeta"]  # declared order, unknown names last
+    pd.testing.assert_frame_equal(serial, parallel)
+    for name in ("table2.json", "table2.tex", "report.md", "claims.csv", "figure1.png", "figure1.csv"):
+        assert (tmp_path / "parallel" / "test" / name).is_file(), name
+    assert (tmp_path / "serial" / "test" / "report.md").read_text() == (tmp_path / "parallel" / "test" / "report.md").read_text()
