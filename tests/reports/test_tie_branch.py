@@ -1,0 +1,43 @@
+"""Tie-branch analysis on a hand-made window (hand-computed shares)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from reports.tie_branch import tie_branch_table, tie_branches
+
+ELIGIBLE = pd.DataFrame({
+    "qid": ["a", "b", "c", "d", "e"],
+    "preferred_pid": ["p1", "p1", "p1", "p1", "p1"],
+    "counterpart_pid": ["p2", "p2", "p2", "p2", "p2"],
+})
+# Reference ranks: e has its counterpart outside a k=2 window.
+RANKS = pd.DataFrame({
+    "qid": ["a", "a", "b", "b", "c", "c", "d", "d", "e", "e"],
+    "pid": ["p1", "p2"] * 5,
+    "rank": [1, 2, 2, 1, 1, 2, 1, 2, 1, 3],
+})
+SCORES = {("a", "p1"): 4, ("a", "p2"): 4,   # equal, double max
+          ("b", "p1"): 4, ("b", "p2"): 4,   # equal, double max
+          ("c", "p1"): 3, ("c", "p2"): 1,   # different
+          ("d", "p1"): 1, ("d", "p2"): 2,   # different
+          ("e", "p1"): 4}
+OUTCOMES = pd.DataFrame({"qid": ["a", "b", "c", "d", "e"], "strict": [True, False, True, False, False]})
+
+
+def test_branches_and_shares() -> None:
+    per = tie_branches(ELIGIBLE, OUTCOMES, RANKS, SCORES, fallback=frozenset(), k=2)
+    assert list(per["branch"]) == ["equal_score", "equal_score", "different_score", "different_score",
+                                   "outside_window_or_fallback"]
+    rows = {r["branch"]: r for r in tie_branch_table(per, "grader", 4.0)}
+    eq = rows["equal_score"]
+    # 2 of 5 directions (40%); 1 of 3 non-successes (33.3%); both graded 4 in 2 of 2 ties.
+    assert (eq["directions"], eq["non_successes"], eq["double_max"]) == (2, 1, 2)
+    assert abs(eq["directions_pct"] - 40.0) < 1e-9 and abs(eq["non_successes_pct"] - 100 / 3) < 1e-9
+    assert eq["double_max_pct"] == 100.0
+    assert rows["different_score"]["accuracy_pct"] == 50.0
+    assert rows["different_score"]["double_max"] is None
+
+
+def test_fallback_queries_leave_the_scored_branches() -> None:
+    per = tie_branches(ELIGIBLE, OUTCOMES, RANKS, SCORES, fallback=frozenset({"a"}), k=2)
+    assert per.set_index("qid").loc["a", "branch"] == "outside_window_or_fallback"
