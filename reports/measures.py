@@ -188,7 +188,8 @@ def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, refere
     row.update({m.name: _aggregate(m.value(outcomes), m.aggregate) for m in DIRECTION_MEASURES})
 
     complete = dirs["complete"].to_numpy(dtype=bool)
-    both = pd.Series(outcomes["strict"].to_numpy(dtype=int)[complete]).groupby(dirs["pair_id"].to_numpy()[complete]).sum()
+    pairs = dirs.loc[complete, ["split", "pair_id"]].reset_index(drop=True)
+    both = pd.Series(outcomes["strict"].to_numpy(dtype=int)[complete]).groupby([pairs["split"], pairs["pair_id"]]).sum()
     row["paired"] = int((both == 2).sum())
     row["paired_n"] = int(len(both))
     row["paired_pct"] = 100.0 * row["paired"] / row["paired_n"] if row["paired_n"] else float("nan")

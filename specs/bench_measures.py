@@ -54,3 +54,14 @@ def test_bench_direction_outcomes(benchmark, population) -> None:
     outcomes = benchmark(direction_outcomes, ranking, directions)
     assert len(outcomes) == N_DIRECTIONS
     assert summarize(outcomes, directions)["fallback"] == 78
+
+
+@pytest.mark.benchmark(group="measures")
+def test_bench_summarize_with_reference(benchmark, population) -> None:
+    """A full Table II row: measures, paired accuracy and the 2,000-resample Δ interval."""
+    directions, ranking = population
+    outcomes = direction_outcomes(ranking, directions)
+    reference = outcomes.assign(strict=np.random.default_rng(2).random(len(outcomes)) < 0.5)
+    reference.attrs["ranker"] = "reference"
+    row = benchmark(summarize, outcomes, directions, reference)
+    assert row["delta_lo"] <= row["delta_pts"] <= row["delta_hi"]

@@ -100,3 +100,26 @@ def test_round_trip_reproduces_ranking(tmp_path):
     back = run[["qid", "pid", "rank"]].reset_index(drop=True)
     ours = ranking.frame.sort_values(["qid", "rank"])[["qid", "pid", "rank"]].reset_index(drop=True)
     pd.testing.assert_frame_equal(back, ours, check_dtype=False)
+
+
+def test_real_test_directions_end_to_end(tmp_path):
+    """Real Test qids and passage ids, synthetic pool of 12 candidates with coarse (often tied) fusion scores."""
+    from fixtures.study import build_study
+
+    study = build_study()
+    d = study.split("test")
+    corpus = sorted(study.corpus_for("test"))
+    rng = np.random.default_rng(4)
+    background = np.array(corpus)[rng.integers(0, len(corpus), (len(d), 10))]
+    rows = pd.DataFrame({"qid": np.repeat(d["qid"].to_numpy(), 12),
+                         "pid": np.column_stack([d["preferred_pid"], d["counterpart_pid"], background]).ravel()})
+    pool = rows.drop_duplicates(["qid", "pid"]).reset_index(drop=True)
+    pool = pool[~pool["qid"].isin(d["qid"].iloc[:5]) | (pool["pid"] != pool["qid"].map(d.set_index("qid")["counterpart_pid"]))]
+    a = annotate_population(d, pool)
+    assert a["eligible"].sum() == 2766 - 5 - 2  # 5 uncovered, 2 conflicts
+    ranking = single_score_ranking(pool, rng.integers(0, 5, len(pool)).astype(float), "fusion")
+    row = summarize(direction_outcomes(ranking, a), a)
+    run, qrels = write_run(ranking, tmp_path / "fusion.trec"), write_qrels(a, tmp_path / "qrels.txt")
+    assert row["n"] == len(read_qrels(qrels)) == 2759
+    assert mrr_from_files(run, qrels) == pytest.approx(row["mrr"])
+    assert row["ties"] > 0
