@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from rankers.base import Ranking, rank_by_keys
-from reports.measures import TABLE2_COLUMNS, corrections_regressions, direction_outcomes, summarize
+from reports.measures import (DIRECTION_MEASURES, PAIR_MEASURES, REFERENCE_MEASURES, TABLE2_COLUMNS,
+                              corrections_regressions, direction_outcomes, summarize)
 from reports.populations import annotate_population
 
 
@@ -160,3 +161,9 @@ def test_vectorized_outcomes_match_a_plain_loop():
     ties = [tuple(keyed.loc[(q, "p1")]) == tuple(keyed.loc[(q, "p4")]) for q in qids]
     assert o["strict"].tolist() == expected and o["tie"].tolist() == ties
     assert 0 < sum(ties) < n_q and 0 < sum(expected) < n_q
+
+
+def test_every_table2_column_has_one_definition():
+    names = [m.name for m in (*DIRECTION_MEASURES, *PAIR_MEASURES, *REFERENCE_MEASURES)]
+    assert len(names) == len(set(names))
+    assert ["ranker", *sorted(names)] == ["ranker", *sorted(TABLE2_COLUMNS[1:])]
