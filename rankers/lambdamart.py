@@ -1,0 +1,350 @@
+"""Learned full-pool rankers: pair-trained E0 and background training N=8 (SPEC §3).
+
+Both are LightGBM ``lambdarank`` models over the 38 pool features of
+``rankers.features``, computed on each query's complete pool, and both score the
+whole pool at inference. They differ only in which rows enter the loss:
+
+- ``e0``: the two designated passages of each eligible Train direction, labels 1/0;
+  background candidates shape the features but carry no label;
+- ``bg8``: the same pair plus up to 8 background candidates sampled without
+  replacement from the rest of the query's pool with a per-query seed (derived from
+  the base seed and a stable hash of the qid, recorded in the manifest), labels
+  2/1/0 with gains [0, 1, 2]. A query with fewer than 8 background candidates takes
+  all it has.
+
+Eligibility (training and development): both designated passages are pool rows of
+that qid and the direction is not a structural conflict (``reports.populations``).
+Source-balanced weights: every Train source group gets the same total weight, split
+equally over its eligible queries; LightGBM's lambdarank multiplies each row's
+gradient and hessian by that row's weight, so the query's weight is repeated on each
+of its rows (see rank_objective.hpp, ``GetGradients``). Early stopping (patience 40,
+at most 300 rounds) maximizes development strict preference averaged within, then
+across, source groups; a tie is a failure.
+
+A trained model is cached under ``cache_dir/<kind>-<inputs digest>/`` (LightGBM
+model text truncated to the best iteration plus ``manifest.json``) and reused when
+every input — pools, directions, query texts, corpora, parameters, seed and the
+ranker code — is unchanged.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+from filelock import FileLock
+
+from fixtures.corpus import corpus_hash
+from rankers.base import Ranking, single_score_ranking
+from rankers.features import FEATURE_NAMES, POOL_COLUMNS, pool_features
+from reports.populations import annotate_population
+
+Kind = Literal["e0", "bg8"]
+KINDS: tuple[str, ...] = ("e0", "bg8")
+DEFAULT_SEED = 13
+N_BACKGROUND = 8
+MAX_ROUNDS = 300
+PATIENCE = 40
+#: Labels of (preferred, counterpart, sampled background) rows per kind; E0 has no background rows.
+LABELS: dict[str, tuple[int, int, int | None]] = {"e0": (1, 0, None), "bg8": (2, 1, 0)}
+_CODE_FILES = ("features.py", "fusion.py", "lambdamart.py")
+
+
+def lgb_params(seed: int) -> dict[str, object]:
+    """The shared, fixed LightGBM configuration of both arms (SPEC §3); single-threaded and deterministic."""
+    return {
+        "objective": "lambdarank",
+        "num_leaves": 7,
+        "max_depth": 3,
+        "learning_rate": 0.03,
+        "lambda_l2": 1.0,
+        "lambdarank_truncation_level": 2,
+        "label_gain": [0.0, 1.0, 2.0],
+        "metric": "None",
+        "seed": seed,
+        "deterministic": True,
+        "force_row_wise": True,
+        "num_threads": 1,
+        "feature_pre_filter": False,
+        "verbosity": -1,
+    }
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """Rows entering the loss, grouped by query (contiguous, passage-id order within a query)."""
+
+    features: np.ndarray
+    labels: np.ndarray
+    weights: np.ndarray
+    group_sizes: np.ndarray
+    qids: np.ndarray
+    pids: np.ndarray
+    background: dict[str, dict[str, object]]
+
+
+def eligible_directions(pool: pd.DataFrame, directions: pd.DataFrame) -> pd.DataFrame:
+    """Directions whose designated pair is in the qid's pool and that are not structural conflicts."""
+    annotated = annotate_population(directions, pool)
+    return annotated[annotated["eligible"].to_numpy(dtype=bool)].reset_index(drop=True)
+
+
+def source_weights(groups: pd.Series) -> np.ndarray:
+    """Per-query weight giving each source group equal total weight; weights average 1 over queries."""
+    sizes = groups.map(groups.value_counts()).to_numpy(dtype=np.float64)
+    return len(groups) / (groups.nunique() * sizes)
+
+
+def background_seed(base_seed: int, qid: str) -> int:
+    """Stable per-query seed: sha256 of base seed and qid, independent of query order or process."""
+    return int.from_bytes(hashlib.sha256(f"{base_seed}:{qid}".encode()).digest()[:8], "big")
+
+
+def sample_background(pool: pd.DataFrame, directions: pd.DataFrame, base_seed: int,
+                      n: int = N_BACKGROUND) -> dict[str, dict[str, object]]:
+    """Per eligible qid: its seed and up to ``n`` pool pids outside the designated pair, without replacement.
+
+    Candidates are taken in passage-id order before sampling, so the draw depends only on
+    the pool's content, the qid and the base seed.
+    """
+    members = pool.groupby("qid", sort=False)["pid"].agg(lambda s: sorted(s))
+    out: dict[str, dict[str, object]] = {}
+    for qid, pos, neg in zip(directions["qid"], directions["preferred_pid"], directions["counterpart_pid"]):
+        candidates = [p for p in members[qid] if p != pos and p != neg]
+        seed = background_seed(base_seed, qid)
+        take = np.random.default_rng(seed).choice(len(candidates), size=min(n, len(candidates)), replace=False)
+        out[qid] = {"seed": seed, "pids": [candidates[i] for i in take]}
+    return out
+
+
+def _row_index(pool: pd.DataFrame, qids: np.ndarray, pids: np.ndarray) -> np.ndarray:
+    index = pd.MultiIndex.from_arrays([pool["qid"], pool["pid"]])
+    rows = index.get_indexer(pd.MultiIndex.from_arrays([qids, pids]))
+    if (rows < 0).any():
+        i = int(np.flatnonzero(rows < 0)[0])
+        raise KeyError(f"({qids[i]!r}, {pids[i]!r}) is not a pool row")
+    return rows
+
+
+def training_set(kind: Kind, pool: pd.DataFrame, features: np.ndarray, directions: pd.DataFrame,
+                 seed: int) -> TrainingSet:
+    """Loss rows of eligible directions: the designated pair (E0) or pair plus sampled background (bg8)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown ranker kind {kind!r}; expected one of {KINDS}")
+    elig = eligible_directions(pool, directions)
+    if elig.empty:
+        raise ValueError(f"{kind}: no usable training query: none of the {len(directions)} directions has both "
+                         "designated passages in its pool without being a structural conflict")
+    preferred, counterpart, background_label = LABELS[kind]
+    rows = [pd.DataFrame({"qid": elig["qid"], "pid": elig["preferred_pid"], "label": preferred}),
+            pd.DataFrame({"qid": elig["qid"], "pid": elig["counterpart_pid"], "label": counterpart})]
+    background: dict[str, dict[str, object]] = {}
+    if kind == "bg8":
+        background = sample_background(pool, elig, seed)
+        bq = [q for q, b in background.items() for _ in b["pids"]]  # type: ignore[union-attr]
+        bp = [p for b in background.values() for p in b["pids"]]  # type: ignore[union-attr]
+        rows.append(pd.DataFrame({"qid": bq, "pid": bp, "label": background_label}))
+    frame = pd.concat(rows, ignore_index=True).sort_values(["qid", "pid"], kind="mergesort").reset_index(drop=True)
+    weight_of = pd.Series(source_weights(elig["group"]), index=elig["qid"].to_numpy())
+    qids, pids = frame["qid"].to_numpy(), frame["pid"].to_numpy()
+    sizes = frame.groupby("qid", sort=False).size().to_numpy()
+    return TrainingSet(features=features[_row_index(pool, qids, pids)], labels=frame["label"].to_numpy(np.float64),
+                       weights=weight_of.loc[qids].to_numpy(np.float64), group_sizes=sizes, qids=qids, pids=pids,
+                       background=background)
+
+
+def strict_by_groups(preferred: np.ndarray, counterpart: np.ndarray, groups: np.ndarray) -> float:
+    """Strict preference (score(preferred) > score(counterpart); ties fail) averaged within, then across, groups."""
+    codes, uniques = pd.factorize(groups)
+    strict = (np.asarray(preferred) > np.asarray(counterpart)).astype(np.float64)
+    per_group = np.bincount(codes, weights=strict, minlength=len(uniques)) / np.bincount(codes, minlength=len(uniques))
+    return float(per_group.mean())
+
+
+def _frame_digest(frame: pd.DataFrame, columns: list[str], sort: list[str]) -> str:
+    sub = frame[columns].sort_values(sort, kind="mergesort")
+    return hashlib.sha256(pd.util.hash_pandas_object(sub, index=False).to_numpy().tobytes()).hexdigest()
+
+
+def _code_digest() -> str:
+    h = hashlib.sha256()
+    for name in _CODE_FILES:
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()
+
+
+def _corpus_of(directions: pd.DataFrame, corpora: Mapping[str, Mapping[str, str]], role: str) -> Mapping[str, str]:
+    if "corpus" not in directions.columns:
+        raise ValueError(f"{role} directions lack the 'corpus' column naming their corpus")
+    names = directions["corpus"].unique()
+    if len(names) != 1:
+        raise ValueError(f"{role} directions span {len(names)} corpora {list(names)}; expected one")
+    if names[0] not in corpora:
+        raise KeyError(f"{role} corpus {names[0]!r} not in corpora {sorted(corpora)}")
+    return corpora[names[0]]
+
+
+_DIRECTION_COLUMNS = ["qid", "pair_id", "split", "preferred_pid", "counterpart_pid", "group", "conflict"]
+
+
+def input_digests(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
+                  dev_directions: pd.DataFrame, queries: Mapping[str, str], train_corpus: Mapping[str, str],
+                  dev_corpus: Mapping[str, str], seed: int) -> dict[str, str]:
+    """Digest of every input a trained model depends on; the model is reused only when all match."""
+    qids = sorted(set(train_pool["qid"]) | set(dev_pool["qid"]))
+    digests = {
+        "train_pool": _frame_digest(train_pool, list(POOL_COLUMNS), ["qid", "pid"]),
+        "dev_pool": _frame_digest(dev_pool, list(POOL_COLUMNS), ["qid", "pid"]),
+        "train_directions": _frame_digest(train_directions, _DIRECTION_COLUMNS, ["qid"]),
+        "dev_directions": _frame_digest(dev_directions, _DIRECTION_COLUMNS, ["qid"]),
+        "queries": hashlib.sha256(json.dumps({q: queries.get(q) for q in qids}, sort_keys=True).encode()).hexdigest(),
+        "train_corpus": corpus_hash(dict(train_corpus)),
+        "dev_corpus": corpus_hash(dict(dev_corpus)),
+        "code": _code_digest(),
+        "config": hashlib.sha256(json.dumps({"kind": kind, "params": lgb_params(seed), "max_rounds": MAX_ROUNDS,
+                                             "patience": PATIENCE, "n_background": N_BACKGROUND,
+                                             "lightgbm": lgb.__version__}, sort_keys=True).encode()).hexdigest(),
+    }
+    digests["combined"] = hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()
+    return digests
+
+
+@dataclass(frozen=True)
+class TrainedRanker:
+    """A fitted E0 or bg8 booster (truncated to its best iteration) and its manifest."""
+
+    booster: lgb.Booster
+    manifest: dict[str, object]
+    path: Path
+
+    @property
+    def n_trees(self) -> int:
+        return int(self.manifest["n_trees"])  # type: ignore[arg-type]
+
+    def scores(self, pool: pd.DataFrame, queries: Mapping[str, str], corpus: Mapping[str, str]) -> np.ndarray:
+        """One score per pool row (aligned with ``pool``), from features of the complete pool."""
+        if not len(pool):
+            return np.zeros(0)
+        return self.booster.predict(pool_features(pool, queries, corpus), num_threads=1)
+
+    def rank(self, pool: pd.DataFrame, queries: Mapping[str, str], corpus: Mapping[str, str], name: str) -> Ranking:
+        """The whole pool ordered by score (ties by passage id for position only); key (score, 0, 0).
+
+        Works for any pool, including queries with a single candidate.
+        """
+        return single_score_ranking(pool, self.scores(pool, queries, corpus), name,
+                                    kind=self.manifest["kind"], n_trees=self.n_trees)
+
+
+def load_ranker(path: Path) -> TrainedRanker:
+    """A cached ranker directory (model.txt + manifest.json)."""
+    path = Path(path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    booster = lgb.Booster(model_file=str(path / "model.txt"))
+    if booster.num_trees() != manifest["n_trees"]:
+        raise ValueError(f"{path}: model has {booster.num_trees()} trees, manifest says {manifest['n_trees']}")
+    return TrainedRanker(booster, manifest, path)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def train_ranker(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
+                 dev_directions: pd.DataFrame, queries: Mapping[str, str], corpora: Mapping[str, Mapping[str, str]],
+                 cache_dir: Path, seed: int = DEFAULT_SEED) -> TrainedRanker:
+    """Train (or reuse from ``cache_dir``) the ``kind`` ranker with development early stopping.
+
+    ``corpora`` maps corpus names (the directions' ``corpus`` column, as ``Study.corpora``)
+    to {pid: text}. Raises ValueError when no Train or development direction is usable.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown ranker kind {kind!r}; expected one of {KINDS}")
+    train_corpus = _corpus_of(train_directions, corpora, "train")
+    dev_corpus = _corpus_of(dev_directions, corpora, "development")
+    digests = input_digests(kind, train_pool, train_directions, dev_pool, dev_directions, queries,
+                            train_corpus, dev_corpus, seed)
+    out = Path(cache_dir) / f"{kind}-{digests['combined'][:20]}"
+    out.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out / ".lock")):
+        if (out / "manifest.json").exists() and (out / "model.txt").exists():
+            cached = load_ranker(out)
+            if cached.manifest.get("input_digests") == digests:
+                return cached
+        ranker = _fit(kind, train_pool, train_directions, dev_pool, dev_directions, queries, train_corpus,
+                      dev_corpus, seed, digests, out)
+    return ranker
+
+
+def _fit(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
+         dev_directions: pd.DataFrame, queries: Mapping[str, str], train_corpus: Mapping[str, str],
+         dev_corpus: Mapping[str, str], seed: int, digests: dict[str, str], out: Path) -> TrainedRanker:
+    start = time.perf_counter()
+    train_pool = train_pool.sort_values(["qid", "pid"], kind="mergesort").reset_index(drop=True)
+    dev_pool = dev_pool.sort_values(["qid", "pid"], kind="mergesort").reset_index(drop=True)
+    train = training_set(kind, train_pool, pool_features(train_pool, queries, train_corpus), train_directions, seed)
+    dev = eligible_directions(dev_pool, dev_directions)
+    if dev.empty:
+        raise ValueError(f"{kind}: no usable development direction for early stopping")
+    dev_x = pool_features(dev_pool, queries, dev_corpus)
+    pos = dev_x[_row_index(dev_pool, dev["qid"].to_numpy(), dev["preferred_pid"].to_numpy())]
+    neg = dev_x[_row_index(dev_pool, dev["qid"].to_numpy(), dev["counterpart_pid"].to_numpy())]
+    dev_groups = dev["group"].to_numpy()
+    n_dev = len(dev)
+
+    params = lgb_params(seed)
+    dtrain = lgb.Dataset(train.features, label=train.labels, weight=train.weights, group=train.group_sizes,
+                         feature_name=list(FEATURE_NAMES), params=params, free_raw_data=False)
+    # Development rows interleaved (preferred, counterpart) per query so the metric reads pairs.
+    dval = lgb.Dataset(np.stack([pos, neg], axis=1).reshape(2 * n_dev, -1), label=np.tile([1.0, 0.0], n_dev),
+                       group=np.full(n_dev, 2), reference=dtrain)
+
+    def dev_strict(preds: np.ndarray, _data: lgb.Dataset) -> tuple[str, float, bool]:
+        return "dev_strict", strict_by_groups(preds[0::2], preds[1::2], dev_groups), True
+
+    history: dict[str, dict[str, list[float]]] = {}
+    booster = lgb.train(params, dtrain, num_boost_round=MAX_ROUNDS, valid_sets=[dval], valid_names=["development"],
+                        feval=dev_strict, callbacks=[lgb.early_stopping(PATIENCE, first_metric_only=True, verbose=False),
+                                                     lgb.record_evaluation(history)])
+    best = int(booster.best_iteration) or booster.current_iteration()
+    model_text = booster.model_to_string(num_iteration=best)
+    final = lgb.Booster(model_str=model_text)
+    curve = history["development"]["dev_strict"]
+    manifest: dict[str, object] = {
+        "kind": kind,
+        "n_trees": final.num_trees(),
+        "best_iteration": best,
+        "rounds_run": len(curve),
+        "dev_strict_best": curve[best - 1],
+        "dev_strict_curve": curve,
+        "dev_queries": n_dev,
+        "dev_groups": int(pd.Series(dev_groups).nunique()),
+        "params": params,
+        "max_rounds": MAX_ROUNDS,
+        "patience": PATIENCE,
+        "seed": seed,
+        "feature_names": list(FEATURE_NAMES),
+        "training_rows": int(len(train.labels)),
+        "training_queries": int(len(train.group_sizes)),
+        "training_groups": int(train_directions.set_index("qid").loc[np.unique(train.qids), "group"].nunique()),
+        "label_counts": {str(int(k)): int(v) for k, v in zip(*np.unique(train.labels, return_counts=True))},
+        "excluded_train_directions": int(len(train_directions) - len(train.group_sizes)),
+        "background": train.background,
+        "n_background": N_BACKGROUND if kind == "bg8" else 0,
+        "input_digests": digests,
+        "lightgbm_version": lgb.__version__,
+        "train_seconds": round(time.perf_counter() - start, 3),
+    }
+    _atomic_write(out / "model.txt", model_text)
+    _atomic_write(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return TrainedRanker(final, manifest, out)

@@ -1,0 +1,215 @@
+"""E0 and background N=8 (SPEC §3): loss rows, labels, sampling, weights, stopping, caching, determinism."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+
+from rankers.features import pool_features
+from rankers.lambdamart import (MAX_ROUNDS, N_BACKGROUND, background_seed, source_weights, strict_by_groups,
+                                train_ranker, training_set)
+
+SPLIT_OF = {"trn": "train", "dev": "development"}
+
+
+def make_split(prefix: str, n_queries: int, n_background: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
+    """A tiny split: pool, directions, queries, corpus; half the queries are negated, like NevIR's pairs.
+
+    The preferred passage usually matches the query's polarity and usually gets a slightly
+    higher dense score, so a ranker has something, but not everything, to learn.
+    """
+    rng = np.random.default_rng(seed)
+    corpus, queries, rows, dirs = {}, {}, [], []
+    for i in range(n_queries):
+        qid, negated = f"{prefix}-{i}_q1", i % 2 == 0
+        queries[qid] = f"which topic{i % 7} event did {'not ' if negated else ''}happen in town{i}"
+        pos, neg = f"{prefix}{i}p", f"{prefix}{i}n"
+        pos_negated = negated == (rng.random() < 0.75)  # the preferred passage matches the query's polarity 75% of the time
+        corpus[pos] = f"in town{i} the topic{i % 7} event did {'not ' if pos_negated else ''}happen last year"
+        corpus[neg] = f"in town{i} the topic{i % 7} event did {'' if pos_negated else 'not '}happen last year"
+        bg = [f"{prefix}{i}b{j}" for j in range(n_background)]
+        for j, b in enumerate(bg):
+            corpus[b] = f"filler {j} about topic{(i + j) % 7} and town{(i * j) % 11} never seen"
+        pids = [pos, neg, *bg]
+        dense = rng.uniform(0.2, 0.9, len(pids))
+        dense[0] = dense[1] + (0.05 if rng.random() < 0.7 else -0.05)
+        bm25 = rng.uniform(0.0, 8.0, len(pids))
+        frame = pd.DataFrame({"qid": qid, "pid": pids, "dense_score": dense, "sparse_score": np.nan, "bm25_score": bm25})
+        rows.append(frame)
+        dirs.append({"qid": qid, "pair_id": f"{prefix}-{i}", "split": SPLIT_OF[prefix], "preferred_pid": pos,
+                     "counterpart_pid": neg, "group": f"{prefix}g{i % 5}", "conflict": False, "corpus": "tv"})
+    pool = pd.concat(rows, ignore_index=True)
+    for route in ("dense", "sparse", "bm25"):
+        pool[f"{route}_rank"] = pool.groupby("qid")[f"{route}_score"].rank(ascending=False, method="first")
+    pool = pool[["qid", "pid", "dense_score", "dense_rank", "sparse_score", "sparse_rank", "bm25_score", "bm25_rank"]]
+    return pool.sort_values(["qid", "pid"]).reset_index(drop=True), pd.DataFrame(dirs), queries, corpus
+
+
+@pytest.fixture(scope="module")
+def data():
+    tp, td, tq, tc = make_split("trn", 60, 12, 1)
+    dp, dd, dq, dc = make_split("dev", 30, 12, 2)
+    return {"train_pool": tp, "train_directions": td, "dev_pool": dp, "dev_directions": dd,
+            "queries": {**tq, **dq}, "corpora": {"tv": {**tc, **dc}}}
+
+
+def train(kind, data, cache_dir: Path, **over):
+    args = {**data, **over}
+    return train_ranker(kind, args["train_pool"], args["train_directions"], args["dev_pool"], args["dev_directions"],
+                        args["queries"], args["corpora"], cache_dir, seed=over.get("seed", 13))
+
+
+def features_of(data):
+    return pool_features(data["train_pool"], data["queries"], data["corpora"]["tv"])
+
+
+def test_e0_loss_rows_are_only_the_designated_pair_with_full_pool_features(data):
+    pool, d = data["train_pool"], data["train_directions"]
+    x = features_of(data)
+    ts = training_set("e0", pool, x, d, seed=13)
+    assert len(ts.labels) == 2 * len(d) and (ts.group_sizes == 2).all()
+    by_row = pd.DataFrame({"qid": ts.qids, "pid": ts.pids, "label": ts.labels})
+    pos = dict(zip(d["qid"], d["preferred_pid"]))
+    assert all((row.label == 1) == (row.pid == pos[row.qid]) for row in by_row.itertuples())
+    assert set(by_row["pid"]) == set(d["preferred_pid"]) | set(d["counterpart_pid"])  # no background row
+    row = pool.index[(pool["qid"] == ts.qids[0]) & (pool["pid"] == ts.pids[0])][0]
+    np.testing.assert_array_equal(ts.features[0], x[row])
+    # the background shaped it: features of the pair alone differ (e.g. fusion rank, min-max)
+    pair_only = pool[(pool["qid"] == ts.qids[0]) & pool["pid"].isin(ts.pids[:2])]
+    assert not np.array_equal(pool_features(pair_only, data["queries"], data["corpora"]["tv"])[0], x[row])
+
+
+def test_ineligible_directions_never_enter_the_loss(data):
+    pool, d = data["train_pool"], data["train_directions"].copy()
+    missing_q, conflict_q = d.at[0, "qid"], d.at[1, "qid"]
+    pool = pool[~((pool["qid"] == missing_q) & (pool["pid"] == d.at[0, "counterpart_pid"]))].reset_index(drop=True)
+    d.loc[1, "conflict"] = True
+    ts = training_set("bg8", pool, pool_features(pool, data["queries"], data["corpora"]["tv"]), d, seed=13)
+    assert missing_q not in set(ts.qids) and conflict_q not in set(ts.qids)
+    assert len(ts.group_sizes) == len(d) - 2
+
+
+def test_bg8_labels_and_sampling(data):
+    pool, d = data["train_pool"], data["train_directions"]
+    ts = training_set("bg8", pool, features_of(data), d, seed=13)
+    frame = pd.DataFrame({"qid": ts.qids, "pid": ts.pids, "label": ts.labels})
+    for qid, rows in frame.groupby("qid"):
+        assert sorted(rows["label"]) == [0.0] * N_BACKGROUND + [1.0, 2.0]
+        direction = d.set_index("qid").loc[qid]
+        bg = ts.background[qid]["pids"]
+        assert len(set(bg)) == N_BACKGROUND  # without replacement
+        assert not {direction["preferred_pid"], direction["counterpart_pid"]} & set(bg)
+        assert set(bg) <= set(pool.loc[pool["qid"] == qid, "pid"])
+        assert ts.background[qid]["seed"] == background_seed(13, qid)
+    shuffled = pool.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    again = training_set("bg8", shuffled, pool_features(shuffled, data["queries"], data["corpora"]["tv"]), d, seed=13)
+    assert again.background == ts.background  # deterministic, independent of pool row order
+    other = training_set("bg8", pool, features_of(data), d, seed=14)
+    assert other.background != ts.background
+
+
+def test_bg8_takes_all_background_when_fewer_than_eight(data):
+    pool, d = data["train_pool"], data["train_directions"]
+    qid = d.at[0, "qid"]
+    keep = set(d.loc[0, ["preferred_pid", "counterpart_pid"]]) | {f"trn0b{j}" for j in range(5)}
+    small = pool[(pool["qid"] != qid) | pool["pid"].isin(keep)].reset_index(drop=True)
+    ts = training_set("bg8", small, pool_features(small, data["queries"], data["corpora"]["tv"]), d, seed=13)
+    assert sorted(ts.background[qid]["pids"]) == [f"trn0b{j}" for j in range(5)]
+    assert ts.group_sizes[list(dict.fromkeys(ts.qids)).index(qid)] == 7
+
+
+def test_source_weights_balance_groups():
+    w = source_weights(pd.Series(["A", "A", "A", "B"]))
+    assert w.tolist() == pytest.approx([2 / 3, 2 / 3, 2 / 3, 2.0])
+    assert w[:3].sum() == pytest.approx(w[3:].sum()) and w.mean() == pytest.approx(1.0)
+
+
+def test_training_rows_carry_their_query_weight(data):
+    pool, d = data["train_pool"], data["train_directions"].copy()
+    d["group"] = np.where(np.arange(len(d)) < 6, "big", "small")  # 6 queries vs 54 queries
+    ts = training_set("bg8", pool, features_of(data), d, seed=13)
+    w = pd.Series(ts.weights, index=ts.qids)
+    big = w[w.index.isin(d["qid"][:6])]
+    assert big.nunique() == 1 and big.iloc[0] == pytest.approx(60 / (2 * 6))
+    per_query = w.groupby(level=0).first()
+    totals = per_query.groupby(d.set_index("qid")["group"]).sum()
+    assert totals["big"] == pytest.approx(totals["small"])
+
+
+def test_strict_by_groups_ties_fail_and_groups_average_first():
+    got = strict_by_groups(np.array([2.0, 1.0, 1.0, 3.0]), np.array([1.0, 1.0, 2.0, 0.0]), np.array(["g", "g", "g", "h"]))
+    assert got == pytest.approx((1 / 3 + 1.0) / 2)
+
+
+def test_e0_trains_stops_on_development_and_records_manifest(data, tmp_path):
+    r = train("e0", data, tmp_path)
+    m = r.manifest
+    assert 1 <= m["n_trees"] <= MAX_ROUNDS and r.booster.num_trees() == m["n_trees"]
+    assert m["rounds_run"] <= MAX_ROUNDS and m["training_rows"] == 2 * m["training_queries"] == 120
+    assert m["params"]["num_leaves"] == 7 and m["params"]["lambdarank_truncation_level"] == 2
+    assert m["feature_names"][0] == "dense_score" and len(m["feature_names"]) == 38
+    assert m["background"] == {} and m["label_counts"] == {"0": 60, "1": 60}
+    # the saved model reproduces the development criterion it was selected on
+    dev, dq = data["dev_pool"], data["dev_directions"]
+    s = pd.Series(r.scores(dev, data["queries"], data["corpora"]["tv"]), index=pd.MultiIndex.from_frame(dev[["qid", "pid"]]))
+    pos = s.loc[list(zip(dq["qid"], dq["preferred_pid"]))].to_numpy()
+    neg = s.loc[list(zip(dq["qid"], dq["counterpart_pid"]))].to_numpy()
+    assert strict_by_groups(pos, neg, dq["group"].to_numpy()) == pytest.approx(m["dev_strict_best"])
+    assert m["dev_strict_best"] == max(m["dev_strict_curve"])
+    ranking = r.rank(dev, data["queries"], data["corpora"]["tv"], "e0")
+    assert len(ranking.frame) == len(dev) and ranking.info["n_trees"] == m["n_trees"]
+
+
+def test_bg8_manifest_records_sampled_background(data, tmp_path):
+    r = train("bg8", data, tmp_path)
+    m = r.manifest
+    assert m["label_counts"] == {"0": 60 * N_BACKGROUND, "1": 60, "2": 60}
+    assert set(m["background"]) == set(data["train_directions"]["qid"])
+    assert all(len(b["pids"]) == N_BACKGROUND for b in m["background"].values())
+
+
+@pytest.mark.parametrize("kind", ["e0", "bg8"])
+def test_two_trainings_give_identical_predictions(data, tmp_path, kind):
+    a = train(kind, data, tmp_path / "a")
+    b = train(kind, data, tmp_path / "b")
+    args = (data["dev_pool"], data["queries"], data["corpora"]["tv"])
+    np.testing.assert_array_equal(a.scores(*args), b.scores(*args))
+    assert a.manifest["n_trees"] == b.manifest["n_trees"]
+
+
+def test_cached_model_is_reused_and_a_changed_input_retrains(data, tmp_path, monkeypatch):
+    first = train("e0", data, tmp_path)
+
+    def refuse(*_a, **_k):
+        raise AssertionError("retrained although the inputs are unchanged")
+
+    monkeypatch.setattr(lgb, "train", refuse)
+    again = train("e0", data, tmp_path)
+    assert again.path == first.path and again.manifest == first.manifest
+    args = (data["dev_pool"], data["queries"], data["corpora"]["tv"])
+    np.testing.assert_array_equal(again.scores(*args), first.scores(*args))
+    with pytest.raises(AssertionError, match="retrained"):
+        train("e0", data, tmp_path, seed=99)
+
+
+def test_no_usable_training_query_is_a_clear_error(data, tmp_path):
+    conflicted = data["train_directions"].assign(conflict=True)
+    with pytest.raises(ValueError, match="no usable training query"):
+        train("e0", data, tmp_path, train_directions=conflicted)
+
+
+def test_non_finite_pool_value_is_named(data, tmp_path):
+    bad = data["train_pool"].copy()
+    bad.loc[3, "bm25_score"] = np.inf
+    with pytest.raises(ValueError, match="feature 'bm25_score' is not finite"):
+        train("e0", data, tmp_path, train_pool=bad)
+
+
+def test_single_candidate_pool_is_ranked(data, tmp_path):
+    r = train("e0", data, tmp_path)
+    one = data["dev_pool"].iloc[[0]]
+    ranking = r.rank(one, data["queries"], data["corpora"]["tv"], "e0")
+    assert ranking.frame["rank"].tolist() == [1]
