@@ -12,7 +12,7 @@ from reports.claims import check_claim
 from reports.cost import replay_rows, stage_cost
 from reports.measures import direction_outcomes
 from reports.populations import eligible_directions
-from reports.tables import pair_only_outcomes, pair_only_summary
+from reports.tables import pair_only_outcomes, pair_only_summary, table3
 from reports.tie_branch import tie_branch_table, tie_branches
 
 MAX_SCORE = {"grader": 4.0, "ce": None}
@@ -65,7 +65,7 @@ def test_table3_pair_only_vs_window(evaluation, split, scorer, report) -> None:
     neg = [scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["counterpart_pid"])]
     l1 = pair_only_summary(pair_only_outcomes(population, pos, neg), scorer)
     l2 = evaluation.table2_row(split, scorer)
-    row = {**l1, "l2_strict": l2["strict"], "l2_strict_pct": l2["strict_pct"]}
+    row = table3([l1], [{**l2, "scorer": scorer}]).iloc[0].to_dict()
     report.add("table3", split, row)
     assert row["n"] == l2["n"]
     assert row["l1_strict"] + row["l1_ties"] + row["l1_unavailable"] <= row["n"]
