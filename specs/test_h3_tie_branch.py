@@ -6,6 +6,7 @@ the directions.
 """
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from reports.claims import check_claim
@@ -61,8 +62,8 @@ def test_table3_pair_only_vs_window(evaluation, split, scorer, report) -> None:
     population = evaluation.population_for(split, POPULATION[scorer])
     q = eligible_directions(population)
     scores = evaluation.text_scores(split, scorer, "pair").scores
-    pos = [scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["preferred_pid"])]
-    neg = [scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["counterpart_pid"])]
+    pos = pd.Series([scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["preferred_pid"])], index=q["qid"])
+    neg = pd.Series([scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["counterpart_pid"])], index=q["qid"])
     l1 = pair_only_summary(pair_only_outcomes(population, pos, neg), scorer)
     l2 = evaluation.table2_row(split, scorer)
     row = table3([l1], [{**l2, "scorer": scorer}]).iloc[0].to_dict()
