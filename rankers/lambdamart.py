@@ -181,7 +181,11 @@ def _code_digest() -> str:
     return h.hexdigest()
 
 
-def _corpus_of(directions: pd.DataFrame, corpora: Mapping[str, Mapping[str, str]], role: str) -> Mapping[str, str]:
+def _corpus_of(directions: pd.DataFrame, corpora: Mapping[str, Mapping[str, str]] | Mapping[str, str],
+               role: str) -> Mapping[str, str]:
+    """The corpus a split retrieves from: ``corpora`` itself when it is one {pid: text} corpus, else by name."""
+    if all(isinstance(v, str) for v in corpora.values()):
+        return corpora  # type: ignore[return-value]
     if "corpus" not in directions.columns:
         raise ValueError(f"{role} directions lack the 'corpus' column naming their corpus")
     names = directions["corpus"].unique()
@@ -261,12 +265,15 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def train_ranker(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
-                 dev_directions: pd.DataFrame, queries: Mapping[str, str], corpora: Mapping[str, Mapping[str, str]],
-                 cache_dir: Path, seed: int = DEFAULT_SEED) -> TrainedRanker:
+                 dev_directions: pd.DataFrame, queries: Mapping[str, str],
+                 corpora: Mapping[str, Mapping[str, str]] | Mapping[str, str], cache_dir: Path,
+                 seed: int = DEFAULT_SEED) -> TrainedRanker:
     """Train (or reuse from ``cache_dir``) the ``kind`` ranker with development early stopping.
 
-    ``corpora`` maps corpus names (the directions' ``corpus`` column, as ``Study.corpora``)
-    to {pid: text}. Raises ValueError when no Train or development direction is usable.
+    ``corpora`` is either the one {pid: text} corpus Train and development share (the
+    Train+Validation corpus) or a mapping of corpus names (the directions' ``corpus``
+    column, as ``Study.corpora``) to corpora. Raises ValueError when no Train or
+    development direction is usable.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown ranker kind {kind!r}; expected one of {KINDS}")

@@ -163,6 +163,12 @@ def test_e0_trains_stops_on_development_and_records_manifest(data, tmp_path):
     assert len(ranking.frame) == len(dev) and ranking.info["n_trees"] == m["n_trees"]
 
 
+def test_a_single_shared_corpus_is_accepted(data, tmp_path):
+    by_name = train("e0", data, tmp_path)
+    shared = train("e0", data, tmp_path, corpora=data["corpora"]["tv"])
+    assert shared.path == by_name.path  # same inputs, same cached model
+
+
 def test_bg8_manifest_records_sampled_background(data, tmp_path):
     r = train("bg8", data, tmp_path)
     m = r.manifest
