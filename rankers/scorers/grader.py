@@ -6,8 +6,9 @@ evidence absent; 3 satisfied with an implicit detail; 4 explicitly satisfied.
 Accepted answer grammar, after removing thinking (see :func:`parse_grade`), case-insensitive and
 with surrounding whitespace allowed::
 
-    answer := [label [":" | "="]] ["**"] digit ["**"] ["/4"] ["."]
+    answer := [label [range] [":" | "="]] ["**"] digit ["**"] ["/4"] ["."]
     label  := "grade" | "score" | "answer" | "relevance"
+    range  := "(0-4)" | "(0–4)"          (small models echo the prompt's "Grade (0-4):" cue)
     digit  := "0" | "1" | "2" | "3" | "4"
 
 Anything else ("3 because …", "10", "3 or 4", an empty reply) is unavailable, with the raw
@@ -30,7 +31,8 @@ PROMPT_VERSION = "grade_v1"
 GRADES = (0, 1, 2, 3, 4)
 
 _ANSWER_RE = re.compile(
-    r"^\s*(?:(?:grade|score|answer|relevance)\s*[:=]?\s*)?(\*\*)?([0-4])(?(1)\*\*)(?:\s*/\s*4)?\s*\.?\s*$",
+    r"^\s*(?:(?:grade|score|answer|relevance)\s*(?:\(\s*0\s*[-–]\s*4\s*\)\s*)?[:=]?\s*)?"
+    r"(\*\*)?([0-4])(?(1)\*\*)(?:\s*/\s*4)?\s*\.?\s*$",
     re.IGNORECASE,
 )
 _THINK_OPEN = "<think>"

@@ -304,7 +304,7 @@ class LlamaCppBackend:
         if self.fixed_n_ctx:
             return self.fixed_n_ctx
         if self._vocab is None:
-            self._vocab = self._load(0, vocab_only=True)
+            self._vocab = self._load(self.CONTEXT_STEP, vocab_only=True)  # llama.cpp refuses n_ctx=0 here
         longest = max(len(self._vocab.tokenize("\n".join(m["content"] for m in msgs).encode("utf-8"), add_bos=True))
                       for msgs in batch)
         need = longest + self.TEMPLATE_MARGIN + self.max_tokens
@@ -313,7 +313,8 @@ class LlamaCppBackend:
     def _ensure_llm(self, batch: Sequence[Messages]) -> Any:
         need = self._context_needed(batch)
         if self._llm is None or need > self._n_ctx:
-            self._llm = None  # release the old context before allocating a larger one
+            if self._llm is not None:
+                self._llm.close()  # release the old context before allocating a larger one
             self._llm = self._load(need)
             self._n_ctx = need
         return self._llm

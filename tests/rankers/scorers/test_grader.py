@@ -97,6 +97,7 @@ def test_unknown_prompt_version_names_the_available_ones():
     ("3", 3), (" 4\n", 4), ("0", 0), ("Grade: 3", 3), ("grade=2", 2), ("SCORE : 1", 1), ("**4**", 4),
     ("3/4", 3), ("Answer: 0.", 0), ("<think>maybe 4? no.</think>\n\n2", 2),
     ("the passage says X so </think>1", 1), ("<think>a</think><think>b</think> 3", 3),
+    ("Grade (0-4): 4", 4), ("grade (0–4) 2", 2),
 ])
 def test_parse_grade_accepts_the_documented_grammar(text, grade):
     assert parse_grade(text) == (grade, None)
@@ -104,7 +105,7 @@ def test_parse_grade_accepts_the_documented_grammar(text, grade):
 
 @pytest.mark.parametrize("text, reason", [
     ("5", "unparseable"), ("10", "unparseable"), ("3 because it fits", "unparseable"), ("3 4", "unparseable"),
-    ("**4", "unparseable"), ("Grade (0-4): 3", "unparseable"), ("three", "unparseable"), ("-1", "unparseable"),
+    ("**4", "unparseable"), ("Grade (0-5): 3", "unparseable"), ("Grade (0-4): 3, 4", "unparseable"), ("three", "unparseable"), ("-1", "unparseable"),
     ("", "empty answer"), ("   \n", "empty answer"), ("<think>4</think>", "empty answer"),
     ("<think>I think the grade is 4", "unterminated"), (None, "no output"),
 ])

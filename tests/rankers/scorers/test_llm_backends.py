@@ -11,6 +11,7 @@ import types
 
 import httpx
 import numpy as np
+import pandas as pd
 import pytest
 
 from rankers.scorers.grader import LLMGrader
@@ -373,7 +374,7 @@ def test_server_fault_mid_run_then_rescore_after_restart(smollm2_server, tmp_pat
     grader = LLMGrader(backend)
     with ScoreCache(tmp_path / "scores.sqlite") as cache:
         first = score_with_cache(grader, inputs, cache, batch_size=6, progress=False)
-        errors = first.frame["error"].tolist()
+        errors = [None if pd.isna(e) else e for e in first.frame["error"]]
         transport_failures = [e for e in errors if e is not None and e.startswith("backend:")]
         assert len(transport_failures) == 4  # the server died after the 2nd answer: 4 affected inputs
         assert all(e is None or e.startswith("parse:") for e in errors[:2])
@@ -383,5 +384,5 @@ def test_server_fault_mid_run_then_rescore_after_restart(smollm2_server, tmp_pat
         backend.transport = None
         second = score_with_cache(grader, inputs, cache, batch_size=6, progress=False, retry_unavailable=True)
         assert second.n_scored == first.n_unavailable  # only the unavailable inputs were re-requested
-        assert not any(e is not None and e.startswith("backend:") for e in second.frame["error"])
+        assert not any(isinstance(e, str) and e.startswith("backend:") for e in second.frame["error"])
         assert second.frame["raw"].notna().all()
