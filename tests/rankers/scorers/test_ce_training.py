@@ -17,7 +17,7 @@ from rankers.scorers import ce_training
 from rankers.scorers.ce_training import Recipe, train_cross_encoder, train_groups
 from rankers.scorers.cross_encoder import CrossEncoderScorer
 
-RECIPE = Recipe(max_length=96, negatives=3, negative_depth=5, queries_per_step=4, max_steps=4, eval_every=2,
+RECIPE = Recipe(max_length=96, train_max_length=96, negatives=3, negative_depth=5, queries_per_step=4, max_steps=4, eval_every=2,
                 patience=5, max_train_queries=12, lr=1e-3)
 
 
