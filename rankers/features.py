@@ -131,8 +131,12 @@ _CUES: tuple[str, ...] = tuple(sorted(NEGATION_CUES))
 def _gram_ids(text: str, n: int) -> np.ndarray:
     """Sorted distinct interned ids of the text's token n-grams; cached per (text, n)."""
     toks = tokens(text)
-    grams = {"\x1f".join(toks[i:i + n]) for i in range(len(toks) - n + 1)}
-    return np.unique(np.fromiter((_VOCAB.setdefault(g, len(_VOCAB)) for g in grams), dtype=np.int64, count=len(grams)))
+    grams = set(toks) if n == 1 else set(map("\x1f".join, zip(*(toks[i:] for i in range(n)))))
+    known = _VOCAB.get
+    ids = [known(g, -1) for g in grams]
+    if -1 in ids:
+        ids = [_VOCAB.setdefault(g, len(_VOCAB)) for g in grams]
+    return np.unique(np.array(ids, dtype=np.int64))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -258,15 +262,17 @@ def _text_features(pool: pd.DataFrame, qcode: np.ndarray, qids: np.ndarray, pcod
 
     q_cues = np.vstack([_cue_counts(t) for t in q_texts])
     p_cues = np.vstack([_cue_counts(t) for t in p_texts])
-    qc, pc = q_cues[qi] > 0, p_cues[pi] > 0
     q_count, p_count = q_cues.sum(axis=1)[qi], p_cues.sum(axis=1)[pi]
+    q_kinds = sparse.csr_matrix((q_cues > 0).astype(np.float64))
+    p_kinds = sparse.csr_matrix((p_cues > 0).astype(np.float64))
+    shared_kinds = _pair_products(q_kinds, p_kinds, qi, pi)
     cols["query_has_cue"] = (q_count > 0).astype(np.float64)
     cols["passage_has_cue"] = (p_count > 0).astype(np.float64)
     cols["query_cue_count"] = q_count
     cols["passage_cue_count"] = p_count
     cols["cue_count_diff"] = p_count - q_count
-    cols["cue_match"] = (qc & pc).sum(axis=1).astype(np.float64)
-    cols["cue_extra"] = (pc & ~qc).sum(axis=1).astype(np.float64)
+    cols["cue_match"] = shared_kinds
+    cols["cue_extra"] = _row_sums(p_kinds)[pi] - shared_kinds
     cols["cue_mismatch"] = ((q_count > 0) != (p_count > 0)).astype(np.float64)
 
 
@@ -297,7 +303,9 @@ def pool_features(pool: pd.DataFrame, queries: Mapping[str, str], corpus: Mappin
         _route_features(pool, qcode, cols)
         _fusion_features(pool, qcode, pcode, cols)
         _text_features(pool, qcode, qids, pcode, pids, queries, corpus, cols)
-    matrix = np.column_stack([cols[name] for name in FEATURE_NAMES]).astype(np.float32)
+    matrix = np.empty((len(pool), len(FEATURES)), dtype=np.float32, order="F")  # column-wise fill, no copy
+    for j, name in enumerate(FEATURE_NAMES):
+        matrix[:, j] = cols[name]
     bad = ~np.isfinite(matrix)
     if bad.any():
         col = int(np.argwhere(bad.any(axis=0))[0, 0])
