@@ -148,6 +148,13 @@ def test_non_finite_value_names_the_feature():
         pool_features(bad, *ROUTE_TEXT)
 
 
+def test_nan_rank_of_a_returned_passage_survives_fills_and_is_named():
+    bad = ROUTE_POOL.copy()
+    bad.loc[1, "dense_rank"] = NAN  # score present, rank missing: no documented fill applies
+    with pytest.raises(ValueError, match=r"feature 'dense_rank' is not finite for 1 rows, e.g. qid='q' pid='b'"):
+        pool_features(bad, *ROUTE_TEXT)
+
+
 def test_missing_inputs_are_named():
     with pytest.raises(KeyError, match="no query text"):
         pool_features(ROUTE_POOL, {}, ROUTE_TEXT[1])
