@@ -24,7 +24,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "table1": ("Table I: populations", ("population",)),
     "table2": ("Table II: preference and position per ranker", ("ranker",)),
     "table3": ("Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",)),
-    "tie_branch": ("Tie-branch analysis (grader, window)", ("scorer", "branch")),
+    "tie_branch": ("Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch")),
     "cost": ("Cost per stage", ("stage",)),
     "claims": ("Hypothesis claims", ("claim",)),
     "manifest": ("Run manifest entries", ("key",)),
