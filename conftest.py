@@ -68,3 +68,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "split" in metafunc.fixturenames:
         splits = [s.strip() for s in metafunc.config.getoption("splits").split(",") if s.strip()]
         metafunc.parametrize("split", splits, scope="session")
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
+    """Record accelerator and runtime versions with every saved benchmark, so commits compare like with like."""
+    import importlib.metadata as md
+
+    versions = {}
+    for dist in ("torch", "transformers", "sentence-transformers", "lightgbm", "llama-cpp-python", "vllm"):
+        try:
+            versions[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            versions[dist] = None
+    machine_info["nevir_runtime"] = versions
+    try:
+        import torch
+
+        machine_info["cuda"] = {"available": torch.cuda.is_available(),
+                                "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+                                "torch_threads": torch.get_num_threads()}
+    except ImportError:
+        machine_info["cuda"] = None
