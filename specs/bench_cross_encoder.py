@@ -64,10 +64,7 @@ def _raw_seconds(scorer: CrossEncoderScorer, inputs, rounds: int = 3) -> float:
     batches = []
     for s in range(0, len(order), scorer.batch_size):
         chunk = order[s:s + scorer.batch_size]
-        feats = {"input_ids": [ids[i] for i in chunk]}
-        if types is not None:
-            feats["token_type_ids"] = [types[i] for i in chunk]
-        batches.append(scorer.tokenizer.pad(feats, return_tensors="pt").to(scorer.device))
+        batches.append(scorer.pad([ids[i] for i in chunk], None if types is None else [types[i] for i in chunk]))
     scorer.model.eval()
     best = float("inf")
     with torch.inference_mode():

@@ -91,25 +91,52 @@ class CrossEncoderScorer:
         return f"cross-encoder|{name}|{self.revision}|max{self.max_length}|{PREPROCESSING_VERSION}{quant}"
 
     def tokenize(self, inputs: Sequence[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]] | None, np.ndarray]:
-        """Truncated ids (and token types) per input, plus each input's untruncated length."""
+        """Truncated ids (and token types) per input, plus each input's untruncated length.
+
+        One untruncated pass serves both counting and the model; only inputs longer
+        than ``max_length`` (none in NevIR at 352) are tokenized again with truncation.
+        """
         queries = [q for q, _ in inputs]
         passages = [p for _, p in inputs]
         verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # the untruncated pass is only for counting; its length warning is noise
+        hf_logging.set_verbosity_error()  # over-long inputs are truncated below; the length warning is noise
         try:
-            full = self.tokenizer(queries, passages, truncation=False)["input_ids"]
+            enc = self.tokenizer(queries, passages, truncation=False)
         finally:
             hf_logging.set_verbosity(verbosity)
-        enc = self.tokenizer(queries, passages, truncation="longest_first", max_length=self.max_length)
-        return enc["input_ids"], enc.get("token_type_ids"), np.array([len(x) for x in full])
+        ids = list(enc["input_ids"])
+        types = list(enc["token_type_ids"]) if "token_type_ids" in enc else None
+        full_len = np.array([len(x) for x in ids])
+        over = np.flatnonzero(full_len > self.max_length)
+        if len(over):
+            cut = self.tokenizer([queries[i] for i in over], [passages[i] for i in over],
+                                 truncation="longest_first", max_length=self.max_length)
+            for j, i in enumerate(over):
+                ids[i] = cut["input_ids"][j]
+                if types is not None:
+                    types[i] = cut["token_type_ids"][j]
+        return ids, types, full_len
+
+    def pad(self, input_ids: list[list[int]], token_type_ids: list[list[int]] | None) -> dict[str, torch.Tensor]:
+        """Right-pad one batch into tensors (numpy fill: cheaper than the tokenizer's per-row Python pad)."""
+        width = max(len(x) for x in input_ids)
+        ids = np.full((len(input_ids), width), self.tokenizer.pad_token_id, dtype=np.int64)
+        mask = np.zeros((len(input_ids), width), dtype=np.int64)
+        for j, x in enumerate(input_ids):
+            ids[j, :len(x)] = x
+            mask[j, :len(x)] = 1
+        batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
+        if token_type_ids is not None:
+            types = np.zeros((len(input_ids), width), dtype=np.int64)
+            for j, x in enumerate(token_type_ids):
+                types[j, :len(x)] = x
+            batch["token_type_ids"] = torch.from_numpy(types)
+        return {k: v.to(self.device) for k, v in batch.items()}
 
     @torch.inference_mode()
     def forward(self, input_ids: list[list[int]], token_type_ids: list[list[int]] | None) -> np.ndarray:
         """One padded batch through the model; returns the score per input (logit policy above)."""
-        feats = {"input_ids": input_ids}
-        if token_type_ids is not None:
-            feats["token_type_ids"] = token_type_ids
-        batch = self.tokenizer.pad(feats, return_tensors="pt").to(self.device)
+        batch = self.pad(input_ids, token_type_ids)
         self.model.eval()
         logits = self.model(**batch).logits.float()
         out = logits[:, 0] if self.num_labels == 1 else logits[:, 1] - logits[:, 0]
