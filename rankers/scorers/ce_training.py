@@ -348,7 +348,8 @@ def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Pa
                 else:
                     since_best += 1
                 bar.write(f"step {step}: train {curve[-1]['train_loss']:.4f} dev window strict "
-                          f"{ev['window_strict']:.4f} pair {ev['pair_strict']:.4f} loss {ev['window_loss']:.4f}")
+                          f"{ev['window_strict']:.4f} mrr {ev['window_mrr']:.4f} pair {ev['pair_strict']:.4f} "
+                          f"loss {ev['window_loss']:.4f}")
                 if since_best >= recipe.patience:
                     break
         bar.close()
