@@ -227,7 +227,7 @@ class FakeLlama:
     def reset(self):
         self.resets += 1
 
-    def create_chat_completion(self, messages, temperature, max_tokens, seed):
+    def create_chat_completion(self, messages, temperature, max_tokens, seed, stop):
         user = messages[1]["content"]
         self.calls.append(user)
         if "boom" in user:
@@ -276,7 +276,10 @@ def test_llamacpp_model_key_uses_the_file_digest(tmp_path):
     # sha256(b"GGUF fake"), first 16 hex digits, computed independently
     import hashlib
     assert key.startswith(f"llamacpp:m.gguf@sha256:{hashlib.sha256(b'GGUF fake').hexdigest()[:16]}|")
-    assert LlamaCppBackend(model, revision="f" * 64, max_tokens=8).model_key != LlamaCppBackend(model, revision="f" * 64, max_tokens=16).model_key
+    base = LlamaCppBackend(model, revision="f" * 64, max_tokens=8).model_key
+    assert base != LlamaCppBackend(model, revision="f" * 64, max_tokens=16).model_key
+    assert base != LlamaCppBackend(model, revision="f" * 64, max_tokens=8, stop=["\n"]).model_key
+    assert base == LlamaCppBackend(model, revision="f" * 64, max_tokens=8, reuse_prefix=False).model_key
 
 
 def test_llamacpp_missing_model_is_unavailable(tmp_path):
