@@ -28,6 +28,12 @@ from tqdm.auto import tqdm
 
 Messages = list[dict[str, str]]
 
+# llama.cpp's OpenMP threads spin while waiting by default; on a shared CPU (more runnable threads
+# than cores) that made 2 threads 6x slower than 1 (37 vs 220 prompt tok/s measured for SmolLM2).
+# Passive waiting keeps the speed of the free cores. OpenMP reads it once, when llama_cpp loads,
+# so it is set here, before any backend can import llama_cpp; an explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 @dataclass(frozen=True)
 class Generation:
@@ -289,10 +295,6 @@ class LlamaCppBackend:
 
     @staticmethod
     def _import_llama() -> Any:
-        # llama.cpp's OpenMP threads spin while waiting by default; on a shared CPU (more runnable
-        # threads than cores) that made 2 threads 6x slower than 1 (37 vs 220 prompt tok/s measured
-        # for SmolLM2). Passive waiting keeps the speed of the free cores. Read once, at library load.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import llama_cpp
         except ImportError as exc:

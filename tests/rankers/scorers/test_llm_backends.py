@@ -302,8 +302,7 @@ def _smollm2_path():
 @pytest.mark.llm
 def test_llamacpp_smollm2_grades_deterministically_with_and_without_prefix_reuse():
     model = _smollm2_path()
-    inputs = [("Which city is not the capital of France?", "Paris is the capital of France."),
-              ("Which city is not the capital of France?", "Lyon is a large city in France."),
+    inputs = [("Which city is not the capital of France?", "Lyon is a large city in France."),
               ("Who wrote the novel?", "The novel was written by Jane Austen.")]
     messages = [PROMPT.render(q, p) for q, p in inputs]
     reuse = LlamaCppBackend(model.path, revision=model.sha256, n_threads=2)
