@@ -14,7 +14,7 @@ from fixtures.profile import Profile
 def check_claim(profile: Profile, report, split: str, claim: str, holds: bool, measured: str,
                 subset: bool = False) -> None:
     """Record the claim row, then assert / xfail it as the profile says."""
-    expect, reason = profile.claim(claim).expectation(subset)
+    expect, reason = profile.claim(claim, split).expectation(subset)
     status = "holds" if holds else "fails"
     report.add("claims", split, {"claim": claim, "status": status, "expected": expect, "measured": measured,
                                  "profile": profile.name, "scope": "subset" if subset else "full"})
