@@ -32,5 +32,7 @@ def test_run_manifest(evaluation, split, report) -> None:
     }
     for key, value in entries.items():
         report.add("manifest", split, {"key": key, "value": value})
-    assert entries["data"]["test"]["sha256"]
-    assert entries["pool"]["corpus_hash"] if "corpus_hash" in entries["pool"] else entries["pool"]
+    # The pool a number came from must name the corpus it retrieved from and the models that built it.
+    assert entries["pool"]["corpus_hash"] == study.corpus_hashes()[study.directions.loc[
+        study.directions["split"] == split, "corpus"].iloc[0]]
+    assert {"dense", "sparse", "bm25"} <= set(entries["pool"]["depths"])
