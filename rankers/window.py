@@ -140,16 +140,3 @@ def window_rerank(reference: Ranking, text_scores: Mapping[tuple[str, str], floa
             "n_fallback": len(fallback)}
     return Ranking(name, out[list(RANKING_COLUMNS)], fallback, info)
 
-
-def pair_only_outcomes(directions: pd.DataFrame, text_scores: Mapping[tuple[str, str], float]) -> pd.DataFrame:
-    """Pair-only (L1, Table III) outcome per direction: strict only when both scores exist and differ the right way.
-
-    Ties and unavailable scores are failures; ``unavailable`` marks directions with at
-    least one missing or non-finite designated-passage score.
-    """
-    qid = directions["qid"].to_numpy()
-    pos = _lookup(text_scores, pd.DataFrame({"qid": qid, "pid": directions["preferred_pid"].to_numpy()}))
-    neg = _lookup(text_scores, pd.DataFrame({"qid": qid, "pid": directions["counterpart_pid"].to_numpy()}))
-    available = np.isfinite(pos) & np.isfinite(neg)
-    return pd.DataFrame({"qid": qid, "s_pos": pos, "s_neg": neg, "strict": available & (pos > neg),
-                         "tie": available & (pos == neg), "unavailable": ~available})

@@ -8,7 +8,7 @@ import pytest
 from rankers.base import Ranking
 from rankers.scorers.base import ScoreBatch
 from rankers.scorers.cache import ScoreCache, score_with_cache
-from rankers.window import TextInput, pair_inputs, pair_only_outcomes, window_inputs, window_rerank
+from rankers.window import TextInput, pair_inputs, window_inputs, window_rerank
 
 
 def ranking(name: str, rows: list[tuple[str, str, float]]) -> Ranking:
@@ -156,16 +156,3 @@ def test_scorer_sees_only_query_and_passage_text(tmp_path):
     out = window_rerank(FUSION, res.scores, k=3)
     assert out.fallback == frozenset()
 
-
-def test_pair_only_outcomes_count_ties_and_unavailable_as_failures():
-    directions = pd.DataFrame({"qid": ["a", "b", "c", "d", "e"], "preferred_pid": ["p", "p", "p", "p", "p"],
-                               "counterpart_pid": ["n", "n", "n", "n", "n"]})
-    scores = {("a", "p"): 2.0, ("a", "n"): 1.0,     # strict
-              ("b", "p"): 1.0, ("b", "n"): 1.0,     # tie
-              ("c", "p"): 0.0, ("c", "n"): 3.0,     # wrong order
-              ("d", "p"): np.nan, ("d", "n"): 0.0}  # unavailable; e has no scores at all
-    out = pair_only_outcomes(directions, scores)
-    assert out["strict"].tolist() == [True, False, False, False, False]
-    assert out["tie"].tolist() == [False, True, False, False, False]
-    assert out["unavailable"].tolist() == [False, False, False, True, True]
-    assert out["s_pos"].tolist()[:3] == [2.0, 1.0, 0.0]

@@ -83,6 +83,8 @@ def test_pair_only_ties_and_unavailable_fail():
     arr = pair_only_outcomes(d, [3, 3, 1, 9, 9, 9], [1, 3, np.inf, 0, 0, 0])
     assert arr["strict"].tolist() == [True, False, False] and arr["unavailable"].tolist() == [False, False, True]
     assert pair_only_outcomes(d, pos.drop("A_q1"), neg)["unavailable"].tolist() == [True, False, True]
+    wrong = pair_only_outcomes(d, [0, 1, 5, 9, 9, 9], [3, 1, 1, 0, 0, 0]).iloc[0]  # A_q1 scored the wrong way round
+    assert (wrong["strict"], wrong["tie"], wrong["unavailable"]) == (False, False, False)
     with pytest.raises(ValueError, match="aligned"):
         pair_only_outcomes(d, [1.0, 2.0], [1.0, 2.0])
 
