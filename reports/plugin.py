@@ -7,7 +7,6 @@ serial one.
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "manifest": ("Run manifest entries", ("key",)),
 }
 #: Presentation order of rankers; unknown names follow alphabetically.
-RANKER_ORDER = ("fusion", "e0", "bg8", "ce", "grader_fusion_sample", "grader", "grader_e0")
+RANKER_ORDER = ("fusion", "e0", "bg8", "ce", "fusion_sample", "grader", "grader_e0")
 
 
 def _jsonable(value: Any) -> Any:
@@ -73,9 +72,8 @@ def report(request: pytest.FixtureRequest) -> ReportRecorder:
 def _sort_key(table: str, row: dict[str, Any]) -> tuple:
     keys = TABLES[table][1]
     if table in ("table2", "table3"):
-        name = row[keys[0]]
-        base = str(name).split("@")[0]
-        return (RANKER_ORDER.index(base) if base in RANKER_ORDER else len(RANKER_ORDER), str(name))
+        name = str(row[keys[0]])
+        return (RANKER_ORDER.index(name) if name in RANKER_ORDER else len(RANKER_ORDER), name)
     return tuple(str(row[k]) for k in keys)
 
 
