@@ -21,7 +21,6 @@ Fill rules (a feature must be finite for LightGBM and for the strict comparison)
 """
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass

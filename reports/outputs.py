@@ -6,6 +6,9 @@ its own ranker's files without coordination.
 """
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -18,23 +21,31 @@ POPULATION_FILE = "population.parquet"
 OUTCOME_DIR = "outcomes"
 
 
-def _atomic(path: Path, write) -> None:
-    from fixtures.session import atomic_write
-
-    atomic_write(path, write)
+def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
+    """Write through a temporary file and rename, so concurrent xdist writers never leave a torn file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
 
 
 def write_population(out_dir: Path, annotated: pd.DataFrame, pool: pd.DataFrame) -> None:
     """qrels.txt, pool.parquet (to recompute fusion independently) and the annotated population."""
-    _atomic(out_dir / "qrels.txt", lambda p: write_qrels(annotated, p))
-    _atomic(out_dir / "pool.parquet", lambda p: pool.to_parquet(p, index=False))
-    _atomic(out_dir / POPULATION_FILE, lambda p: annotated.to_parquet(p, index=False))
+    atomic_write(out_dir / "qrels.txt", lambda p: write_qrels(annotated, p))
+    atomic_write(out_dir / "pool.parquet", lambda p: pool.to_parquet(p, index=False))
+    atomic_write(out_dir / POPULATION_FILE, lambda p: annotated.to_parquet(p, index=False))
 
 
 def write_ranking(out_dir: Path, ranking: Ranking, outcomes: pd.DataFrame) -> None:
     """runs/<ranker>.trec (full pool, final order) and the ranker's per-direction outcomes."""
-    _atomic(out_dir / "runs" / f"{ranking.name}.trec", lambda p: write_run(ranking, p, tag=ranking.name))
-    _atomic(out_dir / OUTCOME_DIR / f"{ranking.name}.parquet", lambda p: outcomes.to_parquet(p, index=False))
+    atomic_write(out_dir / "runs" / f"{ranking.name}.trec", lambda p: write_run(ranking, p, tag=ranking.name))
+    atomic_write(out_dir / OUTCOME_DIR / f"{ranking.name}.parquet", lambda p: outcomes.to_parquet(p, index=False))
 
 
 def assemble_directions_csv(out_dir: Path, rankers: list[str]) -> Path | None:

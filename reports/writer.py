@@ -69,10 +69,8 @@ def write_split_report(out_dir: Path, split: str, tables: dict[str, pd.DataFrame
 
 def write_manifest(out_dir: Path, frame: pd.DataFrame) -> None:
     """Merge manifest entries (key -> JSON value) recorded by specs into manifest.json."""
-    manifest = {}
     path = out_dir / "manifest.json"
-    for key, value in zip(frame["key"], frame["value"]):
-        manifest[key] = value
+    manifest = dict(zip(frame["key"], frame["value"]))
     stages = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((out_dir / "stages").glob("*.json"))}
     if stages:
         manifest["stages_wall_clock"] = stages

@@ -80,7 +80,7 @@ def test_cost_and_replays(evaluation, split, scorer, report) -> None:
     for stage, scored in (("window", window), ("pair_only", pair)):
         report.add("cost", split, {**stage_cost(f"{scorer}_{stage}", scored.frame)})
     fusion = evaluation.ranking(split, "fusion")
-    fusion = evaluation._restrict(fusion, list(population["qid"]))
+    fusion = evaluation.restrict(fusion, list(population["qid"]))
 
     def strict_of(ranking):
         out = direction_outcomes(ranking, population)
