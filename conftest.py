@@ -58,7 +58,7 @@ def settings(pytestconfig: pytest.Config) -> Settings:
 @pytest.fixture(scope="session")
 def evaluation(settings: Settings):
     """The session's pools, populations and rankers, built lazily and cached on disk."""
-    from fixtures.session import Evaluation
+    from harness.session import Evaluation
 
     return Evaluation(settings)
 

@@ -43,6 +43,17 @@ class Ranking:
             raise ValueError(f"ranking {self.name!r} has duplicate (qid, pid) rows, e.g. {dup}")
 
 
+def strictly_greater(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise lexicographic ``a > b`` over (k0, k1, k2) key rows: the one strict comparison (SPEC §4).
+
+    Equal keys are ties, and a tie is never a success; list positions play no part.
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    gt, eq = a > b, a == b
+    return gt[:, 0] | (eq[:, 0] & gt[:, 1]) | (eq[:, 0] & eq[:, 1] & gt[:, 2])
+
+
 def rank_by_keys(frame: pd.DataFrame, name: str, fallback: frozenset[str] = frozenset(), **info: object) -> Ranking:
     """Order each query's rows by keys descending, then passage id ascending (pyserini-style determinism)."""
     ordered = frame.sort_values(["qid", *KEY_COLUMNS, "pid"], ascending=[True, False, False, False, True], kind="mergesort")

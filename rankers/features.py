@@ -30,11 +30,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from fixtures.routes import POOL_COLUMNS, ROUTE_DEPTHS, ROUTES
 from rankers.fusion import fusion_scores
-
-#: Routes of the pool frame and their saved depths (SPEC §2); a missing rank is depth + 1.
-ROUTES: tuple[str, ...] = ("dense", "sparse", "bm25")
-ROUTE_DEPTHS: dict[str, int] = {"dense": 150, "sparse": 50, "bm25": 100}
 
 #: Documented negation-cue lexicon: syntactic negators, negative quantifiers and a few
 #: frequent lexical negators. Affixal negation (un-/in-/dis-) is left out on purpose:
@@ -110,7 +107,6 @@ FEATURES: tuple[Feature, ...] = (
 FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURES)
 assert len(FEATURES) == 38 and len(set(FEATURE_NAMES)) == 38
 
-POOL_COLUMNS = ("qid", "pid", *(f"{r}_{k}" for r in ROUTES for k in ("score", "rank")))
 _BLOCK = 512  # queries per block of the query x passage matching products
 
 

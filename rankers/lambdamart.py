@@ -13,7 +13,7 @@ whole pool at inference. They differ only in which rows enter the loss:
   all it has.
 
 Eligibility (training and development): both designated passages are pool rows of
-that qid and the direction is not a structural conflict (``reports.populations``).
+that qid and the direction is not a structural conflict (``fixtures.populations``).
 Source-balanced weights: every Train source group gets the same total weight, split
 equally over its eligible queries; LightGBM's lambdarank multiplies each row's
 gradient and hessian by that row's weight, so the query's weight is repeated on each
@@ -43,13 +43,13 @@ import pandas as pd
 from filelock import FileLock
 
 from fixtures.corpus import corpus_hash
+from fixtures.populations import annotate_population, eligible_directions
+from fixtures.settings import SEED
 from rankers.base import Ranking, single_score_ranking
 from rankers.features import FEATURE_NAMES, POOL_COLUMNS, pool_features
-from reports.populations import annotate_population
 
 Kind = Literal["e0", "bg8"]
 KINDS: tuple[str, ...] = ("e0", "bg8")
-DEFAULT_SEED = 13
 N_BACKGROUND = 8
 MAX_ROUNDS = 300
 PATIENCE = 40
@@ -91,10 +91,9 @@ class TrainingSet:
     background: dict[str, dict[str, object]]
 
 
-def eligible_directions(pool: pd.DataFrame, directions: pd.DataFrame) -> pd.DataFrame:
-    """Directions whose designated pair is in the qid's pool and that are not structural conflicts."""
-    annotated = annotate_population(directions, pool)
-    return annotated[annotated["eligible"].to_numpy(dtype=bool)].reset_index(drop=True)
+def usable_directions(pool: pd.DataFrame, directions: pd.DataFrame) -> pd.DataFrame:
+    """Q_c of a training or development split: its eligible directions over ``pool``."""
+    return eligible_directions(annotate_population(directions, pool)).reset_index(drop=True)
 
 
 def source_weights(groups: pd.Series) -> np.ndarray:
@@ -139,7 +138,7 @@ def training_set(kind: Kind, pool: pd.DataFrame, features: np.ndarray, direction
     """Loss rows of eligible directions: the designated pair (E0) or pair plus sampled background (bg8)."""
     if kind not in KINDS:
         raise ValueError(f"unknown ranker kind {kind!r}; expected one of {KINDS}")
-    elig = eligible_directions(pool, directions)
+    elig = usable_directions(pool, directions)
     if elig.empty:
         raise ValueError(f"{kind}: no usable training query: none of the {len(directions)} directions has both "
                          "designated passages in its pool without being a structural conflict")
@@ -267,7 +266,7 @@ def _atomic_write(path: Path, text: str) -> None:
 def train_ranker(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
                  dev_directions: pd.DataFrame, queries: Mapping[str, str],
                  corpora: Mapping[str, Mapping[str, str]] | Mapping[str, str], cache_dir: Path,
-                 seed: int = DEFAULT_SEED) -> TrainedRanker:
+                 seed: int = SEED) -> TrainedRanker:
     """Train (or reuse from ``cache_dir``) the ``kind`` ranker with development early stopping.
 
     ``corpora`` is either the one {pid: text} corpus Train and development share (the
@@ -300,7 +299,7 @@ def _fit(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, d
     train_pool = train_pool.sort_values(["qid", "pid"], kind="mergesort").reset_index(drop=True)
     dev_pool = dev_pool.sort_values(["qid", "pid"], kind="mergesort").reset_index(drop=True)
     train = training_set(kind, train_pool, pool_features(train_pool, queries, train_corpus), train_directions, seed)
-    dev = eligible_directions(dev_pool, dev_directions)
+    dev = usable_directions(dev_pool, dev_directions)
     if dev.empty:
         raise ValueError(f"{kind}: no usable development direction for early stopping")
     dev_x = pool_features(dev_pool, queries, dev_corpus)

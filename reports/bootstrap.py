@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from fixtures.settings import SEED
+
 N_RESAMPLES = 2000
-#: Default bootstrap seed; callers pass Settings.seed so the run manifest records it.
-SEED = 13
 CONFIDENCE = 0.95
 
 

@@ -19,9 +19,10 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from rankers.base import KEY_COLUMNS, Ranking
-from reports.bootstrap import N_RESAMPLES, SEED, group_bootstrap_delta
-from reports.populations import eligible_directions
+from fixtures.populations import eligible_directions
+from fixtures.settings import SEED
+from rankers.base import KEY_COLUMNS, Ranking, strictly_greater
+from reports.bootstrap import N_RESAMPLES, group_bootstrap_delta
 
 OUTCOME_COLUMNS = ("qid", "rank_pos", "rank_neg", "strict", "tie", "fallback")
 
@@ -118,15 +119,14 @@ def direction_outcomes(ranking: Ranking, directions_annotated: pd.DataFrame) -> 
                          f"direction(s), e.g. qid {', '.join(bad)}; every ranker must order the full pool")
     keys = frame[list(KEY_COLUMNS)].to_numpy(dtype=float)
     kp, kn = keys[pos], keys[neg]
-    gt, eq = kp > kn, kp == kn
-    strict = gt[:, 0] | (eq[:, 0] & gt[:, 1]) | (eq[:, 0] & eq[:, 1] & gt[:, 2])
+    strict = strictly_greater(kp, kn)
     ranks = frame["rank"].to_numpy()
     out = pd.DataFrame({
         "qid": qid,
         "rank_pos": ranks[pos].astype(np.int64),
         "rank_neg": ranks[neg].astype(np.int64),
         "strict": strict,
-        "tie": eq.all(axis=1),
+        "tie": (kp == kn).all(axis=1),
         "fallback": np.isin(qid, np.fromiter(ranking.fallback, dtype=object, count=len(ranking.fallback))),
     })
     out.attrs["ranker"] = ranking.name

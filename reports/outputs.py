@@ -6,33 +6,17 @@ its own ranker's files without coordination.
 """
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
+from fixtures.artifacts import atomic_write
 from rankers.base import Ranking
 from reports.tables import directions_table
 from reports.trec import write_qrels, write_run
 
 POPULATION_FILE = "population.parquet"
 OUTCOME_DIR = "outcomes"
-
-
-def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
-    """Write through a temporary file and rename, so concurrent xdist writers never leave a torn file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
 
 
 def write_population(out_dir: Path, annotated: pd.DataFrame, pool: pd.DataFrame) -> None:

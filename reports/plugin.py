@@ -16,18 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from reports.tables import TABLES
+
 REPORT_KEY = "nevir-report"
 
-#: Tables the plugin knows: file stem -> (title, columns that identify a row).
-TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "table1": ("Table I: populations", ("population",)),
-    "table2": ("Table II: preference and position per ranker", ("ranker",)),
-    "table3": ("Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",)),
-    "tie_branch": ("Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch")),
-    "cost": ("Cost per stage", ("stage",)),
-    "claims": ("Hypothesis claims", ("claim",)),
-    "manifest": ("Run manifest entries", ("key",)),
-}
 #: Presentation order of rankers; unknown names follow alphabetically.
 RANKER_ORDER = ("fusion", "e0", "bg8", "ce", "fusion_sample", "grader", "grader_e0")
 

@@ -11,9 +11,19 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from fixtures.populations import eligible_directions
 from reports.measures import TABLE2_COLUMNS
-from reports.populations import eligible_directions
 
+#: The report's tables: file stem -> (title, columns that identify a row).
+TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "table1": ("Table I: populations", ("population",)),
+    "table2": ("Table II: preference and position per ranker", ("ranker",)),
+    "table3": ("Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",)),
+    "tie_branch": ("Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch")),
+    "cost": ("Cost per stage", ("stage",)),
+    "claims": ("Hypothesis claims", ("claim",)),
+    "manifest": ("Run manifest entries", ("key",)),
+}
 DIRECTION_BASE_COLUMNS = ("qid", "pair_id", "direction", "split", "group", "preferred_pid", "counterpart_pid",
                           "eligible", "conflict", "covered")
 RANKER_FIELDS = {"strict": "boolean", "rank_pos": "Int64", "rank_neg": "Int64", "tie": "boolean", "fallback": "boolean"}

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fixtures.populations import eligible_directions
 from rankers.base import Ranking
-from reports.populations import eligible_directions
 
 RUN_COLUMNS = ("qid", "q0", "pid", "rank", "score", "tag")
 QRELS_COLUMNS = ("qid", "iteration", "pid", "relevance")

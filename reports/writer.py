@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports.plugin import TABLES
+from reports.tables import TABLES
 
 #: Columns shown in the terminal and in report.md for the wide tables.
 BRIEF_COLUMNS = {

@@ -8,7 +8,7 @@ import pytest
 from rankers.base import Ranking, rank_by_keys
 from reports.bootstrap import group_bootstrap_delta
 from reports.measures import direction_outcomes, summarize
-from reports.populations import annotate_population
+from fixtures.populations import annotate_population
 
 N_DIRECTIONS, N_GROUPS, POOL_SIZE = 2766, 700, 200
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports.claims import check_claim
+from harness.claims import check_claim
 
 
 def _fmt(row: dict) -> str:

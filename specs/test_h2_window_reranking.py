@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports.claims import check_claim
+from harness.claims import check_claim
 
 SCORERS = {"ce": ("ce", "fusion"), "grader": ("grader", "fusion_sample")}
 
@@ -38,7 +38,7 @@ def test_h2(evaluation, split, scorer, claim, report) -> None:
 
 
 def test_ce_fallback_gate(evaluation, split, report) -> None:
-    from reports.claims import check_gate
+    from harness.claims import check_gate
 
     row = evaluation.table2_row(split, "ce")
     check_gate(evaluation.profile, report, split, "ce_fallback_pct_max", 100.0 * row["fallback"] / max(row["n"], 1))

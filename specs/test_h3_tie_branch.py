@@ -9,10 +9,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from reports.claims import check_claim
+from harness.claims import check_claim
 from reports.cost import replay_rows, stage_cost
 from reports.measures import direction_outcomes
-from reports.populations import eligible_directions
+from fixtures.populations import eligible_directions
 from reports.tables import pair_only_outcomes, pair_only_summary, table3
 from reports.tie_branch import tie_branch_table, tie_branches
 

@@ -49,6 +49,6 @@ def test_table2_grader_sample(evaluation, split, ranker, report) -> None:
 def test_coverage_gate(evaluation, split, report) -> None:
     pop = evaluation.population(split)
     coverage = 100.0 * pop["covered"].mean()
-    from reports.claims import check_gate
+    from harness.claims import check_gate
 
     check_gate(evaluation.profile, report, split, "coverage_pct_min", coverage)

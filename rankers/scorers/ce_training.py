@@ -38,12 +38,13 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from fixtures.corpus import text_hash
 from fixtures.models import minilm_path, model_fingerprint, splade_tiny_path
+from fixtures.populations import annotate_population
 from fixtures.settings import Settings
 from fixtures.study import Study
+from rankers.base import KEY_COLUMNS, strictly_greater
 from rankers.fusion import fusion_ranking, fusion_scores
 from rankers.scorers.cross_encoder import PREPROCESSING_VERSION, CrossEncoderScorer
 from rankers.window import WINDOW_K, window_inputs, window_rerank
-from reports.populations import annotate_population
 
 #: Offline backbones and the description used in result tables.
 BACKBONES = {
@@ -221,12 +222,10 @@ def dev_evaluation(scorer: CrossEncoderScorer, study: Study, dev_pool: pd.DataFr
 
 def _strict(ranking, eligible: pd.DataFrame) -> float:
     """Fraction of eligible directions whose preferred key (k0, k1, k2) beats the counterpart's strictly."""
-    keys = ranking.frame.set_index(["qid", "pid"])[["k0", "k1", "k2"]]
+    keys = ranking.frame.set_index(["qid", "pid"])[list(KEY_COLUMNS)]
     a = keys.reindex(pd.MultiIndex.from_arrays([eligible["qid"], eligible["preferred_pid"]])).to_numpy()
     b = keys.reindex(pd.MultiIndex.from_arrays([eligible["qid"], eligible["counterpart_pid"]])).to_numpy()
-    gt = a > b
-    eq = a == b
-    strict = gt[:, 0] | (eq[:, 0] & gt[:, 1]) | (eq[:, 0] & eq[:, 1] & gt[:, 2])
+    strict = strictly_greater(a, b)
     return float(strict.mean()) if len(strict) else float("nan")
 
 

@@ -21,7 +21,6 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from rankers.scorers.base import ScoreBatch
 from rankers.scorers.llm_backends import LLMBackend, Messages
@@ -114,35 +113,3 @@ class LLMGrader:
 
 def _count(value: int | None) -> float:
     return math.nan if value is None else float(value)
-
-
-def grader_sample(directions: pd.DataFrame, n_directions: int, seed: int) -> list[str]:
-    """A seeded sample of whole pairs, spread over source groups, with about ``n_directions`` directions.
-
-    CPU runs cannot grade every direction, so the grader runs on a sample the report must state
-    (record ``seed`` and ``n_directions`` with the results). Whole pairs keep paired accuracy
-    defined; drawing one pair per group in a shuffled round-robin spreads the sample over as many
-    source groups as possible, which is what the group bootstrap resamples. Stops at the first
-    pair that reaches ``n_directions``; returns every qid when the frame is smaller.
-    """
-    missing = {"qid", "pair_id", "group"} - set(directions.columns)
-    if missing:
-        raise ValueError(f"grader_sample: directions frame lacks columns {sorted(missing)}")
-    if n_directions < 1:
-        raise ValueError(f"grader_sample: n_directions must be >= 1, got {n_directions}")
-    if n_directions >= len(directions):
-        return sorted(directions["qid"].astype(str))
-    rng = np.random.default_rng(seed)
-    qids_of = directions.groupby("pair_id")["qid"].apply(lambda s: sorted(s.astype(str)))
-    pairs_of = directions.drop_duplicates("pair_id").groupby("group")["pair_id"].apply(sorted)
-    queues = {g: list(rng.permutation(pairs)) for g, pairs in pairs_of.items()}
-    groups = list(rng.permutation(sorted(queues)))
-    chosen: list[str] = []
-    while len(chosen) < n_directions:
-        for g in groups:
-            if queues[g]:
-                chosen += qids_of[queues[g].pop()]
-                if len(chosen) >= n_directions:
-                    break
-        groups = [g for g in groups if queues[g]]
-    return sorted(chosen)

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from fixtures.study import build_study
-from reports.populations import annotate_population, eligible_directions, table1_row
+from fixtures.populations import annotate_population, eligible_directions
+from reports.populations import table1_row
 
 
 def toy_directions() -> pd.DataFrame:

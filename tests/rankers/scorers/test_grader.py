@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from rankers.scorers.base import TextScorer
-from rankers.scorers.grader import PROMPT_VERSION, LLMGrader, grader_sample, parse_grade, strip_thinking
+from rankers.scorers.grader import PROMPT_VERSION, LLMGrader, parse_grade, strip_thinking
 from rankers.scorers.llm_backends import Generation, LLMBackend, Messages
 from rankers.scorers.prompts import escape_data, load_prompt, parse_template
 
@@ -173,47 +173,3 @@ def test_model_key_names_backend_and_prompt_version():
     assert key == f"llm-grader|llamacpp:x.gguf@sha256:ab|{{\"max_tokens\":8}}|prompt={prompt.key}"
     other_prompt = parse_template("grade_v2", "[system]\nS\n[user]\n{{QUERY}} {{PASSAGE}}")
     assert LLMGrader(ScriptedBackend([]), other_prompt).model_key != LLMGrader(ScriptedBackend([])).model_key
-
-
-# ----------------------------------------------------------------------------- sample
-
-
-def _directions(pairs_per_group: dict[str, int]) -> pd.DataFrame:
-    rows = []
-    for group, n in pairs_per_group.items():
-        for j in range(n):
-            for d in (1, 2):
-                rows.append({"qid": f"{group}{j}-{d}", "pair_id": f"{group}{j}", "group": group})
-    return pd.DataFrame(rows)
-
-
-def test_grader_sample_takes_whole_pairs_from_distinct_groups_first():
-    frame = _directions({"A": 3, "B": 1, "C": 2})
-    qids = grader_sample(frame, 6, seed=0)
-    chosen = frame[frame["qid"].isin(qids)]
-    assert len(qids) == 6
-    assert chosen.groupby("pair_id").size().eq(2).all()  # whole pairs
-    assert sorted(chosen["group"].unique()) == ["A", "B", "C"]  # one pair per group before any second one
-    assert qids == sorted(qids)
-
-
-def test_grader_sample_is_seeded_and_rounds_up_to_whole_pairs():
-    frame = _directions({"A": 3, "B": 1, "C": 2, "D": 4})
-    assert grader_sample(frame, 5, seed=7) == grader_sample(frame, 5, seed=7)
-    assert len(grader_sample(frame, 5, seed=7)) == 6
-    assert len(grader_sample(frame, 1, seed=7)) == 2
-    draws = {tuple(grader_sample(frame, 2, seed=s)) for s in range(20)}
-    assert len(draws) > 1  # the seed matters
-    # after one round over the four groups the fifth pair must come from a group with pairs left
-    nine = frame[frame["qid"].isin(grader_sample(frame, 9, seed=3))]
-    assert sorted(nine["group"].unique()) == ["A", "B", "C", "D"] and len(nine) == 10
-
-
-def test_grader_sample_returns_everything_when_asked_for_more():
-    frame = _directions({"A": 2, "B": 1})
-    assert grader_sample(frame, 100, seed=0) == sorted(frame["qid"])
-
-
-def test_grader_sample_names_missing_columns():
-    with pytest.raises(ValueError, match="group"):
-        grader_sample(pd.DataFrame({"qid": ["a"], "pair_id": ["p"]}), 1, seed=0)

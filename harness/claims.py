@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.profile import Profile
+from harness.profile import Profile
 
 
 def check_claim(profile: Profile, report, split: str, claim: str, holds: bool, measured: str,
