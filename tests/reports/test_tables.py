@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from reports.measures import TABLE2_COLUMNS
-from reports.populations import annotate_population
+from fixtures.populations import annotate_population
 from reports.tables import (TABLE3_COLUMNS, directions_table, pair_only_outcomes, pair_only_summary, table2,
                             table3)
 

@@ -7,7 +7,7 @@ import pytest
 
 from rankers.base import single_score_ranking
 from reports.measures import direction_outcomes, summarize
-from reports.populations import annotate_population
+from fixtures.populations import annotate_population
 from reports.trec import mrr_from_files, read_qrels, read_run, write_qrels, write_run
 
 #: Pool with tied fusion scores. Q1_q1: pa and pb tie at .5 under pc (.9): positions pc, pa, pb (id ascending).
