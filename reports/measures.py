@@ -9,10 +9,14 @@ read the same numbers.
 Strict preference compares the ranker's ordered keys (k0, k1, k2)
 lexicographically. Equal keys are ties and ties are failures: list positions break
 ties by passage id, but a position never creates a success.
+
+Every rate and mean carries a 95% source-group bootstrap interval (same draws for
+all columns of a row); a ranker evaluated on its designated pair only (no
+full-pool ranks) gets NaN position measures while its preference measures stand.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,11 +26,13 @@ import pandas as pd
 from fixtures.populations import eligible_directions
 from fixtures.settings import SEED
 from rankers.base import KEY_COLUMNS, Ranking, strictly_greater
-from reports.bootstrap import N_RESAMPLES, group_bootstrap_delta
+from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap, minimum_detectable_effect
 
 OUTCOME_COLUMNS = ("qid", "rank_pos", "rank_neg", "strict", "tie", "fallback")
 
 Aggregate = Literal["count", "pct", "mean"]
+#: Per-direction arrays a measure reads: n (ones), strict, tie, fallback, rank_pos, rank_neg (floats).
+Columns = Mapping[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -34,12 +40,14 @@ class DirectionMeasure:
     """A Table II column aggregating one per-direction value over Q_c.
 
     ``count`` sums the value, ``pct`` is 100 × its mean, ``mean`` its mean.
+    ``position`` measures read full-pool ranks and are NaN for a ranker without them.
     """
 
     name: str
-    value: Callable[[pd.DataFrame], np.ndarray]
+    value: Callable[[Columns], np.ndarray]
     aggregate: Aggregate
     doc: str
+    position: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,27 +66,46 @@ class ReferenceMeasure:
     doc: str
 
 
-def _col(name: str) -> Callable[[pd.DataFrame], np.ndarray]:
-    return lambda o: o[name].to_numpy(dtype=float)
+@dataclass(frozen=True)
+class IntervalMeasure:
+    """One end of the 95% source-group bootstrap interval of another Table II column, in its units."""
+
+    name: str
+    of: str
+    end: Literal["lo", "hi"]
+    doc: str
+
+
+def _col(name: str) -> Callable[[Columns], np.ndarray]:
+    return lambda c: c[name]
 
 
 def _pref_at(k: int) -> DirectionMeasure:
-    return DirectionMeasure(f"pref_at_{k}", lambda o: (o["rank_pos"].to_numpy() <= k).astype(float), "pct",
-                            f"% of Q_c with the preferred passage at full-pool rank <= {k}")
+    return DirectionMeasure(f"pref_at_{k}", lambda c: (c["rank_pos"] <= k).astype(float), "pct",
+                            f"% of Q_c with the preferred passage at full-pool rank <= {k}", position=True)
+
+
+def _interval(of: str, unit: str) -> tuple[IntervalMeasure, IntervalMeasure]:
+    return tuple(IntervalMeasure(f"{of}_{end}", of, end, f"{'lower' if end == 'lo' else 'upper'} end of the 95% "
+                                 f"source-group bootstrap interval of {of} ({unit} resampled with their groups)")
+                 for end in ("lo", "hi"))
 
 
 DIRECTION_MEASURES: tuple[DirectionMeasure, ...] = (
-    DirectionMeasure("n", lambda o: np.ones(len(o)), "count", "directions in Q_c"),
+    DirectionMeasure("n", _col("n"), "count", "directions in Q_c"),
     DirectionMeasure("strict", _col("strict"), "count", "directions whose preferred key is strictly greater"),
     DirectionMeasure("strict_pct", _col("strict"), "pct", "strict preference, % of Q_c"),
-    DirectionMeasure("mrr", lambda o: 1.0 / o["rank_pos"].to_numpy(dtype=float), "mean", "preferred-passage MRR over the full pool"),
+    DirectionMeasure("mrr", lambda c: 1.0 / c["rank_pos"], "mean", "preferred-passage MRR over the full pool",
+                     position=True),
     _pref_at(1),
     _pref_at(3),
     _pref_at(10),
-    DirectionMeasure("mean_rank_pos", _col("rank_pos"), "mean", "mean full-pool rank of the preferred passage"),
-    DirectionMeasure("mean_rank_neg", _col("rank_neg"), "mean", "mean full-pool rank of the counterpart passage"),
-    DirectionMeasure("both_top10", lambda o: ((o["rank_pos"] <= 10) & (o["rank_neg"] <= 10)).to_numpy(dtype=float), "count",
-                     "directions with both designated passages in the top 10"),
+    DirectionMeasure("mean_rank_pos", _col("rank_pos"), "mean", "mean full-pool rank of the preferred passage",
+                     position=True),
+    DirectionMeasure("mean_rank_neg", _col("rank_neg"), "mean", "mean full-pool rank of the counterpart passage",
+                     position=True),
+    DirectionMeasure("both_top10", lambda c: ((c["rank_pos"] <= 10) & (c["rank_neg"] <= 10)).astype(float), "count",
+                     "directions with both designated passages in the top 10", position=True),
     DirectionMeasure("ties", _col("tie"), "count", "directions whose two designated keys are equal (failures)"),
     DirectionMeasure("fallback", _col("fallback"), "count", "directions restored to the reference order"),
 )
@@ -91,12 +118,39 @@ REFERENCE_MEASURES: tuple[ReferenceMeasure, ...] = (
     ReferenceMeasure("delta_pts", "strict_pct minus the reference's, in points"),
     ReferenceMeasure("delta_lo", "lower end of the 95% source-group bootstrap interval of delta_pts"),
     ReferenceMeasure("delta_hi", "upper end of the 95% source-group bootstrap interval of delta_pts"),
+    ReferenceMeasure("delta_mrr", "mrr minus the reference's (NaN when either lacks full-pool ranks)"),
+    ReferenceMeasure("delta_mrr_lo", "lower end of the 95% source-group bootstrap interval of delta_mrr"),
+    ReferenceMeasure("delta_mrr_hi", "upper end of the 95% source-group bootstrap interval of delta_mrr"),
+    ReferenceMeasure("mde_pts", "smallest Δ strict (points) detectable at 80% power, two-sided α 0.05: "
+                                "(z_0.975 + z_0.80) × se_delta_pts"),
+    ReferenceMeasure("se_delta_pts", "bootstrap standard error of delta_pts (SD of the 2,000 resampled Δ)"),
+    ReferenceMeasure("se_delta_mrr", "bootstrap standard error of delta_mrr"),
+    ReferenceMeasure("mde_mrr", "smallest Δ MRR detectable at 80% power, two-sided α 0.05: (z_0.975 + z_0.80) × se_delta_mrr"),
 )
-#: Table II column order (SPEC §5).
+INTERVAL_MEASURES: tuple[IntervalMeasure, ...] = (
+    *_interval("strict_pct", "directions"),
+    *_interval("mrr", "directions"),
+    *_interval("paired_pct", "complete pairs"),
+    *_interval("pref_at_1", "directions"),
+    *_interval("pref_at_3", "directions"),
+    *_interval("pref_at_10", "directions"),
+    *_interval("mean_rank_pos", "directions"),
+    *_interval("mean_rank_neg", "directions"),
+)
+#: Table II column order (SPEC §5): the contract other tools read.
 TABLE2_COLUMNS: tuple[str, ...] = (
     "ranker", "n", "strict", "strict_pct", "paired", "paired_n", "paired_pct", "mrr", "pref_at_1", "pref_at_3",
     "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10", "ties", "fallback", "delta_pts", "delta_lo", "delta_hi",
 )
+#: Uncertainty columns appended after the contract's (issue 12), in this order.
+TABLE2_INTERVAL_COLUMNS: tuple[str, ...] = (
+    "strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi", "paired_pct_lo", "paired_pct_hi",
+    "delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "mde_pts", "se_delta_pts", "se_delta_mrr", "mde_mrr",
+    "pref_at_1_lo", "pref_at_1_hi", "pref_at_3_lo", "pref_at_3_hi", "pref_at_10_lo", "pref_at_10_hi",
+    "mean_rank_pos_lo", "mean_rank_pos_hi", "mean_rank_neg_lo", "mean_rank_neg_hi",
+)
+#: Keys of a ``summarize`` row: the contract's columns, then the uncertainty columns.
+TABLE2_ROW_COLUMNS: tuple[str, ...] = (*TABLE2_COLUMNS, *TABLE2_INTERVAL_COLUMNS)
 
 
 def direction_outcomes(ranking: Ranking, directions_annotated: pd.DataFrame) -> pd.DataFrame:
@@ -133,32 +187,62 @@ def direction_outcomes(ranking: Ranking, directions_annotated: pd.DataFrame) -> 
     return out
 
 
-def _aligned_population(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame) -> pd.DataFrame:
+def _positions(index: pd.Index, qids: pd.Series | np.ndarray, what: str) -> np.ndarray:
+    """Row positions of ``qids`` in a unique qid ``index`` (-1 where absent); hashing, not per-element ``isin``."""
+    if not index.is_unique:
+        raise ValueError(f"{what} repeat qids, e.g. {index[index.duplicated()][:3].tolist()}")
+    return index.get_indexer(qids)
+
+
+def aligned_population(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame) -> pd.DataFrame:
     """Eligible directions in outcome order; fails when the outcomes are not exactly Q_c of their split(s)."""
     missing_cols = [c for c in OUTCOME_COLUMNS if c not in outcomes.columns]
     if missing_cols:
         raise ValueError(f"outcomes lack columns {missing_cols}")
-    if outcomes["qid"].duplicated().any():
-        raise ValueError(f"outcomes repeat qids, e.g. {outcomes.loc[outcomes['qid'].duplicated(), 'qid'].head(3).tolist()}")
-    q = eligible_directions(directions_annotated).set_index("qid", drop=False)
-    unknown = ~outcomes["qid"].isin(q.index)
-    if unknown.any():
-        raise ValueError(f"outcomes hold qids outside Q_c, e.g. {outcomes.loc[unknown, 'qid'].head(3).tolist()}")
-    aligned = q.loc[outcomes["qid"].to_numpy()]
-    expected = q[q["split"].isin(aligned["split"].unique())]
-    absent = ~expected["qid"].isin(outcomes["qid"])
+    given = pd.Index(outcomes["qid"])
+    if not given.is_unique:
+        raise ValueError(f"outcomes repeat qids, e.g. {given[given.duplicated()][:3].tolist()}")
+    q = eligible_directions(directions_annotated)
+    where = _positions(pd.Index(q["qid"]), given, "eligible directions")
+    if (where < 0).any():
+        raise ValueError(f"outcomes hold qids outside Q_c, e.g. {given[where < 0][:3].tolist()}")
+    aligned = q.iloc[where]
+    expected = q[pd.Index(aligned["split"].unique()).get_indexer(q["split"]) >= 0]
+    absent = given.get_indexer(expected["qid"]) < 0
     if absent.any():
-        raise ValueError(f"outcomes miss {int(absent.sum())} eligible direction(s), e.g. {expected.loc[absent, 'qid'].head(3).tolist()}")
+        raise ValueError(f"outcomes miss {int(absent.sum())} eligible direction(s), e.g. {expected['qid'][absent].head(3).tolist()}")
     return aligned.reset_index(drop=True)
 
 
-def _reference_strict(outcomes: pd.DataFrame, reference: pd.DataFrame) -> np.ndarray:
-    ref = reference.set_index("qid")["strict"]
-    missing = ~outcomes["qid"].isin(ref.index)
-    if missing.any() or len(ref) != len(outcomes):
-        raise ValueError(f"reference outcomes cover a different Q_c (e.g. missing {outcomes.loc[missing, 'qid'].head(3).tolist()}; "
-                         f"{len(ref)} vs {len(outcomes)} directions)")
-    return ref.loc[outcomes["qid"].to_numpy()].to_numpy(dtype=float)
+def outcome_columns(outcomes: pd.DataFrame, what: str = "outcomes") -> dict[str, np.ndarray]:
+    """Per-direction float arrays n, strict, tie, fallback, and rank_pos/rank_neg when the ranker has ranks.
+
+    Ranks are all present (a full-pool ranker) or all NA (a ranker scored on its
+    designated pair only, whose rank keys are then absent); a mix is an error.
+    """
+    cols = {"n": np.ones(len(outcomes))}
+    for name in ("strict", "tie", "fallback"):
+        values = pd.Series(outcomes[name]).to_numpy(dtype=float, na_value=np.nan)
+        if np.isnan(values).any():
+            raise ValueError(f"{what}: {name!r} is missing for {int(np.isnan(values).sum())} direction(s), e.g. qid "
+                             f"{outcomes['qid'].to_numpy()[np.isnan(values)][:3].tolist()}")
+        cols[name] = values
+    ranks = {name: pd.to_numeric(outcomes[name]).to_numpy(dtype=float, na_value=np.nan) for name in ("rank_pos", "rank_neg")}
+    absent = np.isnan(ranks["rank_pos"]) | np.isnan(ranks["rank_neg"])
+    if absent.all() and len(outcomes):
+        return cols
+    if absent.any():
+        raise ValueError(f"{what}: full-pool ranks are missing for {int(absent.sum())} of {len(outcomes)} directions, "
+                         f"e.g. qid {outcomes['qid'].to_numpy()[absent][:3].tolist()}; ranks must be all present or all NA")
+    return cols | ranks
+
+
+def _reference_columns(outcomes: pd.DataFrame, reference: pd.DataFrame) -> dict[str, np.ndarray]:
+    where = _positions(pd.Index(reference["qid"]), outcomes["qid"], "reference outcomes")
+    if (where < 0).any() or len(reference) != len(outcomes):
+        raise ValueError(f"reference outcomes cover a different Q_c (e.g. missing {outcomes['qid'][where < 0].head(3).tolist()}; "
+                         f"{len(reference)} vs {len(outcomes)} directions)")
+    return outcome_columns(reference.iloc[where], "reference outcomes")
 
 
 def _aggregate(values: np.ndarray, how: Aggregate) -> float | int:
@@ -169,38 +253,82 @@ def _aggregate(values: np.ndarray, how: Aggregate) -> float | int:
     return float(values.mean() * (100.0 if how == "pct" else 1.0))
 
 
+def _pair_population(dirs: pd.DataFrame, strict: np.ndarray, groups: str) -> pd.DataFrame:
+    """One row per complete pair: both (strict in both directions) and the pair's source group."""
+    complete = dirs["complete"].to_numpy(dtype=bool)
+    frame = pd.DataFrame({"split": dirs["split"].to_numpy()[complete], "pair_id": dirs["pair_id"].to_numpy()[complete],
+                          "strict": strict[complete].astype(int), "group": dirs[groups].to_numpy()[complete]})
+    pairs = frame.groupby(["split", "pair_id"], sort=True).agg(hits=("strict", "sum"), group=("group", "first"),
+                                                               groups=("group", "nunique"))
+    split_pairs = pairs[pairs["groups"] > 1]
+    if len(split_pairs):
+        raise ValueError(f"pair {split_pairs.index[0]} spans {int(split_pairs['groups'].iat[0])} source groups in "
+                         f"column {groups!r}; a pair's directions must share a group")
+    return pairs.assign(both=(pairs["hits"] == 2).astype(float))
+
+
 def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, reference: pd.DataFrame | None = None,
               groups: str = "group", n_resamples: int = N_RESAMPLES, seed: int = SEED,
               ranker: str | None = None) -> dict[str, object]:
-    """One Table II row (keys exactly ``TABLE2_COLUMNS``).
+    """One Table II row: keys exactly ``TABLE2_ROW_COLUMNS`` (contract columns, then intervals).
 
-    ``reference`` holds the reference ranker's outcomes over the same Q_c; the delta
-    columns are NaN without one or for the reference itself. ``groups`` names the
-    directions column used as bootstrap unit (``group``, or ``group_rules`` for the
-    sensitivity check).
+    ``reference`` holds the reference ranker's outcomes over the same Q_c; the delta,
+    MDE and SE columns are NaN without one or for the reference itself. ``groups``
+    names the directions column used as bootstrap unit (``group``, or ``group_rules``
+    for the sensitivity check). Direction-level intervals share one set of draws over
+    the directions' groups; paired_pct resamples the complete pairs with their groups.
     """
     name = ranker if ranker is not None else outcomes.attrs.get("ranker")
     if name is None:
         raise ValueError("summarize needs a ranker name: pass ranker= or outcomes from direction_outcomes")
-    dirs = _aligned_population(outcomes, directions_annotated)
+    dirs = aligned_population(outcomes, directions_annotated)
+    cols = outcome_columns(outcomes, f"outcomes of {name!r}")
+    has_ranks = "rank_pos" in cols
     row: dict[str, object] = {"ranker": name}
-    row.update({m.name: _aggregate(m.value(outcomes), m.aggregate) for m in DIRECTION_MEASURES})
+    row.update({m.name: _aggregate(m.value(cols), m.aggregate) if has_ranks or not m.position else float("nan")
+                for m in DIRECTION_MEASURES})
+    row.update({c: float("nan") for c in ("delta_pts", "delta_lo", "delta_hi", *TABLE2_INTERVAL_COLUMNS)})
+    if len(dirs) and groups not in dirs.columns:
+        raise ValueError(f"directions frame has no bootstrap group column {groups!r}")
 
-    complete = dirs["complete"].to_numpy(dtype=bool)
-    pairs = dirs.loc[complete, ["split", "pair_id"]].reset_index(drop=True)
-    both = pd.Series(outcomes["strict"].to_numpy(dtype=int)[complete]).groupby([pairs["split"], pairs["pair_id"]]).sum()
-    row["paired"] = int((both == 2).sum())
-    row["paired_n"] = int(len(both))
+    pairs = _pair_population(dirs, cols["strict"], groups) if len(dirs) else pd.DataFrame({"both": []})
+    row["paired"] = int(pairs["both"].sum())
+    row["paired_n"] = int(len(pairs))
     row["paired_pct"] = 100.0 * row["paired"] / row["paired_n"] if row["paired_n"] else float("nan")
+    if row["paired_n"]:
+        ci = group_bootstrap({"both": pairs["both"].to_numpy(), "pairs": np.ones(len(pairs))}, pairs["group"].to_numpy(),
+                             {"paired_pct": Ratio("both", "pairs")}, n_resamples, seed)["paired_pct"]
+        row["paired_pct_lo"], row["paired_pct_hi"] = 100 * ci.lo, 100 * ci.hi
+    if not len(dirs):
+        return {c: row[c] for c in TABLE2_ROW_COLUMNS}
 
-    row["delta_pts"] = row["delta_lo"] = row["delta_hi"] = float("nan")
-    if reference is not None and reference is not outcomes and reference.attrs.get("ranker", object()) != name:
-        if groups not in dirs.columns:
-            raise ValueError(f"directions frame has no bootstrap group column {groups!r}")
-        ci = group_bootstrap_delta(outcomes["strict"].to_numpy(dtype=float), _reference_strict(outcomes, reference),
-                                   dirs[groups].to_numpy(), n_resamples=n_resamples, seed=seed)
-        row["delta_pts"], row["delta_lo"], row["delta_hi"] = 100 * ci.point, 100 * ci.lo, 100 * ci.hi
-    return {c: row[c] for c in TABLE2_COLUMNS}
+    by_name = {m.name: m for m in DIRECTION_MEASURES}
+    targets = [by_name[of] for of in dict.fromkeys(m.of for m in INTERVAL_MEASURES) if of in by_name
+               and (has_ranks or not by_name[of].position)]
+    values = {"n": cols["n"]} | {m.name: m.value(cols) for m in targets}
+    statistics = {m.name: Ratio(m.name, "n") for m in targets}
+    is_reference = reference is None or reference is outcomes or reference.attrs.get("ranker", object()) == name
+    if not is_reference:
+        ref = _reference_columns(outcomes, reference)
+        values["d_strict"] = cols["strict"] - ref["strict"]
+        statistics["delta_pts"] = Ratio("d_strict", "n")
+        if has_ranks and "rank_pos" in ref:
+            values["d_rr"] = 1.0 / cols["rank_pos"] - 1.0 / ref["rank_pos"]
+            statistics["delta_mrr"] = Ratio("d_rr", "n")
+    boot = group_bootstrap(values, dirs[groups].to_numpy(), statistics, n_resamples, seed)
+    for m in targets:
+        scale = 100.0 if m.aggregate == "pct" else 1.0
+        row[f"{m.name}_lo"], row[f"{m.name}_hi"] = scale * boot[m.name].lo, scale * boot[m.name].hi
+    if "delta_pts" in boot:
+        d = boot["delta_pts"]
+        row["delta_pts"], row["delta_lo"], row["delta_hi"] = 100 * d.point, 100 * d.lo, 100 * d.hi
+        row["se_delta_pts"] = 100 * d.se
+        row["mde_pts"] = 100 * minimum_detectable_effect(d.se)
+    if "delta_mrr" in boot:
+        d = boot["delta_mrr"]
+        row["delta_mrr"], row["delta_mrr_lo"], row["delta_mrr_hi"] = d.point, d.lo, d.hi
+        row["se_delta_mrr"], row["mde_mrr"] = d.se, minimum_detectable_effect(d.se)
+    return {c: row[c] for c in TABLE2_ROW_COLUMNS}
 
 
 def corrections_regressions(outcomes: pd.DataFrame, reference: pd.DataFrame, directions_annotated: pd.DataFrame,
@@ -210,9 +338,9 @@ def corrections_regressions(outcomes: pd.DataFrame, reference: pd.DataFrame, dir
     Net gain of a group = its corrections minus its regressions; every group with an
     eligible direction is counted once, in exactly one of positive/zero/negative.
     """
-    dirs = _aligned_population(outcomes, directions_annotated)
-    ours = outcomes["strict"].to_numpy(dtype=bool)
-    ref = _reference_strict(outcomes, reference).astype(bool)
+    dirs = aligned_population(outcomes, directions_annotated)
+    ours = outcome_columns(outcomes)["strict"].astype(bool)
+    ref = _reference_columns(outcomes, reference)["strict"].astype(bool)
     gain = pd.Series(ours.astype(int) - ref.astype(int)).groupby(dirs[groups].to_numpy()).sum()
     return {
         "corrections": int((ours & ~ref).sum()),

@@ -1,10 +1,13 @@
-"""Source-group bootstrap of Δ strict: hand-enumerable cases, determinism, and an explicit-loop oracle."""
+"""Source-group bootstrap: hand-enumerable cases, determinism, pinned numbers, and an explicit-loop oracle."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from reports.bootstrap import group_bootstrap_delta
+from scipy.stats import norm
+
+from reports.bootstrap import (Ratio, RatioDifference, group_bootstrap, group_bootstrap_delta,
+                               minimum_detectable_effect)
 
 
 def test_two_groups_enumerable_by_hand():
@@ -65,3 +68,75 @@ def test_bad_input_is_rejected():
         group_bootstrap_delta(np.ones(0), np.ones(0), np.zeros(0))
     with pytest.raises(ValueError, match="missing"):
         group_bootstrap_delta(np.ones(2), np.ones(2), np.array(["a", None], dtype=object))
+    with pytest.raises(ValueError, match="'x' holds 1 non-finite"):
+        group_bootstrap({"x": np.array([1.0, np.nan]), "n": np.ones(2)}, np.zeros(2), {"m": Ratio("x", "n")})
+    with pytest.raises(ValueError, match="aligned"):
+        group_bootstrap({"x": np.ones(3), "n": np.ones(2)}, np.zeros(3), {"m": Ratio("x", "n")})
+
+
+def test_delta_is_pinned_to_the_previous_implementation():
+    """README numbers must not move: exact floats of the pre-generalization code (commit 6dc5f5e) on the same inputs."""
+    ours, ref, g = synthetic()
+    ci = group_bootstrap_delta(ours, ref, g, seed=13)
+    assert [x.hex() for x in (ci.point, ci.lo, ci.hi)] == ["0x1.0d833d450b4aap-3", "0x1.e4d6334d8d58bp-4",
+                                                          "0x1.28ba4defd2f4fp-3"]
+    assert ci.n_groups == 687
+    rng = np.random.default_rng(2)  # non-binary values (reciprocal ranks) keep bit-identity too
+    a, b, groups = 1.0 / rng.integers(1, 300, 500), 1.0 / rng.integers(1, 300, 500), rng.integers(0, 90, 500)
+    ci = group_bootstrap_delta(a, b, groups, seed=13)
+    assert [x.hex() for x in (ci.point, ci.lo, ci.hi)] == ["0x1.6c140470d0ad5p-9", "-0x1.4d97dd750698ep-8",
+                                                          "0x1.8791abbc2216dp-7"]
+
+
+def test_ratio_statistics_by_hand():
+    """g1: 3 directions, x = (1, 2, 3), units u = (1, 0, 0); g2: 1 direction, x = 10, u = 0.
+    Resamples (g1,g1), (g1,g2) or (g2,g1), (g2,g2) come with probability 1/4, 1/2, 1/4, so the 2.5th and 97.5th
+    percentiles of 2,000 draws are the values of the two extreme resamples."""
+    values = {"x": np.array([1.0, 2.0, 3.0, 10.0]), "n": np.ones(4), "u": np.array([1.0, 0.0, 0.0, 0.0])}
+    groups = np.array(["g1", "g1", "g1", "g2"])
+    out = group_bootstrap(values, groups, {"mean": Ratio("x", "n"),
+                                           "diff": RatioDifference(Ratio("x", "n"), Ratio("u", "n"))}, seed=5)
+    # mean x: 12/6 = 2, 16/4 = 4, 20/2 = 10.
+    assert out["mean"].point == pytest.approx(4.0) and (out["mean"].lo, out["mean"].hi) == (2.0, 10.0)
+    # mean x - mean u: 2 - 2/6, 4 - 1/4, 10 - 0.
+    assert out["diff"].point == pytest.approx(3.75)
+    assert (out["diff"].lo, out["diff"].hi) == (pytest.approx(5 / 3), 10.0)
+
+
+def test_undefined_resample_is_refused():
+    values = {"x": np.array([1.0, 2.0]), "u": np.array([1.0, 0.0])}
+    with pytest.raises(ValueError, match="'per_unit' is undefined .* in [0-9]+ resample"):
+        group_bootstrap(values, np.array(["g1", "g2"]), {"per_unit": Ratio("x", "u")})
+
+
+def test_general_bootstrap_matches_explicit_loop():
+    """A ratio of sums and a difference of ratios with different denominators, the slow way on the same draws."""
+    rng = np.random.default_rng(8)
+    n, n_groups = 400, 50
+    g = rng.integers(0, n_groups, n)
+    rr_a, rr_b = 1.0 / rng.integers(1, 100, n), 1.0 / rng.integers(1, 100, n)
+    pairs = (rng.random(n) < 0.4).astype(float)
+    hits = pairs * (rng.random(n) < 0.6)
+    values = {"rr_a": rr_a, "rr_b": rr_b, "n": np.ones(n), "hits": hits, "pairs": pairs}
+    stats = {"mrr_a": Ratio("rr_a", "n"), "d": RatioDifference(Ratio("hits", "pairs"), Ratio("rr_b", "n"))}
+    out = group_bootstrap(values, g, stats, n_resamples=300, seed=11)
+    labels = np.unique(g)
+    draws = np.random.default_rng(11).integers(0, len(labels), size=(300, len(labels)))
+    mrr, d = [], []
+    for row in draws:
+        idx = np.concatenate([np.flatnonzero(g == labels[j]) for j in row])
+        mrr.append(rr_a[idx].mean())
+        d.append(hits[idx].sum() / pairs[idx].sum() - rr_b[idx].mean())
+    for name, reps, point in (("mrr_a", mrr, rr_a.mean()), ("d", d, hits.sum() / pairs.sum() - rr_b.mean())):
+        lo, hi = np.percentile(reps, [2.5, 97.5])
+        assert (out[name].point, out[name].lo, out[name].hi) == (pytest.approx(point), pytest.approx(lo), pytest.approx(hi))
+        assert out[name].se == pytest.approx(np.std(reps, ddof=1))
+        assert (out[name].n_groups, out[name].n_resamples, out[name].seed) == (len(labels), 300, 11)
+
+
+def test_minimum_detectable_effect_uses_normal_quantiles():
+    assert minimum_detectable_effect(1.0) == pytest.approx(norm.ppf(0.975) + norm.ppf(0.80), rel=1e-12)
+    assert minimum_detectable_effect(0.02) == pytest.approx(0.02 * 2.8015852, rel=1e-7)
+    assert minimum_detectable_effect(0.5, alpha=0.01, power=0.9) == pytest.approx(0.5 * (norm.ppf(0.995) + norm.ppf(0.9)))
+    with pytest.raises(ValueError, match="power"):
+        minimum_detectable_effect(1.0, power=1.0)

@@ -7,10 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fixtures.populations import annotate_population
 from rankers.base import Ranking, rank_by_keys
-from reports.measures import (DIRECTION_MEASURES, PAIR_MEASURES, REFERENCE_MEASURES, TABLE2_COLUMNS,
-                              corrections_regressions, direction_outcomes, summarize)
-from reports.populations import annotate_population
+from scipy.stats import norm
+
+from reports.bootstrap import group_bootstrap_delta
+from reports.measures import (DIRECTION_MEASURES, INTERVAL_MEASURES, PAIR_MEASURES, REFERENCE_MEASURES, TABLE2_COLUMNS,
+                              TABLE2_INTERVAL_COLUMNS, TABLE2_ROW_COLUMNS, corrections_regressions, direction_outcomes,
+                              summarize)
 
 
 def toy_directions() -> pd.DataFrame:
@@ -83,7 +87,7 @@ def test_identifier_order_never_creates_success(directions):
 
 def test_summarize_by_hand(directions):
     row = summarize(direction_outcomes(toy_ranking(), directions), directions)
-    assert list(row) == list(TABLE2_COLUMNS)
+    assert list(row) == list(TABLE2_ROW_COLUMNS) and list(row)[:len(TABLE2_COLUMNS)] == list(TABLE2_COLUMNS)
     expected = {
         "ranker": "toy", "n": 5, "strict": 3, "strict_pct": 60.0,
         "paired": 1, "paired_n": 2, "paired_pct": 50.0,  # complete pairs A (q2 tie) and B (both strict); C incomplete
@@ -94,7 +98,8 @@ def test_summarize_by_hand(directions):
     for key, value in expected.items():
         assert row[key] == pytest.approx(value) if isinstance(value, float) else row[key] == value, key
     assert row["mrr"] == pytest.approx(91 / 165)
-    assert all(math.isnan(row[k]) for k in ("delta_pts", "delta_lo", "delta_hi"))
+    assert all(math.isnan(row[k]) for k in ("delta_pts", "delta_lo", "delta_hi", "delta_mrr", "delta_mrr_lo",
+                                            "delta_mrr_hi", "mde_pts", "se_delta_pts", "se_delta_mrr", "mde_mrr"))
 
 
 def test_delta_and_corrections_vs_reference(directions):
@@ -164,6 +169,125 @@ def test_vectorized_outcomes_match_a_plain_loop():
 
 
 def test_every_table2_column_has_one_definition():
-    names = [m.name for m in (*DIRECTION_MEASURES, *PAIR_MEASURES, *REFERENCE_MEASURES)]
+    names = [m.name for m in (*DIRECTION_MEASURES, *PAIR_MEASURES, *REFERENCE_MEASURES, *INTERVAL_MEASURES)]
     assert len(names) == len(set(names))
-    assert ["ranker", *sorted(names)] == ["ranker", *sorted(TABLE2_COLUMNS[1:])]
+    assert ["ranker", *sorted(names)] == ["ranker", *sorted(TABLE2_ROW_COLUMNS[1:])]
+    assert TABLE2_ROW_COLUMNS == (*TABLE2_COLUMNS, *TABLE2_INTERVAL_COLUMNS)
+    assert TABLE2_COLUMNS == (  # the SPEC §5 contract, names and order
+        "ranker", "n", "strict", "strict_pct", "paired", "paired_n", "paired_pct", "mrr", "pref_at_1", "pref_at_3",
+        "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10", "ties", "fallback", "delta_pts", "delta_lo",
+        "delta_hi")
+    assert TABLE2_INTERVAL_COLUMNS[:11] == (
+        "strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi", "paired_pct_lo", "paired_pct_hi",
+        "delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "mde_pts", "se_delta_pts")
+    # Every interval bounds a rate or mean that exists, and every rate or mean of Table II has one.
+    of = {m.of for m in INTERVAL_MEASURES}
+    rates = {m.name for m in DIRECTION_MEASURES if m.aggregate != "count"} | {"paired_pct"}
+    assert of == rates
+
+
+def test_intervals_by_hand(directions):
+    """Two groups: g1 = A_q1, A_q2, B_q1, B_q2 and g2 = C_q1. A resample is (g1,g1), (g1,g2) or (g2,g2) with
+    probability 1/4, 1/2, 1/4, so with 2,000 draws the 2.5th percentile is the (g2,g2) value and the 97.5th the (g1,g1)
+    value (whichever is smaller / larger); paired_pct's complete pairs A and B both sit in g1."""
+    row = summarize(direction_outcomes(toy_ranking(), directions), directions)
+    expected = {
+        "strict_pct": (0.0, 75.0),  # g2: 0/1, g1: 3/4
+        "mrr": (1 / 3, (1 + 1 / 3 + 1 / 11 + 1) / 4),
+        "pref_at_1": (0.0, 50.0), "pref_at_3": (75.0, 100.0), "pref_at_10": (75.0, 100.0),
+        "mean_rank_pos": (3.0, 16 / 4), "mean_rank_neg": (2.0, 18 / 4),
+        "paired_pct": (50.0, 50.0),
+    }
+    for column, (lo, hi) in expected.items():
+        assert (row[f"{column}_lo"], row[f"{column}_hi"]) == (pytest.approx(lo), pytest.approx(hi)), column
+
+
+def test_reference_intervals_se_and_mde_by_hand(directions):
+    ours = direction_outcomes(toy_ranking(), directions)
+    row = summarize(ours, directions, reference=ref_outcomes([False, True, False, False, False]))
+    # Δ strict per direction (1, -1, 1, 1 | 0): (g1,g1) 4/8, (g1,g2) 2/5, (g2,g2) 0/2.
+    assert (row["delta_pts"], row["delta_lo"], row["delta_hi"]) == (pytest.approx(40.0), 0.0, 50.0)
+    # Resampled Δ is 0.5, 0.4, 0 with probability 1/4, 1/2, 1/4: SD = sqrt(0.1425 - 0.325²) = 0.19203.
+    assert row["se_delta_pts"] == pytest.approx(19.203, abs=1.0)
+    assert row["mde_pts"] == pytest.approx((norm.ppf(0.975) + norm.ppf(0.80)) * row["se_delta_pts"], rel=1e-12)
+    # Δ reciprocal rank vs a reference at rank 1 everywhere: (0, -2/3, -10/11, 0 | -2/3).
+    g1 = -(2 / 3 + 10 / 11)
+    assert row["delta_mrr"] == pytest.approx((g1 - 2 / 3) / 5)
+    assert (row["delta_mrr_lo"], row["delta_mrr_hi"]) == (pytest.approx(-2 / 3), pytest.approx(g1 / 4))
+    # Resampled Δ MRR is g1/4, (g1 - 2/3)/5, -2/3 with probability 1/4, 1/2, 1/4.
+    values, weights = np.array([g1 / 4, (g1 - 2 / 3) / 5, -2 / 3]), np.array([0.25, 0.5, 0.25])
+    sd = math.sqrt(weights @ values ** 2 - (weights @ values) ** 2)
+    assert row["se_delta_mrr"] == pytest.approx(sd, rel=0.06)
+    assert row["mde_mrr"] == pytest.approx((norm.ppf(0.975) + norm.ppf(0.80)) * row["se_delta_mrr"], rel=1e-12)
+
+
+def test_delta_interval_is_group_bootstrap_delta(directions):
+    """summarize's Δ strict comes from the same draws as group_bootstrap_delta: identical, not merely close."""
+    rng = np.random.default_rng(4)
+    d = directions.copy()
+    d["group"] = ["g1", "g1", "g2", "g2", "g3", "g3", "g4", "g4"]
+    ours = direction_outcomes(toy_ranking(), d)
+    for _ in range(5):
+        ref = ref_outcomes(list(rng.random(5) < 0.5))
+        row = summarize(ours, d, reference=ref, seed=9)
+        ci = group_bootstrap_delta(ours["strict"].to_numpy(), ref["strict"].to_numpy(),
+                                   d.set_index("qid").loc[ours["qid"], "group"].to_numpy(), seed=9)
+        assert (row["delta_pts"], row["delta_lo"], row["delta_hi"]) == (100 * ci.point, 100 * ci.lo, 100 * ci.hi)
+        assert row["se_delta_pts"] == 100 * ci.se
+
+
+def pair_only_directions() -> pd.DataFrame:
+    """Complete pairs P1, P2 (group g1) and P3 (g2); Q1 has one eligible direction (g3, no complete pair)."""
+    rows = [(f"{p}_q{k}", p, k, "test", f"{p}a" if k == 1 else f"{p}b", f"{p}b" if k == 1 else f"{p}a", g, False)
+            for p, g in (("P1", "g1"), ("P2", "g1"), ("P3", "g2"), ("Q1", "g3")) for k in (1, 2)]
+    d = pd.DataFrame(rows, columns=["qid", "pair_id", "direction", "split", "preferred_pid", "counterpart_pid",
+                                    "group", "conflict"])
+    d.loc[d["qid"] == "Q1_q2", "conflict"] = True
+    d["conflict"] = d["conflict"].astype(bool)
+    pool = pd.DataFrame({"qid": np.repeat(d["qid"], 2), "pid": np.ravel(d[["preferred_pid", "counterpart_pid"]])})
+    return annotate_population(d, pool)
+
+
+def pair_only_outcomes(strict: list[bool], name: str) -> pd.DataFrame:
+    """Outcomes as a pair-only ranker leaves them in directions.csv: no full-pool ranks (Int64 NA)."""
+    o = pd.DataFrame({"qid": ["P1_q1", "P1_q2", "P2_q1", "P2_q2", "P3_q1", "P3_q2", "Q1_q1"],
+                      "rank_pos": pd.array([pd.NA] * 7, dtype="Int64"), "rank_neg": pd.array([pd.NA] * 7, dtype="Int64"),
+                      "strict": pd.array(strict, dtype="boolean"), "tie": False, "fallback": False})
+    o.attrs["ranker"] = name
+    return o
+
+
+def test_ranker_without_ranks_gets_nan_positions_and_pair_intervals():
+    d = pair_only_directions()
+    ours = pair_only_outcomes([True, True, True, False, True, True, False], "pair_only")
+    ref = pair_only_outcomes([True, False, False, False, True, True, True], "ref")
+    row = summarize(ours, d, reference=ref)
+    assert (row["n"], row["strict"], row["ties"], row["paired"], row["paired_n"]) == (7, 5, 0, 2, 3)
+    assert row["strict_pct"] == pytest.approx(500 / 7)
+    for column in ("mrr", "pref_at_1", "pref_at_3", "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10",
+                   "mrr_lo", "mrr_hi", "pref_at_1_lo", "mean_rank_neg_hi", "delta_mrr", "delta_mrr_lo", "delta_mrr_hi",
+                   "se_delta_mrr", "mde_mrr"):
+        assert math.isnan(row[column]), column
+    # Pairs resample with their groups only (g1: P1 both, P2 not; g2: P3 both; g3 holds no complete pair):
+    # (g1,g1) 2/4, (g1,g2) 2/3, (g2,g2) 2/2.
+    assert row["paired_pct"] == pytest.approx(200 / 3)
+    assert (row["paired_pct_lo"], row["paired_pct_hi"]) == (50.0, 100.0)
+    # Δ strict (0, 1, 1, 0 | 0, 0 | -1) over three groups: computed, with an interval around +1/7.
+    assert row["delta_pts"] == pytest.approx(100 / 7)
+    assert row["delta_lo"] <= row["delta_pts"] <= row["delta_hi"] and row["mde_pts"] > 0
+
+
+def test_partly_missing_ranks_are_an_error():
+    d = pair_only_directions()
+    ours = pair_only_outcomes([True] * 7, "half")
+    ours["rank_pos"] = pd.array([1, 2, 3, 4, 5, 6, pd.NA], dtype="Int64")
+    ours["rank_neg"] = pd.array([2, 3, 4, 5, 6, 7, 8], dtype="Int64")
+    with pytest.raises(ValueError, match=r"ranks are missing for 1 of 7 directions, e.g. qid \['Q1_q1'\]"):
+        summarize(ours, d)
+
+
+def test_pair_split_across_groups_is_an_error():
+    d = pair_only_directions()
+    d.loc[d["qid"] == "P1_q2", "group"] = "g9"
+    with pytest.raises(ValueError, match=r"pair \('test', 'P1'\) spans 2 source groups"):
+        summarize(pair_only_outcomes([True] * 7, "x"), d)
