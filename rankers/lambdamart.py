@@ -24,14 +24,17 @@ across, source groups; a tie is a failure.
 A trained model is cached under ``cache_dir/<kind>-<inputs digest>/`` (LightGBM
 model text truncated to the best iteration plus ``manifest.json``) and reused when
 every input — pools, directions, query texts, corpora, parameters, seed and the
-ranker code — is unchanged.
+ranker code — is unchanged. Both files are sealed when written and their seals are
+checked before LightGBM reads them: LightGBM aborts the interpreter on a truncated
+model file (a C++ fatal error, not an exception) and silently loads a same-length
+edit, so a file whose bytes changed is named, discarded and retrained, never loaded.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +45,7 @@ import numpy as np
 import pandas as pd
 from filelock import FileLock
 
+from fixtures.artifacts import ArtifactCorrupt, check_seal, discard, write_sealed
 from fixtures.corpus import corpus_hash
 from fixtures.populations import annotate_population, eligible_directions
 from fixtures.settings import SEED
@@ -247,20 +251,23 @@ class TrainedRanker:
                                     kind=self.manifest["kind"], n_trees=self.n_trees)
 
 
+_MODEL, _MANIFEST = "model.txt", "manifest.json"
+
+
 def load_ranker(path: Path) -> TrainedRanker:
-    """A cached ranker directory (model.txt + manifest.json)."""
+    """A cached ranker directory (model.txt + manifest.json); ``ArtifactCorrupt`` when either differs from its seal.
+
+    The seals are checked before LightGBM sees the model file, since LightGBM cannot be
+    trusted to reject a damaged one (it aborts the process or reads altered numbers).
+    """
     path = Path(path)
-    manifest = json.loads((path / "manifest.json").read_text())
-    booster = lgb.Booster(model_file=str(path / "model.txt"))
+    check_seal(path / _MANIFEST, "LightGBM ranker manifest")
+    check_seal(path / _MODEL, "LightGBM ranker model")
+    manifest = json.loads((path / _MANIFEST).read_text(encoding="utf-8"))
+    booster = lgb.Booster(model_file=str(path / _MODEL))
     if booster.num_trees() != manifest["n_trees"]:
         raise ValueError(f"{path}: model has {booster.num_trees()} trees, manifest says {manifest['n_trees']}")
     return TrainedRanker(booster, manifest, path)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def train_ranker(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
@@ -283,10 +290,16 @@ def train_ranker(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.Data
     out = Path(cache_dir) / f"{kind}-{digests['combined'][:20]}"
     out.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out / ".lock")):
-        if (out / "manifest.json").exists() and (out / "model.txt").exists():
-            cached = load_ranker(out)
-            if cached.manifest.get("input_digests") == digests:
-                return cached
+        if (out / _MANIFEST).exists() and (out / _MODEL).exists():
+            try:
+                cached = load_ranker(out)
+            except ArtifactCorrupt as exc:
+                warnings.warn(f"{exc}; discarded the cached {kind} ranker in {out} and retraining it", stacklevel=2)
+                discard(out / _MODEL)
+                discard(out / _MANIFEST)
+            else:
+                if cached.manifest.get("input_digests") == digests:
+                    return cached
         ranker = _fit(kind, train_pool, train_directions, dev_pool, dev_directions, queries, train_corpus,
                       dev_corpus, seed, digests, out)
     return ranker
@@ -351,6 +364,8 @@ def _fit(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, d
         "lightgbm_version": lgb.__version__,
         "train_seconds": round(time.perf_counter() - start, 3),
     }
-    _atomic_write(out / "model.txt", model_text)
-    _atomic_write(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    # The manifest is sealed last: a run killed in between leaves no manifest, so the model is retrained.
+    write_sealed(out / _MODEL, lambda p: p.write_text(model_text, encoding="utf-8"))
+    manifest_text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+    write_sealed(out / _MANIFEST, lambda p: p.write_text(manifest_text, encoding="utf-8"))
     return TrainedRanker(final, manifest, out)

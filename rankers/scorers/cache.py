@@ -1,34 +1,54 @@
 """The persistent text-score cache shared by every scorer (SPEC §3 "Every text score is cached").
 
 One SQLite file in WAL mode: concurrent pytest-xdist workers can read and write it,
-an interrupted run keeps every committed batch, and the tables can be rebuilt from it
+an interrupted run keeps every committed chunk, and the tables can be rebuilt from it
 alone on a CPU. A score is keyed by everything that determines it — the scorer's
 ``model_key`` (model id, revision, prompt/preprocessing version), the query text's
 sha256, the passage id and the passage text's sha256 — so pair-only (L1) and window
 (L2) scoring share inputs, and a changed model, prompt or text can never reuse a
 stale score.
+
+Integrity: SQLite's own checks do not notice a flipped byte inside a stored value, so
+every row carries a sha256 over its key and every stored field, checked on each read;
+a row that fails is named in a warning, deleted and rescored, never used. A file that
+SQLite cannot read (truncated, overwritten) is moved aside as
+``<name>.corrupt-<UTC timestamp>`` (with its WAL) and a fresh cache takes its place, so
+nothing is deleted and the scores are recomputed. The schema version is part of the
+file name and of ``PRAGMA user_version``; a file of another layout is moved aside the
+same way rather than misread.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from filelock import FileLock
 
 from fixtures.corpus import text_hash
+from fixtures.progress import stage
 from fixtures.settings import Settings
 from rankers.scorers.base import ScoreBatch, TextScorer
 
-CACHE_FILE = "text_scores.sqlite"
+SCHEMA_VERSION = 2
+#: Versioned so that a cache of an older layout (without row digests) is never opened as this one.
+CACHE_FILE = f"text_scores.v{SCHEMA_VERSION}.sqlite"
 #: Identity of one score: (model_key, query sha256, pid, passage sha256).
 CacheKey = tuple[str, str, str, str]
+T = TypeVar("T")
 
+_COLUMNS = ("model_key", "query_sha", "pid", "passage_sha", "score", "error", "usage", "raw", "created", "digest")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS scores (
     model_key TEXT NOT NULL,
@@ -37,17 +57,26 @@ CREATE TABLE IF NOT EXISTS scores (
     passage_sha TEXT NOT NULL,
     score REAL,
     error TEXT,
-    usage TEXT NOT NULL DEFAULT '{}',
+    usage TEXT NOT NULL,
     raw TEXT,
     created REAL NOT NULL,
+    digest TEXT NOT NULL,
     PRIMARY KEY (model_key, query_sha, pid, passage_sha)
 ) WITHOUT ROWID
 """
+#: SQLite primary result codes meaning "these bytes are not a (sound) database".
+_CORRUPTION_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
-@dataclass(frozen=True)
-class CachedScore:
-    """A stored result: ``score`` is None when the input was unavailable, ``error`` then says why."""
+class ScoreCacheWarning(UserWarning):
+    """Stored scores were discarded (failed digest, unreadable or foreign file); they will be rescored."""
+
+
+class CachedScore(NamedTuple):
+    """A stored result: ``score`` is None when the input was unavailable, ``error`` then says why.
+
+    A tuple rather than a dataclass: a warm run builds tens of thousands of them per lookup.
+    """
 
     score: float | None
     error: str | None
@@ -59,22 +88,110 @@ class CachedScore:
         return self.score is not None and bool(np.isfinite(self.score))
 
 
+def row_digest(key: CacheKey, score: float | None, error: str | None, usage: str, raw: str | None,
+               created: float) -> str:
+    """sha256 over a row's key and every stored field (``usage`` as its stored JSON text).
+
+    JSON keeps None distinct from "" and writes floats with ``repr``, which round-trips
+    SQLite's 8-byte REAL exactly, so a sound row always reproduces its digest.
+    """
+    return hashlib.sha256(json.dumps([*key, score, error, usage, raw, created]).encode()).hexdigest()
+
+
+class _Unusable(Exception):
+    """The cache file cannot be used as a schema-v2 score cache (corrupt, truncated or foreign)."""
+
+
+def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and (code & 0xFF) in _CORRUPTION_CODES
+
+
 class ScoreCache:
     """SQLite-backed store of text scores; safe across processes (WAL, busy timeout)."""
 
     def __init__(self, path: Path, timeout_s: float = 120.0) -> None:
         self.path = Path(path)
+        self.timeout_s = timeout_s
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
-        self._conn.execute("PRAGMA busy_timeout = %d" % int(timeout_s * 1000))
-        self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("PRAGMA synchronous = NORMAL")
-        self._conn.execute(_SCHEMA)
+        try:
+            self._conn = self._connect()
+        except _Unusable as exc:
+            self._conn = self._recover(str(exc), recheck=True)
 
     @classmethod
     def for_settings(cls, settings: Settings) -> ScoreCache:
-        """The run's shared cache: ``<cache_dir>/scores/text_scores.sqlite``."""
+        """The run's shared cache: ``<cache_dir>/scores/text_scores.v2.sqlite``."""
         return cls(settings.cache("scores") / CACHE_FILE)
+
+    def _connect(self) -> sqlite3.Connection:
+        """Open, create or verify the file; ``_Unusable`` when SQLite finds it corrupt or its layout differs."""
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+        except sqlite3.OperationalError as exc:
+            raise type(exc)(f"score cache {self.path}: cannot open: {exc}") from exc
+        try:
+            conn.execute("PRAGMA busy_timeout = %d" % int(self.timeout_s * 1000))
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA temp_store = MEMORY")  # the lookup's temporary key table never touches disk
+            conn.execute(_SCHEMA)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(scores)"))
+            if columns != _COLUMNS or version not in (0, SCHEMA_VERSION):
+                raise _Unusable(f"layout differs from schema v{SCHEMA_VERSION} (user_version {version}, "
+                                f"columns {list(columns)})")
+            if version == 0:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            # Reads every page once (tens of ms for a full run's cache): a truncated or torn file is
+            # found here, before any work, rather than as a raw DatabaseError mid-run.
+            problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+            if problems != ["ok"]:
+                raise _Unusable("quick_check: " + "; ".join(problems))
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if _is_corruption(exc):
+                raise _Unusable(str(exc)) from exc
+            raise type(exc)(f"score cache {self.path}: {exc}") from exc
+        except _Unusable:
+            conn.close()
+            raise
+        return conn
+
+    def _recover(self, reason: str, recheck: bool) -> sqlite3.Connection:
+        """Move an unusable file aside and start a fresh one (one process at a time).
+
+        With ``recheck``, a file that another process has already replaced is simply used.
+        """
+        with FileLock(str(self.path.with_name(self.path.name + ".lock"))):
+            if recheck:
+                try:
+                    return self._connect()
+                except _Unusable as exc:
+                    reason = str(exc)
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+            for suffix in ("", "-wal", "-shm"):
+                src = Path(f"{self.path}{suffix}")
+                if src.exists():
+                    os.replace(src, f"{aside}{suffix}")
+            warnings.warn(f"score cache {self.path} is unusable ({reason}); moved it aside to {aside.name} and "
+                          "started a fresh cache: its scores will be recomputed", ScoreCacheWarning, stacklevel=3)
+            return self._connect()
+
+    def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``op``; if SQLite reports corruption, recover (move aside, fresh file) and run it again."""
+        attempt = 0
+        while True:
+            try:
+                return op(self._conn)
+            except sqlite3.DatabaseError as exc:
+                if not _is_corruption(exc) or attempt == 2:
+                    raise
+                self._conn.close()
+                # First retry: another process may already have replaced the file under our open handle.
+                self._conn = self._recover(str(exc), recheck=attempt == 0)
+                attempt += 1
 
     def close(self) -> None:
         self._conn.close()
@@ -85,55 +202,133 @@ class ScoreCache:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def get_many(self, keys: Iterable[CacheKey]) -> dict[CacheKey, CachedScore]:
-        """Stored results for the given keys (absent keys are simply missing from the answer)."""
+    def lookup(self, keys: Iterable[CacheKey]) -> tuple[dict[CacheKey, CachedScore], list[CacheKey]]:
+        """Verified stored results for ``keys``, and the keys whose row failed its digest.
+
+        Failed rows are named in a ``ScoreCacheWarning`` and deleted, so they read as absent
+        and are rescored; they are never returned.
+        """
         keys = list(keys)
-        out: dict[CacheKey, CachedScore] = {}
         if not keys:
-            return out
-        # A temporary table keeps the lookup one indexed join however many keys are asked for.
-        cur = self._conn.cursor()
-        cur.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (model_key TEXT, query_sha TEXT, pid TEXT, passage_sha TEXT)")
-        cur.execute("DELETE FROM wanted")
-        cur.executemany("INSERT INTO wanted VALUES (?, ?, ?, ?)", keys)
-        rows = cur.execute(
-            "SELECT s.model_key, s.query_sha, s.pid, s.passage_sha, s.score, s.error, s.usage, s.raw "
-            "FROM wanted w JOIN scores s USING (model_key, query_sha, pid, passage_sha)").fetchall()
-        cur.execute("DELETE FROM wanted")
-        for mk, qs, pid, ps, score, error, usage, raw in rows:
-            out[(mk, qs, pid, ps)] = CachedScore(score, error, json.loads(usage), raw)
-        return out
+            return {}, []
+        rows = self._run(lambda conn: _fetch(conn, keys))
+        out: dict[CacheKey, CachedScore] = {}
+        bad: list[tuple[CacheKey, str]] = []
+        loads, digest = json.loads, row_digest
+        for mk, qs, pid, ps, score, error, usage, raw, created, stored in rows:
+            key = (mk, qs, pid, ps)
+            if digest(key, score, error, usage, raw, created) != stored:
+                bad.append((key, stored))
+                continue
+            out[key] = CachedScore(score, error, loads(usage), raw)
+        if bad:
+            self._reject(bad)
+        return out, [k for k, _ in bad]
+
+    def get_many(self, keys: Iterable[CacheKey]) -> dict[CacheKey, CachedScore]:
+        """Verified stored results for the given keys (absent or rejected keys are missing from the answer)."""
+        return self.lookup(keys)[0]
+
+    def _reject(self, bad: list[tuple[CacheKey, str]]) -> None:
+        """Name rows that failed their digest (file, model key, pids) and delete them so they are rescored."""
+        by_model: dict[str, list[str]] = {}
+        for key, _ in bad:
+            by_model.setdefault(key[0], []).append(key[2])
+        for model_key, pids in by_model.items():
+            shown = ", ".join(repr(p) for p in pids[:10]) + (f" and {len(pids) - 10} more" if len(pids) > 10 else "")
+            warnings.warn(f"score cache {self.path}: {len(pids)} stored score(s) of model {model_key!r} fail their "
+                          f"digest check (pid {shown}); deleted, they will be rescored", ScoreCacheWarning,
+                          stacklevel=3)
+
+        def delete(conn: sqlite3.Connection) -> None:
+            # Only the bad version: a sound row written meanwhile by another worker stays.
+            with _transaction(conn):
+                conn.executemany("DELETE FROM scores WHERE model_key=? AND query_sha=? AND pid=? AND passage_sha=? "
+                                 "AND digest=?", [(*k, d) for k, d in bad])
+        self._run(delete)
 
     def put_many(self, rows: Sequence[tuple[CacheKey, CachedScore]]) -> None:
         """Store results in one transaction (all or nothing), replacing older results for the same keys."""
         now = time.time()
-        params = [(*key, _finite_or_none(r.score), r.error, json.dumps(r.usage, sort_keys=True), r.raw, now)
-                  for key, r in rows]
-        cur = self._conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
-        try:
-            cur.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", params)
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        cur.execute("COMMIT")
+        params = []
+        for key, r in rows:
+            score, usage = _finite_or_none(r.score), json.dumps(r.usage, sort_keys=True)
+            params.append((*key, score, r.error, usage, r.raw, now, row_digest(key, score, r.error, usage, r.raw, now)))
+
+        def insert(conn: sqlite3.Connection) -> None:
+            with _transaction(conn):
+                conn.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", params)
+        self._run(insert)
 
     def delete(self, keys: Iterable[CacheKey]) -> int:
         """Forget results (e.g. to force a rescore); returns how many rows went."""
-        cur = self._conn.cursor()
-        before = self._conn.total_changes
-        cur.execute("BEGIN IMMEDIATE")
-        cur.executemany("DELETE FROM scores WHERE model_key=? AND query_sha=? AND pid=? AND passage_sha=?", list(keys))
-        cur.execute("COMMIT")
-        return self._conn.total_changes - before
+        keys = list(keys)
+
+        def delete(conn: sqlite3.Connection) -> int:
+            before = conn.total_changes
+            with _transaction(conn):
+                conn.executemany("DELETE FROM scores WHERE model_key=? AND query_sha=? AND pid=? AND passage_sha=?",
+                                 keys)
+            return conn.total_changes - before
+        return self._run(delete)
 
     def count(self, model_key: str | None = None) -> int:
         if model_key is None:
-            return self._conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
-        return self._conn.execute("SELECT COUNT(*) FROM scores WHERE model_key=?", (model_key,)).fetchone()[0]
+            return self._run(lambda c: c.execute("SELECT COUNT(*) FROM scores").fetchone()[0])
+        return self._run(lambda c: c.execute("SELECT COUNT(*) FROM scores WHERE model_key=?",
+                                             (model_key,)).fetchone()[0])
 
     def model_keys(self) -> list[str]:
-        return [r[0] for r in self._conn.execute("SELECT DISTINCT model_key FROM scores ORDER BY model_key")]
+        return self._run(lambda c: [r[0] for r in c.execute("SELECT DISTINCT model_key FROM scores ORDER BY 1")])
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE … COMMIT, rolled back on any error (the connection is in autocommit mode)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM scores"
+
+
+def _fetch(conn: sqlite3.Connection, keys: list[CacheKey]) -> list[tuple]:
+    """Stored rows of ``keys``, read the cheaper of two ways per model key.
+
+    When the wanted keys are at least half of the model's stored rows (a warm run reading its
+    windows), one range scan of the model's rows filtered in Python is ~2x faster than a
+    join; for a few keys among many, an indexed join on a temporary table reads only those.
+    """
+    by_model: dict[str, list[CacheKey]] = {}
+    for key in keys:
+        by_model.setdefault(key[0], []).append(key)
+    rows: list[tuple] = []
+    for model_key, group in by_model.items():
+        stored = conn.execute("SELECT COUNT(*) FROM scores WHERE model_key=?", (model_key,)).fetchone()[0]
+        if stored <= 2 * len(group):
+            wanted = set(group)
+            rows += [r for r in conn.execute(_SELECT + " WHERE model_key=?", (model_key,)) if r[:4] in wanted]
+        else:
+            rows += _join(conn, group)
+    return rows
+
+
+def _join(conn: sqlite3.Connection, keys: list[CacheKey]) -> list[tuple]:
+    cur = conn.cursor()
+    cur.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (model_key TEXT, query_sha TEXT, pid TEXT, passage_sha TEXT)")
+    cur.execute("DELETE FROM wanted")
+    try:
+        cur.executemany("INSERT INTO wanted VALUES (?, ?, ?, ?)", keys)
+        return cur.execute(f"SELECT {', '.join('s.' + c for c in _COLUMNS)} FROM wanted w "
+                           "JOIN scores s USING (model_key, query_sha, pid, passage_sha)").fetchall()
+    finally:
+        cur.execute("DELETE FROM wanted")
 
 
 def _finite_or_none(score: float | None) -> float | None:
@@ -157,6 +352,9 @@ class ScoredInputs:
 
     ``frame``: one row per input (duplicates kept) with qid, pid, score (NaN when
     unavailable), error, usage (dict), raw, cached (True when read from the cache).
+    Counts are over unique inputs: ``n_scored`` sent to the scorer by this call, of which
+    ``n_retried`` had a stored unavailable result; ``n_cached`` used as stored;
+    ``n_rejected`` stored rows that failed their digest (deleted, hence among ``n_scored``).
     """
 
     frame: pd.DataFrame
@@ -164,6 +362,8 @@ class ScoredInputs:
     n_scored: int
     n_cached: int
     model_key: str
+    n_retried: int = 0
+    n_rejected: int = 0
     stats: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -178,59 +378,92 @@ class ScoredInputs:
 
 def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, str]], cache: ScoreCache,
                      batch_size: int = 64, progress: bool = True, *, cache_only: bool = False,
-                     retry_unavailable: bool = False, desc: str | None = None) -> ScoredInputs:
+                     retry_unavailable: bool = True, desc: str | None = None) -> ScoredInputs:
     """Score ``(qid, pid, query_text, passage_text)`` inputs, computing only what the cache lacks.
 
-    Identical inputs (same query text, pid, passage text) are scored once. Each batch is
-    committed as soon as it is scored, so an interruption loses at most the batch in
-    flight. The scorer receives (query text, passage text) tuples and nothing else.
-    Unavailable results are stored with their reason and retried only on
-    ``retry_unavailable``; ``cache_only`` never calls the scorer and fails when anything
-    is missing.
+    Identical inputs (same query text, pid, passage text) are scored once. The inputs still
+    to score are ordered by ``scorer.sort_key(query, passage)`` when the scorer has one (e.g.
+    token length, so a chunk pads little), else kept in input order, and sent in chunks of
+    ``scorer.chunk_size`` inputs (``batch_size`` when it has none); each chunk is committed
+    as soon as it is scored, so an interruption loses at most the chunk in flight. The
+    scorer receives (query text, passage text) tuples and nothing else.
+
+    A stored unavailable result is retried (default ``retry_unavailable``): a dead server or
+    timeout must not stick; its old error stays stored until the new result replaces it.
+    ``cache_only`` never calls the scorer, uses stored unavailable results as they are,
+    and fails when anything is missing. Progress goes to a ``fixtures.progress`` stage
+    named ``desc`` (done/total, rate, ETA, unavailable so far).
     """
     model_key = scorer.model_key
+    started = time.perf_counter()
+    hashes: dict[str, str] = {}
+
+    def digest_of(text: str) -> str:
+        h = hashes.get(text)
+        if h is None:
+            h = hashes[text] = text_hash(text)
+        return h
+
     rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in inputs]
-    keys = [cache_key(model_key, p, qt, pt) for _, p, qt, pt in rows]
+    keys = [(model_key, digest_of(qt), p, digest_of(pt)) for _, p, qt, pt in rows]
     unique: dict[CacheKey, tuple[str, str]] = {}
     for key, (_, _, qt, pt) in zip(keys, rows):
         unique.setdefault(key, (qt, pt))
 
-    found = cache.get_many(unique)
-    todo = [k for k in unique if k not in found or (retry_unavailable and not found[k].available)]
-    if cache_only and todo:
-        raise CacheIncompleteError(
-            f"cache-only scoring with {model_key!r}: {len(todo)} of {len(unique)} unique inputs are not in "
-            f"{cache.path} (e.g. pid {todo[0][2]!r}); run the scorer once without cache_only to fill it")
+    found, rejected = cache.lookup(unique)
+    lookup_s = time.perf_counter() - started
+    if cache_only:
+        todo = [k for k in unique if k not in found]
+        if todo:
+            raise CacheIncompleteError(
+                f"cache-only scoring with {model_key!r}: {len(todo)} of {len(unique)} unique inputs are not in "
+                f"{cache.path} (e.g. pid {todo[0][2]!r}); run the scorer once without cache_only to fill it")
+    else:
+        todo = [k for k in unique if k not in found or (retry_unavailable and not found[k].available)]
+    n_retried = sum(k in found for k in todo)
 
-    started = time.perf_counter()
-    bar = tqdm(total=len(todo), desc=desc or f"scoring {model_key[:40]}", unit="input", disable=not progress or not todo)
-    for start in range(0, len(todo), batch_size):
-        batch_keys = todo[start:start + batch_size]
-        batch = scorer.score([unique[k] for k in batch_keys])
-        _check_batch(batch, len(batch_keys), model_key)
-        results = [CachedScore(_finite_or_none(batch.scores[i]),
-                               batch.errors[i] if np.isfinite(batch.scores[i]) else (batch.errors[i] or "non-finite score"),
-                               dict(batch.usage[i]) if batch.usage else {},
-                               batch.raw[i] if batch.raw else None)
-                   for i in range(len(batch_keys))]
-        cache.put_many(list(zip(batch_keys, results)))
-        found.update(zip(batch_keys, results))
-        bar.update(len(batch_keys))
-    bar.close()
-    elapsed = time.perf_counter() - started
+    # A warm run touches nothing of the scorer but its model_key, so a lazily loaded model never loads.
+    chunk = getattr(scorer, "chunk_size", batch_size) if todo else batch_size
+    if not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"scorer {model_key!r}: chunk size must be a positive integer, got {chunk!r}")
+    sort_key = getattr(scorer, "sort_key", None) if todo else None
+    if sort_key is not None:
+        todo.sort(key=lambda k: sort_key(*unique[k]))  # stable: ties keep input order
+
+    scoring_started = time.perf_counter()
+    reporter = stage(desc or f"score {model_key[:40]}", len(todo), "inputs") if progress and todo else None
+    with reporter or nullcontext():
+        for start in range(0, len(todo), chunk):
+            chunk_keys = todo[start:start + chunk]
+            batch = scorer.score([unique[k] for k in chunk_keys])
+            _check_batch(batch, len(chunk_keys), model_key)
+            results = [CachedScore(_finite_or_none(batch.scores[i]),
+                                   batch.errors[i] if np.isfinite(batch.scores[i])
+                                   else (batch.errors[i] or "non-finite score"),
+                                   dict(batch.usage[i]) if batch.usage else {},
+                                   batch.raw[i] if batch.raw else None)
+                       for i in range(len(chunk_keys))]
+            cache.put_many(list(zip(chunk_keys, results)))
+            found.update(zip(chunk_keys, results))
+            if reporter is not None:
+                reporter.update(len(chunk_keys), unavailable=sum(r.score is None for r in results))
+    scoring_s = time.perf_counter() - scoring_started
 
     todo_set = set(todo)
+    per_key = [found[k] for k in keys]
     frame = pd.DataFrame({
         "qid": [r[0] for r in rows],
         "pid": [r[1] for r in rows],
-        "score": [np.nan if found[k].score is None else float(found[k].score) for k in keys],
-        "error": [found[k].error for k in keys],
-        "usage": [found[k].usage for k in keys],
-        "raw": [found[k].raw for k in keys],
+        "score": np.array([np.nan if r.score is None else r.score for r in per_key], dtype=np.float64),
+        "error": [r.error for r in per_key],
+        "usage": [r.usage for r in per_key],
+        "raw": [r.raw for r in per_key],
         "cached": [k not in todo_set for k in keys],
     })
     return ScoredInputs(frame, n_unique=len(unique), n_scored=len(todo), n_cached=len(unique) - len(todo),
-                        model_key=model_key, stats={"scoring_seconds": elapsed})
+                        model_key=model_key, n_retried=n_retried, n_rejected=len(rejected),
+                        stats={"lookup_seconds": lookup_s, "scoring_seconds": scoring_s,
+                               "total_seconds": time.perf_counter() - started})
 
 
 def _check_batch(batch: ScoreBatch, n: int, model_key: str) -> None:

@@ -1,6 +1,13 @@
-"""E0 and background N=8 (SPEC §3): loss rows, labels, sampling, weights, stopping, caching, determinism."""
+"""E0 and background N=8 (SPEC §3): loss rows, labels, sampling, weights, stopping, caching, integrity, determinism."""
 from __future__ import annotations
 
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+import warnings
 from pathlib import Path
 
 import lightgbm as lgb
@@ -219,3 +226,77 @@ def test_single_candidate_pool_is_ranked(data, tmp_path):
     one = data["dev_pool"].iloc[[0]]
     ranking = r.rank(one, data["queries"], data["corpora"]["tv"], "e0")
     assert ranking.frame["rank"].tolist() == [1]
+
+
+def _same_length_edit(path: Path, marker: str) -> bytes:
+    """Change one digit right after ``marker``'s first decimal point (or its first digit): same length, new value."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(marker) + len(marker)
+    dot = text.find(".", start)
+    at = dot + 1 if 0 <= dot - start < 12 else next(i for i in range(start, len(text)) if text[i].isdigit())
+    edited = text[:at] + str((int(text[at]) + 1) % 10) + text[at + 1:]
+    assert len(edited) == len(text) and edited != text
+    path.write_text(edited, encoding="utf-8")
+    return edited.encode("utf-8")
+
+
+@pytest.mark.parametrize("damage", ["model leaf value", "manifest seed", "seals missing"])
+def test_an_altered_cached_ranker_is_named_and_retrained_to_identical_bytes(data, tmp_path, damage):
+    first = train("e0", data, tmp_path)
+    model, manifest = first.path / "model.txt", first.path / "manifest.json"
+    original = model.read_bytes()
+    args = (data["dev_pool"], data["queries"], data["corpora"]["tv"])
+    if damage == "model leaf value":
+        edited = _same_length_edit(model, "leaf_value=")
+        # the edit alone would change E0's scores without any error
+        altered = lgb.Booster(model_str=edited.decode()).predict(pool_features(*args), num_threads=1)
+        assert not np.array_equal(altered, first.scores(*args))
+        named = model
+    elif damage == "manifest seed":
+        _same_length_edit(manifest, '"seed": ')
+        named = manifest
+    else:  # a ranker cached before seals existed
+        for p in first.path.glob("*.sha256"):
+            p.unlink()
+        named = manifest
+    with pytest.warns(UserWarning, match=f"{re.escape(str(named))}.*retraining") as caught:
+        again = train("e0", data, tmp_path)
+    reason = "no digest was recorded" if damage == "seals missing" else "differs from the recorded"
+    assert reason in str(caught[0].message)
+    assert again.path == first.path and model.read_bytes() == original  # deterministic retraining
+    assert again.manifest["seed"] == 13 and again.manifest["input_digests"] == first.manifest["input_digests"]
+    np.testing.assert_array_equal(again.scores(*args), first.scores(*args))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # sealed again: the next run reuses it quietly
+        assert train("e0", data, tmp_path).manifest == again.manifest
+
+
+_RETRAIN_IN_CHILD = """
+import json, pickle, sys, warnings
+from rankers.lambdamart import train_ranker
+with open(sys.argv[1], "rb") as fh:
+    d = pickle.load(fh)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    r = train_ranker("e0", d["train_pool"], d["train_directions"], d["dev_pool"], d["dev_directions"], d["queries"],
+                     d["corpora"], sys.argv[2], seed=13)
+print(json.dumps({"n_trees": r.n_trees, "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+def test_a_truncated_model_is_retrained_without_killing_the_interpreter(data, tmp_path):
+    first = train("e0", data, tmp_path / "models")
+    model = first.path / "model.txt"
+    original = model.read_bytes()
+    model.write_bytes(original[:len(original) // 2])
+    # In a child process: before seals, LightGBM read the torn file and aborted the interpreter (exit 134).
+    (tmp_path / "data.pkl").write_bytes(pickle.dumps(data))
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run([sys.executable, "-c", _RETRAIN_IN_CHILD, str(tmp_path / "data.pkl"),
+                            str(tmp_path / "models")], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                           capture_output=True, text=True, errors="replace", timeout=600)
+    assert child.returncode == 0, child.stderr[-2000:]
+    report = json.loads(child.stdout.strip().splitlines()[-1])
+    assert report["n_trees"] == first.n_trees
+    assert any(str(model) in w and "retraining" in w for w in report["warnings"])
+    assert model.read_bytes() == original

@@ -1,14 +1,23 @@
 """The shared text-score cache: reuse, partial rescoring, unavailability, concurrency, interruption."""
 from __future__ import annotations
 
+import io
 import multiprocessing as mp
+import os
+import re
+import signal
+import sqlite3
+import struct
+import warnings
 
 import numpy as np
 import pytest
 
+from fixtures import progress
 from fixtures.settings import Settings
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.cache import CacheIncompleteError, ScoreCache, cache_key, score_with_cache
+from rankers.scorers.cache import (SCHEMA_VERSION, CacheIncompleteError, ScoreCache, ScoreCacheWarning, cache_key,
+                                   score_with_cache)
 
 
 class CountingScorer:
@@ -92,18 +101,38 @@ def test_key_covers_model_and_texts(cache):
     assert cache.count() == 7 and cache.model_keys() == ["count-v1", "count-v2"]
 
 
-def test_unavailable_results_are_stored_and_retried_only_when_asked(cache):
+def test_unavailable_results_are_retried_on_the_next_run_by_default(cache):
     inputs = make_inputs(6)
     bad = {inputs[1][3], inputs[4][3]}
     res = score_with_cache(CountingScorer(fail_on=bad), inputs, cache, progress=False)
     assert res.n_unavailable == 2 and res.frame["error"].tolist()[1] == "timeout"
-    assert np.isnan(res.frame["score"][4])
-    again = CountingScorer()
-    assert score_with_cache(again, inputs, cache, progress=False).n_unavailable == 2 and again.calls == []
+    assert np.isnan(res.frame["score"][4]) and res.n_retried == 0
+    # a rerun against a working scorer re-requests exactly the two unavailable inputs (a dead server must not stick)
     retry = CountingScorer()
-    res = score_with_cache(retry, inputs, cache, progress=False, retry_unavailable=True)
+    res = score_with_cache(retry, inputs, cache, progress=False)
     assert sorted(retry.seen) == sorted((inputs[i][2], inputs[i][3]) for i in (1, 4))
+    assert (res.n_scored, res.n_retried, res.n_cached) == (2, 2, 4)
     assert res.n_unavailable == 0 and res.frame["error"].isna().all()
+    assert res.frame["score"][4] == 700.0 + 8 + 4
+    assert res.frame["cached"].tolist() == [True, False, True, True, False, True]
+    again = CountingScorer()
+    assert score_with_cache(again, inputs, cache, progress=False).n_retried == 0 and again.calls == []
+
+
+def test_the_old_error_stays_stored_until_a_retry_replaces_it(cache):
+    inputs = make_inputs(6)
+    score_with_cache(CountingScorer(fail_on={inputs[1][3], inputs[4][3]}), inputs, cache, progress=False)
+    crashing = CountingScorer(raise_on_call=1)
+    with pytest.raises(RuntimeError, match="scorer crashed"):
+        score_with_cache(crashing, inputs, cache, progress=False)
+    assert sorted(crashing.seen) == sorted((inputs[i][2], inputs[i][3]) for i in (1, 4))
+    # cache-only reads stored results as they are: the two inputs still carry their recorded reason
+    kept = score_with_cache(CountingScorer(), inputs, cache, cache_only=True, progress=False)
+    assert kept.frame["error"].fillna("").tolist() == ["", "timeout", "", "", "timeout", ""] and kept.n_scored == 0
+    # opting out keeps them unavailable without calling the scorer
+    never = CountingScorer()
+    res = score_with_cache(never, inputs, cache, progress=False, retry_unavailable=False)
+    assert never.calls == [] and res.n_unavailable == 2 and res.n_retried == 0
 
 
 def test_non_finite_scores_become_unavailable_with_a_reason(cache):
@@ -169,5 +198,213 @@ def test_concurrent_writers_share_one_cache(tmp_path):
 
 def test_settings_location(tmp_path):
     with ScoreCache.for_settings(Settings(cache_dir=tmp_path)) as c:
-        assert c.path == tmp_path / "scores" / "text_scores.sqlite"
+        assert c.path == tmp_path / "scores" / f"text_scores.v{SCHEMA_VERSION}.sqlite"
         assert c._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+class FractionalScorer(CountingScorer):
+    """Scores with a fractional part, so SQLite stores each as an 8-byte IEEE double findable in the file."""
+
+    def score(self, inputs):
+        batch = super().score(inputs)
+        return ScoreBatch(batch.scores + 0.123456789, batch.errors, batch.usage, batch.raw)
+
+
+def _flip_once(path, needle: bytes, offset: int) -> None:
+    """Flip one byte of the only occurrence of ``needle`` in a closed (checkpointed) SQLite file."""
+    data = bytearray(path.read_bytes())
+    assert data.count(needle) == 1
+    data[data.index(needle) + offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("field", ["score", "raw"])
+def test_a_flipped_byte_in_a_stored_row_is_named_deleted_and_rescored(tmp_path, field):
+    path = tmp_path / "scores.sqlite"
+    inputs = make_inputs(8)
+    with ScoreCache(path) as c:
+        first = score_with_cache(FractionalScorer(), inputs, c, progress=False)
+    # p7 is the only input whose raw text holds seven x's; flip its score's last mantissa byte or a raw letter
+    needle = struct.pack(">d", first.frame["score"][7]) if field == "score" else b"raw:passage " + b"x" * 7
+    _flip_once(path, needle, 7 if field == "score" else 4)
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]  # SQLite itself sees nothing
+    with ScoreCache(path) as c:
+        rescorer = FractionalScorer()
+        with pytest.warns(ScoreCacheWarning) as caught:
+            res = score_with_cache(rescorer, inputs, c, progress=False)
+        message = str(caught[0].message)
+        assert str(path) in message and "'count-v1'" in message and "'p7'" in message and "digest" in message
+        assert rescorer.seen == [(inputs[7][2], inputs[7][3])]
+        assert res.n_rejected == 1 and res.n_scored == 1 and res.frame["cached"].sum() == 7
+        assert res.frame["score"].tolist() == first.frame["score"].tolist()
+        assert res.frame["raw"].tolist() == first.frame["raw"].tolist()
+        calm = FractionalScorer()
+        assert score_with_cache(calm, inputs, c, progress=False).n_rejected == 0 and calm.calls == []
+
+
+@pytest.mark.parametrize("damage", ["truncated", "header overwritten"])
+def test_an_unreadable_cache_file_is_moved_aside_and_rescored(tmp_path, damage):
+    path = tmp_path / "scores.sqlite"
+    inputs = make_inputs(400)
+    with ScoreCache(path) as c:
+        score_with_cache(CountingScorer(), inputs, c, progress=False)
+    data = path.read_bytes()
+    damaged = data[:len(data) // 2] if damage == "truncated" else b"\x00" * 100 + data[100:]
+    path.write_bytes(damaged)
+    with pytest.warns(ScoreCacheWarning, match=f"score cache {re.escape(str(path))} is unusable .*moved it aside to "
+                                               r"scores\.sqlite\.corrupt-\d{8}T\d{6}\.\d+Z .*recomputed"):
+        c = ScoreCache(path)
+    with c:
+        aside = list(tmp_path.glob("scores.sqlite.corrupt-*"))
+        assert len(aside) == 1 and aside[0].read_bytes() == damaged  # kept for inspection, not deleted
+        scorer = CountingScorer()
+        res = score_with_cache(scorer, inputs, c, progress=False)
+        assert len(scorer.seen) == 400 and res.n_scored == 400 and c.count() == 400
+
+
+def test_a_cache_damaged_while_open_recovers_mid_run(tmp_path):
+    path = tmp_path / "scores.sqlite"
+    inputs = make_inputs(3000)
+    with ScoreCache(path) as c:
+        score_with_cache(CountingScorer(), inputs, c, batch_size=500, progress=False)
+    with ScoreCache(path) as c:
+        with open(path, "r+b") as fh:  # torn underneath an open connection (a disk fault, a careless copy)
+            fh.truncate(path.stat().st_size // 3)
+        scorer = CountingScorer()
+        with pytest.warns(ScoreCacheWarning, match="is unusable"):
+            res = score_with_cache(scorer, inputs, c, batch_size=500, progress=False)
+        assert res.n_scored == 3000 and res.frame["score"].notna().all() and c.count() == 3000
+    assert len(list(tmp_path.glob("scores.sqlite.corrupt-*"))) == 1
+
+
+def test_a_cache_of_another_layout_is_moved_aside_not_misread(tmp_path):
+    path = tmp_path / "scores.sqlite"
+    with sqlite3.connect(path) as old:  # schema v1: no digest column, no user_version
+        old.execute("CREATE TABLE scores (model_key TEXT, query_sha TEXT, pid TEXT, passage_sha TEXT, score REAL, "
+                    "error TEXT, usage TEXT, raw TEXT, created REAL, "
+                    "PRIMARY KEY (model_key, query_sha, pid, passage_sha))")
+        key = cache_key("count-v1", "p0", "query 0", "passage ")
+        old.execute("INSERT INTO scores VALUES (?, ?, ?, ?, 1e9, NULL, '{}', NULL, 0)", key)
+    with pytest.warns(ScoreCacheWarning, match="layout differs from schema v2"):
+        c = ScoreCache(path)
+    with c:
+        scorer = CountingScorer()
+        res = score_with_cache(scorer, make_inputs(1), c, progress=False)
+        assert scorer.seen == [("query 0", "passage ")] and res.frame["score"].tolist() == [708.0]
+    assert len(list(tmp_path.glob("scores.sqlite.corrupt-*"))) == 1
+
+
+def _open_and_score(path: str, worker: int, out) -> None:
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        with ScoreCache(path) as c:
+            inputs = [(f"w{worker}", f"own{worker}-{i}", "q", f"t{worker}-{i}") for i in range(10)]
+            score_with_cache(CountingScorer(), inputs, c, progress=False)
+    out.put(worker)
+
+
+def test_concurrent_openers_of_a_corrupt_cache_recover_it_once(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    path.write_bytes(b"this is not a database" * 500)
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_open_and_score, args=(str(path), w, out)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    assert len(list(tmp_path.glob("shared.sqlite.corrupt-*"))) == 1  # one process moved it; the rest used the fresh one
+    with ScoreCache(path) as c:
+        assert c.count("count-v1") == 40
+
+
+class LengthSortedScorer(CountingScorer):
+    """A scorer that asks for inputs ordered by passage length, in chunks of its own size."""
+
+    chunk_size = 4
+
+    def sort_key(self, query: str, passage: str) -> int:
+        return len(passage)
+
+
+def test_inputs_to_score_are_sorted_by_the_scorers_key_and_sent_in_its_chunks(cache):
+    order = [7, 2, 9, 0, 5, 3, 8, 1, 6, 4]
+    inputs = [make_inputs(10)[i] for i in order]
+    score_with_cache(CountingScorer(), inputs[:3], cache, progress=False)  # 7, 2 and 9 are cached already
+    scorer = LengthSortedScorer()
+    res = score_with_cache(scorer, inputs, cache, batch_size=64, progress=False)
+    assert [len(call) for call in scorer.calls] == [4, 3]
+    assert [len(p) - len("passage ") for _, p in scorer.seen] == [0, 1, 3, 4, 5, 6, 8]
+    # results stay aligned with the caller's order
+    assert res.frame["pid"].tolist() == [f"p{i}" for i in order]
+    assert res.frame["score"].tolist() == [708.0 + i for i in order]
+
+
+def test_progress_is_a_stage_with_rate_eta_and_unavailable_count(cache, monkeypatch):
+    lines = io.StringIO()
+    monkeypatch.setattr(progress._CONFIG, "stream", lines)
+    monkeypatch.setattr(progress._CONFIG, "enabled", True)
+    monkeypatch.setattr(progress._CONFIG, "interval_s", 0.0)
+    monkeypatch.setattr(progress._CONFIG, "prefix", "")
+    inputs = make_inputs(6)
+    score_with_cache(CountingScorer(fail_on={inputs[1][3], inputs[4][3]}), inputs, cache, batch_size=3,
+                     desc="ce window test")
+    out = lines.getvalue().splitlines()
+    assert out[0] == "ce window test ... started (6 inputs)"
+    assert re.fullmatch(r"ce window test: 3/6 inputs \(50%\), \S+ inputs/s, ETA \S+ \S+, unavailable 1", out[1])
+    assert re.fullmatch(r"ce window test: done, 6 inputs in \S+ s \(\S+ inputs/s\), unavailable 2", out[-1])
+    lines.truncate(0)
+    score_with_cache(CountingScorer(), inputs, cache, batch_size=3, desc="ce window test", retry_unavailable=False)
+    assert lines.getvalue() == ""  # nothing to score: no stage
+
+
+class KilledScorer(CountingScorer):
+    """Dies by SIGKILL (no cleanup, no exception handling) when asked for its third chunk."""
+
+    def score(self, inputs):
+        if len(self.calls) == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().score(inputs)
+
+
+def _score_until_killed(path: str) -> None:
+    with ScoreCache(path) as c:
+        score_with_cache(KilledScorer(), make_inputs(10), c, batch_size=3, progress=False)
+
+
+def test_a_run_killed_mid_scoring_keeps_committed_chunks_and_resumes(tmp_path):
+    path = tmp_path / "scores.sqlite"
+    child = mp.get_context("fork").Process(target=_score_until_killed, args=(str(path),))
+    child.start()
+    child.join(120)
+    assert child.exitcode == -signal.SIGKILL
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the file is sound: no row or file is discarded
+        with ScoreCache(path) as c:
+            assert c.count("count-v1") == 6
+            resume = CountingScorer()
+            res = score_with_cache(resume, make_inputs(10), c, batch_size=3, progress=False)
+    assert len(resume.seen) == 4 and res.n_cached == 6 and res.frame["score"].notna().all()
+
+
+class LazyScorer(CountingScorer):
+    """Stands for a scorer whose model loads on first use: a warm run must not touch it."""
+
+    @property
+    def chunk_size(self) -> int:
+        raise AssertionError("a warm run asked for the chunk size")
+
+    def sort_key(self, query: str, passage: str) -> int:
+        raise AssertionError("a warm run sorted inputs")
+
+    def score(self, inputs):
+        raise AssertionError("a warm run called the scorer")
+
+
+def test_a_warm_run_touches_only_the_model_key(cache):
+    inputs = make_inputs(5)
+    score_with_cache(CountingScorer(), inputs, cache, progress=False)
+    res = score_with_cache(LazyScorer(), inputs, cache, progress=False)
+    assert res.n_cached == 5 and res.n_scored == 0 and res.frame["score"].notna().all()
