@@ -1,0 +1,219 @@
+"""A researcher's own ranker as Python code: ``package.module:factory`` (issue 11 "python").
+
+The factory (any callable: a function or a class, optionally a dotted attribute path such as
+``pkg.mod:Reranker.from_config``) is called with the profile's keyword options and returns one of:
+
+- a :class:`~rankers.scorers.base.TextScorer` (``model_key`` + ``score(inputs) -> ScoreBatch``):
+  kind ``"window"``. It goes through the window procedure like the suite's cross-encoder, and
+  sees nothing but (query, passage) text. ``score`` may also return a plain sequence of floats;
+  a NaN then becomes an unavailable score with a reason, and the window falls back for its query;
+- a :class:`PoolScorer` (``model_key`` + ``score_pool(pool, queries, corpus) -> array``): kind
+  ``"pool"``, one finite score per pool row, ranked like E0 with key ``(score, 0, 0)``. It sees
+  the pool's ids and route scores/ranks (never labels or pair identities), the query texts and
+  the passage texts of the pool.
+
+An object offering both methods is refused as ambiguous. The cache key of a declared scorer
+names the declaration, its options and the object's own ``model_key``, so changing any of
+them never reuses stale scores.
+
+Every failure raises :class:`ScorerDeclarationError` naming the declaration: a malformed
+string, a module that is missing or fails to import, a missing or non-callable attribute, a
+factory that raises (the original exception chained), a returned object of neither kind, a
+batch of the wrong length, and pool scores of the wrong length or non-finite. A scorer that
+raises while scoring is a bug in the declared code, not an unavailable score: it stops the run
+with that error, and the score cache keeps every batch finished before it.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+import pandas as pd
+
+from fixtures.routes import POOL_COLUMNS
+from rankers.base import Ranking, single_score_ranking
+from rankers.scorers.base import ScoreBatch, TextScorer
+
+_IDENT = r"[A-Za-z_]\w*"
+_SPEC = re.compile(rf"^({_IDENT}(?:\.{_IDENT})*):({_IDENT}(?:\.{_IDENT})*)$")
+
+
+class ScorerDeclarationError(ValueError):
+    """A ``python`` ranker declaration cannot give a usable scorer; the message names the declaration."""
+
+
+@runtime_checkable
+class PoolScorer(Protocol):
+    """Scores every row of a pool at once; ``model_key`` names everything that changes a score."""
+
+    @property
+    def model_key(self) -> str:
+        ...
+
+    def score_pool(self, pool: pd.DataFrame, queries: Mapping[str, str], corpus: Mapping[str, str]) -> np.ndarray:
+        """One finite score per row of ``pool`` (aligned with it), higher is better."""
+        ...
+
+
+def _label(spec: str, ranker: str | None) -> str:
+    return f"python ranker {ranker!r} ({spec!r})" if ranker else f"python scorer {spec!r}"
+
+
+def _options_key(options: Mapping[str, Any]) -> str:
+    return json.dumps(dict(options), sort_keys=True, separators=(",", ":"), default=repr)
+
+
+class DeclaredTextScorer:
+    """A declared ``TextScorer`` with the suite's checks: aligned batches, a reason for every missing score."""
+
+    def __init__(self, inner: TextScorer, spec: str, options: Mapping[str, Any], label: str) -> None:
+        self.inner = inner
+        self.spec = spec
+        self.options = dict(options)
+        self.label = label
+        self._key = f"python|{spec}|{_options_key(options)}|{inner.model_key}"
+
+    @property
+    def model_key(self) -> str:
+        return self._key
+
+    def score(self, inputs: Sequence[tuple[str, str]]) -> ScoreBatch:
+        pairs = [(str(q), str(p)) for q, p in inputs]
+        try:
+            out = self.inner.score(pairs)
+        except Exception as exc:
+            raise ScorerDeclarationError(f"{self.label}: score() raised {type(exc).__name__}: {exc}") from exc
+        if isinstance(out, ScoreBatch):
+            scores, errors, usage, raw = np.asarray(out.scores, dtype=float), list(out.errors), out.usage, out.raw
+        else:
+            try:
+                scores = np.asarray(out, dtype=float)
+            except (TypeError, ValueError) as exc:
+                raise ScorerDeclarationError(f"{self.label}: score() returned {type(out).__name__}, neither a "
+                                             "ScoreBatch nor a sequence of floats") from exc
+            errors, usage, raw = [None] * len(scores), [], []
+        if scores.shape != (len(pairs),) or len(errors) != len(pairs):
+            raise ScorerDeclarationError(f"{self.label}: score() returned {scores.shape} scores and {len(errors)} "
+                                         f"errors for {len(pairs)} inputs")
+        errors = [e if np.isfinite(s) else (e or f"non-finite score {float(s)!r} from {self.spec}")
+                  for s, e in zip(scores, errors)]
+        return ScoreBatch(scores, errors, list(usage), list(raw))
+
+
+@dataclass(frozen=True)
+class LoadedScorer:
+    """What a declaration gave: its kind and the scorer (a checked ``TextScorer`` or a ``PoolScorer``)."""
+
+    spec: str
+    kind: Literal["window", "pool"]
+    scorer: DeclaredTextScorer | PoolScorer
+    options: Mapping[str, Any]
+    label: str
+
+    @property
+    def model_key(self) -> str:
+        if self.kind == "window":
+            return self.scorer.model_key
+        return f"python|{self.spec}|{_options_key(self.options)}|{self.scorer.model_key}"
+
+
+def _import(spec: str, label: str) -> Any:
+    match = _SPEC.match(spec.strip()) if isinstance(spec, str) else None
+    if match is None:
+        raise ScorerDeclarationError(f"{label}: declaration must look like 'package.module:factory' "
+                                     "(a module path, one colon, an attribute path)")
+    module_name, attr_path = match.groups()
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        parts = module_name.split(".")
+        if exc.name in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}:
+            raise ScorerDeclarationError(f"{label}: module {module_name!r} not found (install it, or put its folder "
+                                         "on PYTHONPATH)") from exc
+        raise ScorerDeclarationError(f"{label}: importing {module_name!r} failed: {exc}") from exc
+    except Exception as exc:
+        raise ScorerDeclarationError(f"{label}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
+    target: Any = module
+    for i, part in enumerate(attr_path.split(".")):
+        if not hasattr(target, part):
+            where = module_name + ("." + ".".join(attr_path.split(".")[:i]) if i else "")
+            raise ScorerDeclarationError(f"{label}: {where!r} has no attribute {part!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ScorerDeclarationError(f"{label}: {attr_path!r} is a {type(target).__name__}, not a callable factory")
+    return target
+
+
+def load_python_scorer(spec: str, options: Mapping[str, Any] | None = None, *, ranker: str | None = None
+                       ) -> LoadedScorer:
+    """Import ``spec``, call the factory with ``options`` as keywords, and say which kind it returned."""
+    label = _label(spec, ranker)
+    options = dict(options or {})
+    factory = _import(spec, label)
+    try:
+        obj = factory(**options)
+    except Exception as exc:
+        raise ScorerDeclarationError(f"{label}: the factory raised {type(exc).__name__}: {exc}") from exc
+    is_text = callable(getattr(obj, "score", None))
+    is_pool = callable(getattr(obj, "score_pool", None))
+    if is_text and is_pool:
+        raise ScorerDeclarationError(f"{label}: the factory returned a {type(obj).__name__} with both score() and "
+                                     "score_pool(); return one kind (a text scorer or a pool scorer)")
+    if not (is_text or is_pool):
+        raise ScorerDeclarationError(
+            f"{label}: the factory returned a {type(obj).__name__}, neither a text scorer (model_key and "
+            "score(inputs) -> ScoreBatch) nor a pool scorer (model_key and score_pool(pool, queries, corpus))")
+    try:
+        key = obj.model_key
+    except Exception as exc:
+        raise ScorerDeclarationError(f"{label}: reading model_key raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(key, str) or not key.strip():
+        raise ScorerDeclarationError(f"{label}: model_key must be a non-empty string naming the model, its revision "
+                                     f"and every setting that changes a score; got {key!r}")
+    if is_text:
+        return LoadedScorer(spec, "window", DeclaredTextScorer(obj, spec, options, label), options, label)
+    return LoadedScorer(spec, "pool", obj, options, label)
+
+
+def pool_scores(loaded: LoadedScorer, pool: pd.DataFrame, queries: Mapping[str, str],
+                corpus: Mapping[str, str]) -> np.ndarray:
+    """The pool scorer's checked scores, aligned with ``pool``.
+
+    It receives a copy of the pool's ids and route columns only, and the texts of the
+    pool's queries and passages only.
+    """
+    if loaded.kind != "pool":
+        raise ValueError(f"{loaded.label} is a window (text) scorer, not a pool scorer")
+    qids, pids = pd.unique(pool["qid"]), pd.unique(pool["pid"])
+    missing_q = [q for q in qids if q not in queries]
+    missing_p = [p for p in pids if p not in corpus]
+    if missing_q or missing_p:
+        raise KeyError(f"{loaded.label}: {len(missing_q)} pool qids lack query text (e.g. {missing_q[:3]}), "
+                       f"{len(missing_p)} pool pids lack passage text (e.g. {missing_p[:3]})")
+    view = pool[[c for c in POOL_COLUMNS if c in pool.columns]].reset_index(drop=True).copy()
+    try:
+        out = loaded.scorer.score_pool(view, {q: queries[q] for q in qids}, {p: corpus[p] for p in pids})
+        scores = np.asarray(out, dtype=float)
+    except Exception as exc:
+        raise ScorerDeclarationError(f"{loaded.label}: score_pool() failed: {type(exc).__name__}: {exc}") from exc
+    if scores.shape != (len(pool),):
+        raise ScorerDeclarationError(f"{loaded.label}: score_pool() returned shape {scores.shape} for "
+                                     f"{len(pool)} pool rows; return one score per row, aligned with the pool")
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        example = pool.loc[pool.index[bad], ["qid", "pid"]].head(3).to_dict("records")
+        raise ScorerDeclarationError(f"{loaded.label}: score_pool() returned {int(bad.sum())} non-finite scores, "
+                                     f"e.g. {example}")
+    return scores
+
+
+def pool_ranking(loaded: LoadedScorer, pool: pd.DataFrame, queries: Mapping[str, str], corpus: Mapping[str, str],
+                 name: str) -> Ranking:
+    """The pool ordered by the declared pool scorer: key ``(score, 0, 0)``, ties by pid for position only."""
+    return single_score_ranking(pool, pool_scores(loaded, pool, queries, corpus), name,
+                                model_key=loaded.model_key, declaration=loaded.spec)

@@ -1,0 +1,248 @@
+"""A text scorer that asks an HTTP rerank server (SPEC §3; issue 11 "rerank_api").
+
+The common rerank contract lets an existing serving engine do the cross-encoder inference
+while the suite stays the client: ``POST {url}/v1/rerank`` (or ``/rerank``) with
+``{"model", "query", "documents": [...], "top_n", "return_documents": false}`` answered by
+``{"results": [{"index", "relevance_score"}, ...]}``. Servers and flavours (``api``):
+
+- ``"v1"`` — ``{url}/v1/rerank``: vLLM, SGLang, llama.cpp's server (``--rerank``), Infinity
+  started with ``--url-prefix /v1``;
+- ``"rerank"`` — ``{url}/rerank``, same body: Infinity's default route (also served by vLLM
+  and llama.cpp's server);
+- ``"tei"`` — Text Embeddings Inference's native ``{url}/rerank`` with ``{"query", "texts",
+  "return_text": false}`` answered by a list ``[{"index", "score"}, ...]``.
+
+Responses are read by shape, not by flavour: ``{"results": [...]}`` or a bare list (TEI,
+SGLang), each item an integer ``index`` with ``relevance_score`` or ``score``. Scores are
+mapped back by index, never by position (servers sort results by score).
+
+Each request carries one query and its documents (a window's 20 passages go in one request
+at the default ``batch_size``). The server scores each (query, document) pair on its own,
+as a cross-encoder does, so the scorer still sees nothing but (query, passage) text. Server
+settings that change scores — e.g. ``{"raw_scores": true}`` (Infinity, TEI: logits instead
+of sigmoids, which saturate into ties) or ``{"truncate": true}`` — go in ``extra_body`` and
+so into ``model_key``; the URL does not, because the model and its revision, not the
+machine serving them, are the scores' identity.
+
+One failed request never raises: its inputs come back NaN with the reason (HTTP status,
+timeout, refused connection, malformed JSON, missing index, non-finite score), so the
+window falls back for those queries and counts them. ``check()`` is the one place that
+raises: a declaration's preflight against an unreachable or misconfigured server.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+import time
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+import numpy as np
+
+from rankers.scorers.base import ScoreBatch
+
+#: Route and request body per flavour (see the module docstring).
+API_ROUTES = {"v1": "/v1/rerank", "rerank": "/rerank", "tei": "/rerank"}
+
+T = TypeVar("T")
+
+
+class RerankServerError(RuntimeError):
+    """The preflight ``check()`` could not get a valid answer from the server."""
+
+
+def validate_url(url: str) -> str:
+    """The server's base URL without a trailing slash; ValueError naming it when unusable."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError when out of 0..65535 or not a number
+    except ValueError as exc:
+        raise ValueError(f"rerank server URL {url!r}: {exc}") from exc
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"rerank server URL {url!r}: scheme must be http or https, got {parts.scheme!r}")
+    if not parts.hostname:
+        raise ValueError(f"rerank server URL {url!r}: no host")
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"rerank server URL {url!r}: port {port} outside 1..65535")
+    if parts.query or parts.fragment:
+        raise ValueError(f"rerank server URL {url!r}: give the server's base URL without query or fragment")
+    return url.rstrip("/")
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion, also when the caller already sits in an event loop (a notebook)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    out: list[T] = []
+    worker = threading.Thread(target=lambda: out.append(asyncio.run(coro)))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def parse_rerank_response(data: Any, n_documents: int) -> tuple[list[float], list[str | None]]:
+    """Score and error per document index of one response (NaN + reason where unusable).
+
+    A response whose shape is wrong, or whose indices cannot be trusted (out of range,
+    not integers, repeated), makes every document of the request unavailable: mapping
+    any of its scores back could attach a score to the wrong passage.
+    """
+    items = data.get("results") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise ValueError(f"response is neither {{'results': [...]}} nor a list: {json.dumps(data)[:200]}")
+    scores = [math.nan] * n_documents
+    errors: list[str | None] = [f"server returned no score for this document (index {i} of {n_documents})"
+                                for i in range(n_documents)]
+    seen: set[int] = set()
+    for item in items:
+        if not isinstance(item, dict):
+            raise ValueError(f"result item is not an object: {item!r:.200}")
+        index = item.get("index")
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ValueError(f"result item has no integer 'index': {item!r:.200}")
+        if not 0 <= index < n_documents:
+            raise ValueError(f"result index {index} out of range for {n_documents} documents")
+        if index in seen:
+            raise ValueError(f"result index {index} returned twice")
+        seen.add(index)
+        value = item.get("relevance_score", item.get("score"))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            errors[index] = f"result {index} has no numeric 'relevance_score'/'score': {value!r:.100}"
+        elif not math.isfinite(value):
+            errors[index] = f"non-finite score {value!r}"
+        else:
+            scores[index], errors[index] = float(value), None
+    return scores, errors
+
+
+class RerankAPIScorer:
+    """``TextScorer`` over an HTTP rerank endpoint, ``concurrency`` requests in flight at most.
+
+    ``timeout_s`` bounds each attempt end to end, so a dead or stuck server costs at most
+    ``(retries + 1) * timeout_s`` per request; retries are off by default (a retried
+    timeout on an overloaded server only adds load).
+    """
+
+    def __init__(self, url: str, model: str, *, api: str = "v1", revision: str = "unpinned",
+                 concurrency: int = 4, timeout_s: float = 60.0, batch_size: int = 32, retries: int = 0,
+                 extra_body: Mapping[str, Any] | None = None, api_key: str | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.url = validate_url(url)
+        if api not in API_ROUTES:
+            raise ValueError(f"rerank api {api!r} unknown; choose one of {sorted(API_ROUTES)}")
+        if not model:
+            raise ValueError(f"rerank server {self.url}: model name is empty")
+        bounds = (("concurrency", concurrency, 1), ("batch_size", batch_size, 1), ("retries", retries, 0))
+        for option, value, low in bounds:
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"rerank option {option} must be an integer >= {low}, got {value!r}")
+        if not timeout_s > 0:
+            raise ValueError(f"rerank option timeout_s must be > 0, got {timeout_s!r}")
+        self.api = api
+        self.model = model
+        self.revision = revision
+        self.concurrency = concurrency
+        self.timeout_s = float(timeout_s)
+        self.batch_size = batch_size
+        self.retries = retries
+        self.extra_body = dict(extra_body or {})
+        self.api_key = api_key
+        self.transport = transport
+        self.endpoint = self.url + API_ROUTES[api]
+
+    @property
+    def model_key(self) -> str:
+        settings = json.dumps(self.extra_body, sort_keys=True, separators=(",", ":"))
+        return f"rerank_api|{self.api}|{self.model}@{self.revision}|{settings}"
+
+    def _body(self, query: str, documents: list[str]) -> dict[str, Any]:
+        if self.api == "tei":
+            return {"query": query, "texts": documents, "return_text": False, **self.extra_body}
+        return {"model": self.model, "query": query, "documents": documents, "top_n": len(documents),
+                "return_documents": False, **self.extra_body}
+
+    def score(self, inputs: Sequence[tuple[str, str]]) -> ScoreBatch:
+        n = len(inputs)
+        scores = np.full(n, np.nan)
+        errors: list[str | None] = [None] * n
+        usage: list[dict[str, float]] = [{} for _ in range(n)]
+        if n == 0:
+            return ScoreBatch(scores, errors, usage, [])
+        # One request per (query, chunk of its distinct passages); positions record where each goes back.
+        groups: dict[str, dict[str, list[int]]] = {}
+        for i, (query, passage) in enumerate(inputs):
+            groups.setdefault(query, {}).setdefault(passage, []).append(i)
+        requests: list[tuple[str, list[str], list[list[int]]]] = []
+        for query, passages in groups.items():
+            docs = list(passages)
+            for start in range(0, len(docs), self.batch_size):
+                chunk = docs[start:start + self.batch_size]
+                requests.append((query, chunk, [passages[d] for d in chunk]))
+        results = _run_sync(self._request_all([(q, d) for q, d, _ in requests]))
+        for (_, docs, positions), (doc_scores, doc_errors, seconds, tokens) in zip(requests, results):
+            for j, where in enumerate(positions):
+                for i in where:
+                    scores[i], errors[i] = doc_scores[j], doc_errors[j]
+                    usage[i] = {"seconds": seconds / len(docs), "request_documents": float(len(docs))}
+                    if tokens is not None:
+                        usage[i]["input_tokens"] = tokens / len(docs)
+        return ScoreBatch(scores, errors, usage, [None if np.isnan(s) else repr(float(s)) for s in scores])
+
+    def check(self) -> None:
+        """Preflight one tiny request; raise ``RerankServerError`` naming the URL and model when it fails."""
+        [(doc_scores, doc_errors, _, _)] = _run_sync(self._request_all([("ping", ["ping"])]))
+        if doc_errors[0] is not None:
+            raise RerankServerError(f"rerank server {self.endpoint} (model {self.model!r}, api {self.api!r}) "
+                                    f"gave no usable score: {doc_errors[0]}")
+
+    async def _request_all(self, batch: list[tuple[str, list[str]]]
+                           ) -> list[tuple[list[float], list[str | None], float, float | None]]:
+        semaphore = asyncio.Semaphore(self.concurrency)
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=headers,
+                                     transport=self.transport) as client:
+            async def run(query: str, documents: list[str]):
+                async with semaphore:
+                    return await self._request(client, query, documents)
+
+            return list(await asyncio.gather(*(run(q, d) for q, d in batch)))
+
+    async def _request(self, client: httpx.AsyncClient, query: str, documents: list[str]
+                       ) -> tuple[list[float], list[str | None], float, float | None]:
+        """(scores, errors, seconds, input tokens or None) for one request; never raises."""
+        n = len(documents)
+        error = "not attempted"
+        start = time.perf_counter()
+        for _ in range(self.retries + 1):
+            start = time.perf_counter()
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    response = await client.post(self.endpoint, json=self._body(query, documents))
+                if response.status_code != 200:
+                    error = f"HTTP {response.status_code} from {self.endpoint}: {response.text[:300]}"
+                    continue
+                data = response.json()
+                scores, errors = parse_rerank_response(data, n)
+                usage = data.get("usage") if isinstance(data, dict) else None
+                tokens = usage.get("prompt_tokens", usage.get("total_tokens")) if isinstance(usage, dict) else None
+                tokens = float(tokens) if isinstance(tokens, (int, float)) and not isinstance(tokens, bool) else None
+                return scores, errors, time.perf_counter() - start, tokens
+            except TimeoutError:
+                error = f"timeout after {self.timeout_s:g}s ({self.endpoint})"
+            except httpx.HTTPError as exc:
+                error = f"{_error_text(exc)} ({self.endpoint})"
+            except ValueError as exc:  # json.JSONDecodeError included
+                error = f"malformed response from {self.endpoint}: {_error_text(exc)}"
+        return [math.nan] * n, [error] * n, time.perf_counter() - start, None

@@ -1,0 +1,130 @@
+"""A text scorer over any pointwise model of the ``rerankers`` library (issue 11 "rerankers").
+
+``rerankers`` (an optional extra: ``pip install "rerankers[transformers]"``) puts cross-encoders,
+T5 rerankers, ColBERT, FlashRank and hosted APIs behind one ``Reranker(...).rank(query, docs)``
+call. The suite calls it once per query with that query's distinct passages and reads each
+passage's score back by document id, so the library's model plugs into the same window
+procedure as the suite's own cross-encoder.
+
+Only pointwise scores are usable: the window needs one score per (query, passage) that does
+not depend on the other candidates. Listwise rankers of the library (RankGPT, RankLLM) return
+ranks without scores (``has_scores`` false); their inputs come back unavailable with that
+reason, and the window falls back and counts them. A ranker whose score is not one real
+number is treated the same way; a multi-logit head through the cross-encoder type is refused
+at construction, because the library would silently score a one-passage query by its first logit.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fixtures.models import model_fingerprint
+from rankers.scorers.base import ScoreBatch
+
+#: Options that change how fast scores come, never what they are; kept out of ``model_key``.
+OPTIONS_NOT_IN_KEY = frozenset({"batch_size", "verbose", "device"})
+
+
+class RerankersUnavailable(RuntimeError):
+    """The ``rerankers`` package, or the dependencies of the requested model type, are not installed."""
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class RerankersScorer:
+    """``TextScorer`` over ``rerankers.Reranker(model, model_type=..., **options)``.
+
+    ``revision`` defaults to the weights digest of a local folder, or the locally cached hub
+    commit of a name ("unpinned" when neither is known: pin it for cache safety). The key
+    also names the library version, because the library decides tokenization and truncation.
+    """
+
+    def __init__(self, model: str | Path, *, model_type: str | None = None, revision: str | None = None,
+                 lang: str = "en", options: Mapping[str, Any] | None = None) -> None:
+        try:
+            from rerankers import Reranker  # heavy: optional extra; imports torch/transformers per model type
+        except ImportError as exc:
+            raise RerankersUnavailable(
+                f"rerankers model {model!s}: the optional 'rerankers' package is not installed "
+                f"(pip install \"rerankers[transformers]\"): {exc}") from exc
+        self.model = str(model)
+        self.options = dict(options or {})
+        self.lang = lang
+        local = Path(self.model).expanduser().is_dir()
+        self.ranker = Reranker(self.model, lang=lang, model_type=model_type, verbose=0, **self.options)
+        if self.ranker is None:  # the library prints the missing extra and returns None instead of raising
+            raise RerankersUnavailable(
+                f"rerankers model {self.model!r} (model_type={model_type!r}): the dependencies of this model type "
+                f"are not installed; see the library's hint above (pip install \"rerankers[...]\")")
+        self.ranker_class = type(self.ranker).__name__
+        config = getattr(getattr(self.ranker, "model", None), "config", None)
+        num_labels = getattr(config, "num_labels", 1)
+        if num_labels != 1 and not getattr(self.ranker, "is_monobert", False):
+            # The library squeezes the logits: an n-logit head yields n "scores" per batch of one passage,
+            # and a query with a single passage would silently get its first logit as the score.
+            raise ValueError(f"rerankers model {self.model!r}: {self.ranker_class} reads one logit, but the model has "
+                             f"a {num_labels}-logit head; declare it as a cross_encoder ranker instead (it scores "
+                             "two-logit heads by log-odds)")
+        if revision is None:
+            fingerprint = model_fingerprint(self.model)
+            revision = (f"sha256:{str(fingerprint['files_sha256'])[:16]}" if local
+                        else str(fingerprint.get("revision") or "unpinned"))
+        self.revision = revision
+        self.name = Path(self.model).name if local else self.model
+        self.library_version = metadata.version("rerankers")
+
+    @property
+    def model_key(self) -> str:
+        settings = {k: v for k, v in self.options.items() if k not in OPTIONS_NOT_IN_KEY}
+        settings["lang"] = self.lang
+        text = json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
+        return f"rerankers-{self.library_version}|{self.ranker_class}|{self.name}@{self.revision}|{text}"
+
+    def score(self, inputs: Sequence[tuple[str, str]]) -> ScoreBatch:
+        n = len(inputs)
+        scores = np.full(n, np.nan)
+        errors: list[str | None] = [None] * n
+        groups: dict[str, dict[str, list[int]]] = {}
+        for i, (query, passage) in enumerate(inputs):
+            groups.setdefault(query, {}).setdefault(passage, []).append(i)
+        for query, passages in groups.items():
+            docs = list(passages)
+            doc_scores, doc_errors = self._rank(query, docs)
+            for j, doc in enumerate(docs):
+                for i in passages[doc]:
+                    scores[i], errors[i] = doc_scores[j], doc_errors[j]
+        return ScoreBatch(scores, errors, [{} for _ in range(n)],
+                          [None if np.isnan(s) else repr(float(s)) for s in scores])
+
+    def _rank(self, query: str, docs: list[str]) -> tuple[list[float], list[str | None]]:
+        """One ``rank`` call for a query's passages; scores by doc id, NaN + reason where unusable."""
+        n = len(docs)
+        try:
+            results = self.ranker.rank(query, docs, doc_ids=list(range(n)))
+        except Exception as exc:  # one failing query must not lose the batch: its inputs become unavailable
+            return [np.nan] * n, [f"rerankers {self.ranker_class} failed: {_error_text(exc)}"] * n
+        if not getattr(results, "has_scores", False):
+            return [np.nan] * n, [f"rerankers {self.ranker_class} returns ranks without scores (listwise); "
+                                  "window reranking needs one pointwise score per passage"] * n
+        scores = [np.nan] * n
+        errors: list[str | None] = ["rerankers returned no result for this passage"] * n
+        for result in results.results:
+            doc_id = result.document.doc_id
+            if not isinstance(doc_id, int) or not 0 <= doc_id < n:
+                return [np.nan] * n, [f"rerankers returned unknown document id {doc_id!r}"] * n
+            value = np.asarray(result.score, dtype=float) if result.score is not None else np.array(np.nan)
+            if value.size != 1:
+                errors[doc_id] = f"score is not one number (shape {value.shape}): a multi-logit head?"
+            elif not np.isfinite(value.item()):
+                errors[doc_id] = f"non-finite score {value.item()!r}"
+            else:
+                scores[doc_id], errors[doc_id] = float(value.item()), None
+        return scores, errors

@@ -1,0 +1,183 @@
+"""Another system's TREC run, evaluated in the suite's fixed pool (issue 11 "trec_run").
+
+A run file (``qid Q0 pid rank score tag``, whitespace-separated, one line per ranked
+passage) is turned into a :class:`~rankers.base.Ranking` over the pool, so it is measured
+by exactly the rules of every other ranker. The rule, per pool query:
+
+1. **Ranked pool passages** (the run ranks them and the pool holds them) come first, ordered
+   by the run's score, descending, as trec_eval reads a run. Their strict key is
+   ``(1, score, 0)``: equal run scores are ties (a tie is never a strict success). Among
+   equal scores the list position follows the run's rank column, then the passage id.
+2. **Unranked pool passages** (in the pool, absent from the run) follow, in the reference
+   (fusion) order, with the equal key ``(0, 0, 0)``: the run expressed no preference among
+   them, so none is strictly greater than another, and every ranked passage is strictly
+   greater than every unranked one. A pool query the run does not mention at all consists
+   of unranked passages only: fusion's list positions, all keys tied.
+3. **Ranked passages outside the pool** are dropped: the pool is fixed and nothing enters it.
+4. **Run qids that are not pool queries** are an error naming the file, their count and
+   examples (a run of another split or another query-id scheme would otherwise score as
+   "uncovered" everywhere without a word). ``allow_extra_qids=True`` drops them instead,
+   and they are counted.
+
+Every count is returned (:class:`RunCoverage`) and summarized in ``Ranking.info``: per query
+the ranked-in-pool, unranked-in-pool and ranked-outside-pool passages, the pool queries the
+run does not cover, and any dropped extra qids.
+
+The file is read here, not with ``reports.trec`` (rankers never import reports): six fields
+per non-blank line, an integer rank, a finite score, each (qid, pid) at most once; any
+violation is an error naming the file and line.
+
+**Round trip of the suite's own runs.** ``reports.trec.write_run`` writes the score
+``pool_size - rank + 1``, strictly decreasing along each query's list. Read back, a run
+exported from a ranking reproduces its list positions exactly (ranks, MRR, Pref@k, mean
+ranks), and its strict keys decrease strictly along the list. So for fusion the strict
+outcomes equal fusion's exactly whenever fusion has no tied designated pair. Where fusion
+does tie a pair (equal fused scores: a failure for fusion), the export has already turned
+the tie into the pid order used for list positions, so the read-back run counts a strict
+success when the preferred passage's id sorts first, and reports no tie there.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from rankers.base import RANKING_COLUMNS, Ranking
+
+RUN_FIELDS = ("qid", "q0", "pid", "rank", "score", "tag")
+
+
+class RunFileError(ValueError):
+    """A run file that cannot be read or does not fit the pool; the message names the file (and line)."""
+
+
+def read_run_file(path: str | Path) -> pd.DataFrame:
+    """A TREC run as [qid, pid, rank (int), score (float), tag].
+
+    A vectorized read serves well-formed files (a Test run has about half a million lines);
+    any file it does not fully accept is rescanned line by line, which names the first bad line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise RunFileError(f"TREC run file not found: {path}")
+    try:
+        # No names: a line with extra fields must not silently become an index column.
+        frame = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, engine="c", keep_default_na=False,
+                            na_values=[], skip_blank_lines=True, encoding="utf-8")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        return _scan_run_file(path)
+    if frame.shape[1] != len(RUN_FIELDS):
+        return _scan_run_file(path)
+    frame = frame.set_axis(list(RUN_FIELDS), axis=1)
+    rank_text = frame["rank"].astype(str)
+    score = pd.to_numeric(frame["score"], errors="coerce").to_numpy(dtype=float)
+    malformed = (len(frame) == 0 or frame.isna().to_numpy().any() or frame.eq("").to_numpy().any()
+                 or not rank_text.str.fullmatch(r"[+-]?\d+").all() or not np.isfinite(score).all())
+    if malformed or frame.duplicated(["qid", "pid"]).any():
+        return _scan_run_file(path)
+    return pd.DataFrame({"qid": frame["qid"], "pid": frame["pid"], "rank": rank_text.astype(np.int64),
+                         "score": score, "tag": frame["tag"]})
+
+
+def _scan_run_file(path: Path) -> pd.DataFrame:
+    """Line-by-line read with an error naming the file and line of the first violation."""
+    rows: list[tuple[str, str, int, float, str]] = []
+    first_line: dict[tuple[str, str], int] = {}
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != len(RUN_FIELDS):
+                raise RunFileError(f"{path}:{number}: expected {len(RUN_FIELDS)} fields {RUN_FIELDS}, "
+                                   f"got {len(fields)}: {line.rstrip()!r}")
+            qid, _, pid, rank_text, score_text, tag = fields
+            try:
+                rank = int(rank_text)
+            except ValueError:
+                raise RunFileError(f"{path}:{number}: rank {rank_text!r} is not an integer") from None
+            try:
+                score = float(score_text)
+            except ValueError:
+                raise RunFileError(f"{path}:{number}: score {score_text!r} is not a number") from None
+            if not math.isfinite(score):
+                raise RunFileError(f"{path}:{number}: score {score_text!r} is not finite")
+            earlier = first_line.setdefault((qid, pid), number)
+            if earlier != number:
+                raise RunFileError(f"{path}:{number}: duplicate (qid, pid) ({qid}, {pid}), first on line {earlier}")
+            rows.append((qid, pid, rank, score, tag))
+    if not rows:
+        raise RunFileError(f"{path}: no run lines")
+    return pd.DataFrame(rows, columns=["qid", "pid", "rank", "score", "tag"])
+
+
+@dataclass(frozen=True)
+class RunCoverage:
+    """How a run meets the pool (see the module docstring for the rule).
+
+    ``per_query``: one row per pool query with ``ranked_in_pool``, ``unranked_in_pool``,
+    ``ranked_outside_pool``; ``uncovered_qids``: pool queries without any run line;
+    ``extra_qids``: run qids outside the pool, dropped (only with ``allow_extra_qids``).
+    """
+
+    per_query: pd.DataFrame
+    uncovered_qids: tuple[str, ...]
+    extra_qids: tuple[str, ...]
+    n_extra_lines: int
+
+    def totals(self) -> dict[str, int]:
+        return {"ranked_in_pool": int(self.per_query["ranked_in_pool"].sum()),
+                "unranked_in_pool": int(self.per_query["unranked_in_pool"].sum()),
+                "ranked_outside_pool": int(self.per_query["ranked_outside_pool"].sum()),
+                "uncovered_queries": len(self.uncovered_qids),
+                "extra_qids": len(self.extra_qids),
+                "extra_qid_lines": self.n_extra_lines}
+
+
+def trec_run_ranking(path: str | Path, reference: Ranking, name: str, *,
+                     allow_extra_qids: bool = False) -> tuple[Ranking, RunCoverage]:
+    """The run's ranking over ``reference``'s pool (its (qid, pid) rows, its order for unranked passages)."""
+    run = read_run_file(path)
+    pool = reference.frame[["qid", "pid", "rank"]].rename(columns={"rank": "ref_rank"})
+    pool_qids = pd.unique(pool["qid"])
+    extra = sorted(set(run["qid"].unique()) - set(pool_qids))
+    if extra and not allow_extra_qids:
+        raise RunFileError(f"{path}: {len(extra)} run qids are not queries of the pool of {reference.name!r}, "
+                           f"e.g. {extra[:5]}; is the run from another split or query-id scheme? "
+                           "(allow_extra_qids drops them and counts them)")
+    n_extra_lines = int(run["qid"].isin(extra).sum())
+    run = run[~run["qid"].isin(extra)]
+
+    # Both sides are unique per (qid, pid): the reference as a Ranking, the run as read.
+    merged = pool.merge(run[["qid", "pid", "rank", "score"]], on=["qid", "pid"], how="left")
+    ranked = merged["score"].notna().to_numpy()
+    in_pool = run.merge(pool[["qid", "pid"]], on=["qid", "pid"], how="left", indicator=True)["_merge"].eq("both")
+    outside = run.loc[~in_pool.to_numpy(), "qid"].value_counts()
+
+    frame = merged.assign(
+        k0=np.where(ranked, 1.0, 0.0),
+        k1=np.where(ranked, merged["score"].to_numpy(dtype=float), 0.0),
+        k2=0.0,
+        # Position: ranked first by score desc, run rank, pid; then unranked by reference rank.
+        _score=np.where(ranked, -merged["score"].to_numpy(dtype=float), 0.0),
+        _run_rank=np.where(ranked, merged["rank"].to_numpy(dtype=float), 0.0),
+        _ref_rank=np.where(ranked, 0, merged["ref_rank"].to_numpy()),
+    )
+    frame["_group"] = np.where(ranked, 0, 1)
+    frame = frame.sort_values(["qid", "_group", "_score", "_run_rank", "_ref_rank", "pid"], kind="mergesort")
+    frame["rank"] = frame.groupby("qid", sort=False).cumcount() + 1
+    frame = frame.reset_index(drop=True)
+
+    counts = pd.DataFrame({"qid": pool_qids})
+    by_qid = pd.DataFrame({"ranked": ranked, "qid": merged["qid"]}).groupby("qid")["ranked"]
+    counts["ranked_in_pool"] = counts["qid"].map(by_qid.sum()).astype(int)
+    counts["unranked_in_pool"] = counts["qid"].map(by_qid.size()).astype(int) - counts["ranked_in_pool"]
+    counts["ranked_outside_pool"] = counts["qid"].map(outside).fillna(0).astype(int)
+    covered = set(run["qid"].unique())
+    coverage = RunCoverage(counts, tuple(q for q in pool_qids if q not in covered), tuple(extra), n_extra_lines)
+    info = {"run_file": str(path), "reference": reference.name, "tags": sorted(run["tag"].unique()),
+            **coverage.totals()}
+    return Ranking(name, frame[list(RANKING_COLUMNS)], frozenset(), info), coverage
