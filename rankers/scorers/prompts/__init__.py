@@ -1,14 +1,20 @@
-"""Versioned grading prompts, rendered as chat messages with the query and passage as delimited DATA.
+"""Versioned grading prompts, rendered as chat messages with the query and passage as fenced DATA.
 
 The prompt text lives in ``<version>.txt`` beside this module so that a change of wording is a
 reviewed file change; its version name and content digest enter every grader cache key.
 Rendering substitutes the two slots in one pass, so a passage can never inject into the
-template (a passage containing ``{{QUERY}}`` or ``</passage>`` stays inside its slot).
+template (a passage containing ``{{QUERY}}`` stays inside its slot), and :func:`escape_data`
+neutralizes the fence tags inside data, so a passage cannot close its own block.
+
+The slot order is the template's: ``grade_v1`` puts the query first, ``grade_v2`` the passage
+first, so that grades of one passage under several queries share the longest prompt prefix
+(see :mod:`rankers.scorers.grader` for the measurement behind that choice).
 """
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -16,8 +22,13 @@ from pathlib import Path
 PROMPT_DIR = Path(__file__).resolve().parent
 SLOTS = ("QUERY", "PASSAGE")
 _SLOT_RE = re.compile(r"\{\{(QUERY|PASSAGE)\}\}")
-#: The delimiter tags of the template; occurrences inside data are neutralized ("<" -> "&lt;").
-_TAG_RE = re.compile(r"<(/?\s*(?:query|passage)\s*)>", re.IGNORECASE)
+#: Anything that could read as a fence tag inside data: ``<passage>``, ``</passage x=1>``,
+#: ``< /passage>``, ``</PASSAGE\n>`` and a bare ``</passage`` whose ``>`` never comes. The
+#: opening ``<`` becomes ``&lt;``; the rest of the text is left as it was.
+_TAG_RE = re.compile(r"<(?=\s*/?\s*(?:query|passage)(?![A-Za-z0-9_\-]))", re.IGNORECASE)
+#: Chat-control syntax (``<|im_start|>``, ``<|eot_id|>`` ...). Only backends that send text to a
+#: server which tokenizes it with special tokens enabled need this (see :func:`escape_control`).
+_CONTROL_RE = re.compile(r"<\|")
 _SECTION_RE = re.compile(r"^\[(system|user)\]\s*$", re.MULTILINE)
 
 Messages = list[dict[str, str]]
@@ -25,7 +36,7 @@ Messages = list[dict[str, str]]
 
 @dataclass(frozen=True)
 class PromptTemplate:
-    """One prompt version: a system message and a user template with a query slot before a passage slot."""
+    """One prompt version: a system message and a user template with one query and one passage slot."""
 
     version: str
     system: str
@@ -37,16 +48,47 @@ class PromptTemplate:
         """Version plus content digest: an edited file without a version bump still changes cache keys."""
         return f"{self.version}:{self.sha256[:12]}"
 
+    @property
+    def slot_order(self) -> tuple[str, str]:
+        """The data slots in prompt order, e.g. ``("PASSAGE", "QUERY")``."""
+        first, second = _SLOT_RE.findall(self.user)
+        return first, second
+
+    def pieces(self) -> list[tuple[str, str | None]]:
+        """The user template as ``(text, None)`` template pieces and ``("", slot)`` data slots, in order."""
+        out: list[tuple[str, str | None]] = []
+        pos = 0
+        for match in _SLOT_RE.finditer(self.user):
+            out.append((self.user[pos:match.start()], None))
+            out.append(("", match.group(1)))
+            pos = match.end()
+        out.append((self.user[pos:], None))
+        return out
+
     def render(self, query: str, passage: str) -> Messages:
-        """Chat messages for one (query, passage); data is escaped so the delimiters stay unique."""
-        values = {"QUERY": escape_data(query), "PASSAGE": escape_data(passage)}
+        """Chat messages for one (query, passage); data is escaped so the fences stay unique."""
+        return self.render_data(escape_data(query), escape_data(passage))
+
+    def render_data(self, query: str, passage: str) -> Messages:
+        """Chat messages from data that is already escaped (and possibly truncated) by the caller."""
+        values = {"QUERY": query, "PASSAGE": passage}
         user = _SLOT_RE.sub(lambda m: values[m.group(1)], self.user)
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
 
 def escape_data(text: str) -> str:
-    """Neutralize the template's own tags inside data so a passage cannot close its slot early."""
-    return _TAG_RE.sub(r"&lt;\1>", text)
+    """Neutralize the template's fence tags inside data so a passage cannot open or close a block."""
+    return _TAG_RE.sub("&lt;", text)
+
+
+def escape_control(text: str) -> str:
+    """Neutralize chat-control syntax (``<|...|>``) in data bound for a server.
+
+    An OpenAI-compatible server tokenizes the whole chat with special tokens enabled, so a
+    passage containing ``<|im_start|>`` would become a real control token there. The embedded
+    llama.cpp grader does not need this: it tokenizes data as plain text.
+    """
+    return _CONTROL_RE.sub("&lt;|", text)
 
 
 def parse_template(version: str, text: str, source: str = "<string>") -> PromptTemplate:
@@ -62,8 +104,9 @@ def parse_template(version: str, text: str, source: str = "<string>") -> PromptT
     if _SLOT_RE.search(system):
         raise ValueError(f"{source}: the [system] section must not contain data slots")
     found = _SLOT_RE.findall(user)
-    if found != list(SLOTS):
-        raise ValueError(f"{source}: [user] must contain {{{{QUERY}}}} then {{{{PASSAGE}}}} exactly once each, found {found}")
+    if sorted(found) != sorted(SLOTS):
+        raise ValueError(f"{source}: [user] must contain {{{{QUERY}}}} and {{{{PASSAGE}}}} exactly once each, "
+                         f"found {found}")
     return PromptTemplate(version, system, user, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
@@ -75,3 +118,47 @@ def load_prompt(version: str) -> PromptTemplate:
         available = sorted(p.stem for p in PROMPT_DIR.glob("*.txt"))
         raise FileNotFoundError(f"no prompt {version!r} at {path}; available: {available}")
     return parse_template(version, path.read_text(encoding="utf-8"), str(path))
+
+
+#: Token budgets of the data slots (SPEC §3 "LLM grader"): NevIR passages run to a few hundred
+#: tokens and queries to a few dozen, so these caps only bite on hostile or broken text; a
+#: 12k-token passage is cut to its first 1,024 tokens and counted as truncated.
+PASSAGE_TOKENS = 1024
+QUERY_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class GradePrompt:
+    """One judgment's prompt: the template, the untrusted data and each slot's token budget.
+
+    Backends turn it into model input their own way: llama.cpp tokenizes the escaped data as
+    plain text and cuts it to the budget in model tokens; a server backend sends chat messages
+    whose data is cut by :meth:`server_messages` (see the backend for its unit of truncation).
+    """
+
+    template: PromptTemplate
+    query: str
+    passage: str
+    query_tokens: int = QUERY_TOKENS
+    passage_tokens: int = PASSAGE_TOKENS
+
+    def data(self) -> dict[str, str]:
+        """The escaped data per slot (fence tags neutralized), not yet truncated."""
+        return {"QUERY": escape_data(self.query), "PASSAGE": escape_data(self.passage)}
+
+    def budget(self, slot: str) -> int:
+        return {"QUERY": self.query_tokens, "PASSAGE": self.passage_tokens}[slot]
+
+    def server_messages(self, truncate: Callable[[str, int], str]) -> tuple[Messages, bool]:
+        """Chat messages for a server, data escaped (fences and control syntax) and cut by ``truncate``.
+
+        ``truncate(text, budget)`` returns the text cut to ``budget`` tokens in the backend's unit;
+        the flag says whether any slot was cut.
+        """
+        values, truncated = {}, False
+        for slot, text in self.data().items():
+            text = escape_control(text)
+            cut = truncate(text, self.budget(slot))
+            truncated |= cut != text
+            values[slot] = cut
+        return self.template.render_data(values["QUERY"], values["PASSAGE"]), truncated
