@@ -1,73 +1,131 @@
-"""Root pytest configuration: evaluation options, the session-wide evaluation fixture, the report plugin."""
+"""Root pytest configuration: options, the session-wide evaluation, declared-ranker parametrization.
+
+The profile is read and every option checked in ``pytest_configure``, before collection;
+specs are parametrized over the profile's declared rankers (``ranker``, ``window_ranker``,
+``graded_ranker``), claims and pins, so a new declaration gets its rows and claims with no
+code change.
+"""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import pytest
-
-# Offline by construction: the embedded defaults never touch a model hub.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# llama.cpp and torch share libgomp: passive waiting must be set before either loads (shared 2-core CPUs).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+from fixtures import progress  # noqa: E402
+from fixtures.settings import Settings  # noqa: E402
+from harness.claims import check_claim_names, designated_twins, h2_claims, h3_claims, tie_twins  # noqa: E402
+from harness.options import add_options, read_profile, read_settings  # noqa: E402
+from harness.profile import Profile  # noqa: E402
 
 pytest_plugins = ["reports.plugin"]
 
-from fixtures.settings import DEFAULT_SPLITS, PROJECT_ROOT, Settings, default_cache_dir  # noqa: E402
+SETTINGS = pytest.StashKey[Settings]()
+PROFILE = pytest.StashKey[Profile]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("nevir", "Preference Is Not Position evaluation")
-    group.addoption("--splits", default=",".join(DEFAULT_SPLITS),
-                    help="comma-separated evaluation splits among test, confirmation, development (default: %(default)s)")
-    group.addoption("--results-dir", default=str(PROJECT_ROOT / "results"),
-                    help="where tables, runs and the report are written (default: ./results)")
-    group.addoption("--cache-dir", default=None,
-                    help="pools, trained models and text-score caches (default: $NEVIR_CACHE_DIR or ~/.cache/preference-position)")
-    group.addoption("--data-dir", default=os.environ.get("NEVIR_DATA_DIR"),
-                    help="directory of official NevIR JSONL files instead of the vendored copy (env NEVIR_DATA_DIR)")
-    group.addoption("--profile", default=os.environ.get("NEVIR_PROFILE", "embedded"),
-                    help="model profile and thresholds file in specs/profiles/ (embedded, paper) or a path to a .toml")
-    group.addoption("--subset-pairs", type=int, default=None,
-                    help="run every spec on a seeded sample of about N pairs (whole source groups) per split")
-    group.addoption("--subset-seed", type=int, default=0, help="seed of the --subset-pairs sample (default: 0)")
-    group.addoption("--grader-sample", type=int, default=None,
-                    help="directions (whole pairs) the LLM grader scores per split; 0 = all (default: from the profile)")
-    group.addoption("--grader-url", default=os.environ.get("NEVIR_GRADER_URL"),
-                    help="grade through an OpenAI-compatible server (e.g. `vllm serve Qwen/Qwen3-14B-AWQ`) at this /v1 URL")
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Read options and the profile once (before any work); route progress lines to the real terminal."""
+    settings = read_settings(config)
+    profile = read_profile(settings)
+    check_claim_names(profile)
+    config.stash[SETTINGS] = settings
+    config.stash[PROFILE] = profile
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    # Capture is suspended during configure, so fd 2 is the terminal here; a duplicate stays usable under capture.
+    progress.configure(os.fdopen(os.dup(2), "w", buffering=1), enabled=config.get_verbosity() >= 0,
+                       prefix=f"[{worker}] " if worker else "")
 
 
 @pytest.fixture(scope="session")
 def settings(pytestconfig: pytest.Config) -> Settings:
-    """The run's settings, from the command line."""
-    opt = pytestconfig.getoption
-    splits = tuple(s.strip() for s in opt("splits").split(",") if s.strip())
-    return Settings(
-        splits=splits,
-        results_dir=Path(opt("results_dir")),
-        cache_dir=Path(opt("cache_dir")) if opt("cache_dir") else default_cache_dir(),
-        data_dir=Path(opt("data_dir")) if opt("data_dir") else None,
-        profile=opt("profile"),
-        subset_pairs=opt("subset_pairs"),
-        subset_seed=opt("subset_seed"),
-        grader_sample=opt("grader_sample"),
-        grader_url=opt("grader_url"),
-    )
+    return pytestconfig.stash[SETTINGS]
 
 
 @pytest.fixture(scope="session")
-def evaluation(settings: Settings):
-    """The session's pools, populations and rankers, built lazily and cached on disk."""
+def evaluation(pytestconfig: pytest.Config):
+    """The session's pools, populations and declared rankers, built lazily and cached on disk."""
     from harness.session import Evaluation
 
-    return Evaluation(settings)
+    return Evaluation(pytestconfig.stash[SETTINGS], pytestconfig.stash[PROFILE])
+
+
+@pytest.fixture(autouse=True)
+def _stage_timings(request: pytest.FixtureRequest):
+    """Stage timings of whatever a spec computed travel to the report with its rows (manifest.json)."""
+    yield
+    if "evaluation" in request.fixturenames:
+        from reports.plugin import ReportRecorder  # registered by pytest_plugins; an early import blocks its rewrite
+
+        recorder = ReportRecorder(request.node)
+        for record in request.getfixturevalue("evaluation").drain_stages():
+            recorder.add("stages", record["split"], {k: v for k, v in record.items() if k != "split"})
+
+
+def _param(decl) -> pytest.param:
+    return pytest.param(decl.name, marks=[getattr(pytest.mark, m) for m in decl.marks], id=decl.name)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Specs that take ``split`` run once per requested evaluation split."""
-    if "split" in metafunc.fixturenames:
-        splits = [s.strip() for s in metafunc.config.getoption("splits").split(",") if s.strip()]
-        metafunc.parametrize("split", splits, scope="session")
+    """Parametrize specs over splits and over what the profile declares."""
+    config = metafunc.config
+    if PROFILE not in config.stash:
+        return
+    profile, settings = config.stash[PROFILE], config.stash[SETTINGS]
+    names = metafunc.fixturenames
+    if "split" in names:
+        metafunc.parametrize("split", list(settings.splits), scope="session")
+    if "ranker" in names:
+        metafunc.parametrize("ranker", [_param(d) for d in profile.ordered()])
+    if "window_ranker" in names:
+        metafunc.parametrize("window_ranker", [_param(d) for d in profile.window_rankers()])
+    if "graded_ranker" in names:
+        graded = set(h3_claims(profile).values())
+        metafunc.parametrize("graded_ranker", [_param(d) for d in profile.window_rankers() if d.name in graded])
+    if "h2_claim" in names:
+        metafunc.parametrize("h2_claim", [pytest.param(n, marks=[getattr(pytest.mark, m) for m in profile.rankers[r].marks],
+                                                       id=n) for n, (r, _, _) in h2_claims(profile).items()])
+    if "comparison" in names:
+        params = [pytest.param(c.name, marks=[getattr(pytest.mark, m) for m in
+                                              {*profile.rankers[c.ranker].marks, *profile.rankers[c.versus].marks}],
+                               id=c.name) for c in profile.comparisons()]
+        metafunc.parametrize("comparison", params)
+    for fixture, twins in (("tie_twin", tie_twins), ("designated_twin", designated_twins)):
+        if fixture in names:
+            metafunc.parametrize(fixture, [pytest.param(key, marks=[getattr(pytest.mark, m) for m in
+                                                                    profile.rankers[pair[0]].marks], id=key)
+                                           for key, pair in twins(profile).items()])
+    if "ranked_population" in names:
+        populations: dict[str, set[str]] = {}
+        for decl in profile.ordered():
+            populations.setdefault(decl.population, set()).update(decl.marks)
+        metafunc.parametrize("ranked_population", [pytest.param(p, marks=[getattr(pytest.mark, m) for m in sorted(ms)],
+                                                                id=p) for p, ms in populations.items()])
+    if "pin" in names:
+        scope = settings.run_scope()
+        pins = [p for p in profile.pins if p.scope == scope and p.split in settings.splits]
+        metafunc.parametrize("pin", [pytest.param(p, marks=[getattr(pytest.mark, m) for m in
+                                                            profile.rankers[p.ranker].marks],
+                                                  id=f"{p.split}-{p.ranker}-{p.measure}") for p in pins])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Rankers marked ``gpu`` are skipped, with the reason, on a machine without CUDA."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch  # heavy: only when a gpu-marked ranker is collected
+
+    if not torch.cuda.is_available():
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason="declared with marks = ['gpu'] and no CUDA device is available"))
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
@@ -82,7 +140,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
             versions[dist] = None
     machine_info["nevir_runtime"] = versions
     try:
-        import torch
+        import torch  # heavy: only when a benchmark is saved
 
         machine_info["cuda"] = {"available": torch.cuda.is_available(),
                                 "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,

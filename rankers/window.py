@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from rankers.base import RANKING_COLUMNS, Ranking
+from rankers.base import RANKING_COLUMNS, Ranking, strictly_greater
 
 #: The paper's window size, fixed on the development pilot before any scoring (never tuned on Test).
 WINDOW_K = 20
@@ -140,3 +140,56 @@ def window_rerank(reference: Ranking, text_scores: Mapping[tuple[str, str], floa
             "n_fallback": len(fallback)}
     return Ranking(name, out[list(RANKING_COLUMNS)], fallback, info)
 
+
+
+def designated_outcomes(reference: Ranking, text_scores: Mapping[tuple[str, str], float], directions: pd.DataFrame,
+                        k: int = WINDOW_K, tie_breaker: Ranking | None = None) -> pd.DataFrame:
+    """Window-rule outcomes of each direction from its two designated passages' scores alone.
+
+    The strict comparison of ``window_rerank`` depends only on the two designated
+    passages: whether each lies in the reference's top k (window membership comes from the
+    reference, not from text), their text scores, and the tie-breaker's and reference's
+    scores. So scoring just the designated pair gives the window's strict preference,
+    ties and fallback exactly, except that a query falls back here only when a
+    *designated* head score is unavailable (other window passages are never scored).
+    Positions in the reranked list are unknown: ``rank_pos``/``rank_neg`` are NA.
+    ``directions`` holds eligible directions (qid, preferred_pid, counterpart_pid).
+    """
+    if k < 1:
+        raise ValueError(f"window size k must be >= 1, got {k}")
+    ref = _single_score(reference, "reference").set_index(["qid", "pid"])
+    qid = directions["qid"].astype(str).to_numpy()
+    sides = {}
+    for side, column in (("pos", "preferred_pid"), ("neg", "counterpart_pid")):
+        index = pd.MultiIndex.from_arrays([qid, directions[column].astype(str).to_numpy()])
+        rank = ref["rank"].reindex(index).to_numpy(dtype=float)
+        if np.isnan(rank).any():
+            lost = qid[np.isnan(rank)][:3].tolist()
+            raise ValueError(f"designated passages of {lost} are not in reference {reference.name!r}")
+        s_ref = ref["k0"].reindex(index).to_numpy(dtype=float)
+        if tie_breaker is None:
+            s_tie = s_ref
+        else:
+            tb = _single_score(tie_breaker, "tie-breaker").set_index(["qid", "pid"])["k0"]
+            s_tie = tb.reindex(index).to_numpy(dtype=float)
+        text = _lookup(text_scores, pd.DataFrame({"qid": qid, "pid": directions[column].astype(str).to_numpy()}))
+        sides[side] = (rank <= k, s_ref, s_tie, text)
+    (head_p, ref_p, tie_p, text_p), (head_n, ref_n, tie_n, text_n) = sides["pos"], sides["neg"]
+    fallback = (head_p & ~np.isfinite(text_p)) | (head_n & ~np.isfinite(text_n))
+
+    def keys(head: np.ndarray, s_ref: np.ndarray, s_tie: np.ndarray, text: np.ndarray) -> np.ndarray:
+        windowed = np.where(head[:, None], np.column_stack([np.ones_like(s_ref), text, s_tie]),
+                            np.column_stack([np.zeros_like(s_ref), np.zeros_like(s_ref), s_ref]))
+        return np.where(fallback[:, None], np.column_stack([s_ref, np.zeros_like(s_ref), np.zeros_like(s_ref)]),
+                        windowed)
+
+    kp, kn = keys(head_p, ref_p, tie_p, text_p), keys(head_n, ref_n, tie_n, text_n)
+    out = pd.DataFrame({
+        "qid": qid,
+        "rank_pos": pd.array([pd.NA] * len(qid), dtype="Int64"),
+        "rank_neg": pd.array([pd.NA] * len(qid), dtype="Int64"),
+        "strict": strictly_greater(kp, kn),
+        "tie": (kp == kn).all(axis=1),
+        "fallback": fallback,
+    })
+    return out

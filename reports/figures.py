@@ -17,29 +17,44 @@ import pandas as pd  # noqa: E402
 
 
 def figure1(out_dir: Path, table2: pd.DataFrame) -> Path:
-    """Strict preference (with Δ-vs-fusion bootstrap interval) vs MRR, and mean ranks of both passages."""
-    data = table2[["ranker", "n", "strict_pct", "mrr", "delta_pts", "delta_lo", "delta_hi", "mean_rank_pos", "mean_rank_neg"]].copy()
-    # The interval is on Δ strict; shift it onto the ranker's own strict level for plotting.
-    data["strict_lo"] = data["strict_pct"] - (data["delta_pts"] - data["delta_lo"])
-    data["strict_hi"] = data["strict_pct"] + (data["delta_hi"] - data["delta_pts"])
+    """Strict preference vs MRR, each with its own 95% source-group interval and n; mean ranks of both passages.
+
+    A ranker evaluated on a sample is drawn hollow and labelled with its n, so a 16-direction
+    sample never reads as certain as the full population beside it.
+    """
+    n_max = table2["n"].max()
+    data = table2[["ranker", "n", "strict_pct", "mrr", "mean_rank_pos", "mean_rank_neg"]].copy()
+    for column in ("strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi"):
+        data[column] = table2[column] if column in table2.columns else np.nan
+    numeric = [c for c in data.columns if c != "ranker"]
+    data[numeric] = data[numeric].apply(pd.to_numeric, errors="coerce").astype(float)
+    data["sampled"] = data["n"] < n_max
     data.to_csv(out_dir / "figure1.csv", index=False)
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.4))
     for i, row in data.reset_index(drop=True).iterrows():
-        xerr = None
-        if np.isfinite(row["strict_lo"]):
-            xerr = [[row["strict_pct"] - row["strict_lo"]], [row["strict_hi"] - row["strict_pct"]]]
-        ax1.errorbar(row["strict_pct"], row["mrr"], xerr=xerr, fmt="o", capsize=3, color=f"C{i}", label=row["ranker"])
-        ax1.annotate(row["ranker"], (row["strict_pct"], row["mrr"]), textcoords="offset points", xytext=(5, 5), fontsize=8)
-    ax1.set_xlabel("strict preference (%) [95% source-group interval of Δ vs fusion]")
-    ax1.set_ylabel("preferred-passage MRR (full pool)")
-    ax1.set_title("Preference vs position")
+        if not np.isfinite(row["mrr"]):
+            continue  # a designated-pair ranker has no position
+        xerr = yerr = None
+        if np.isfinite(row["strict_pct_lo"]):
+            xerr = [[row["strict_pct"] - row["strict_pct_lo"]], [row["strict_pct_hi"] - row["strict_pct"]]]
+        if np.isfinite(row["mrr_lo"]):
+            yerr = [[row["mrr"] - row["mrr_lo"]], [row["mrr_hi"] - row["mrr"]]]
+        style = {"mfc": "none"} if row["sampled"] else {}
+        ax1.errorbar(row["strict_pct"], row["mrr"], xerr=xerr, yerr=yerr, fmt="o", capsize=3, color=f"C{i}", **style)
+        ax1.annotate(f"{row['ranker']} (n={int(row['n']):,})", (row["strict_pct"], row["mrr"]),
+                     textcoords="offset points", xytext=(5, 5), fontsize=7)
+    ax1.set_xlabel("strict preference (%), 95% source-group interval")
+    ax1.set_ylabel("preferred-passage MRR (full pool), 95% interval")
+    ax1.set_title("Preference vs position (hollow: sampled directions)")
     ax1.grid(alpha=0.3)
 
-    x = np.arange(len(data))
-    ax2.bar(x - 0.2, data["mean_rank_pos"], width=0.4, label="preferred")
-    ax2.bar(x + 0.2, data["mean_rank_neg"], width=0.4, label="counterpart")
-    ax2.set_xticks(x, data["ranker"], rotation=30, ha="right")
+    ranked = data[np.isfinite(data["mean_rank_pos"].astype(float))].reset_index(drop=True)
+    x = np.arange(len(ranked))
+    ax2.bar(x - 0.2, ranked["mean_rank_pos"], width=0.4, label="preferred")
+    ax2.bar(x + 0.2, ranked["mean_rank_neg"], width=0.4, label="counterpart")
+    ax2.set_xticks(x, [f"{r}\nn={int(n):,}" for r, n in zip(ranked["ranker"], ranked["n"])], rotation=30,
+                   ha="right", fontsize=7)
     ax2.set_yscale("log")
     ax2.set_ylabel("mean full-pool rank (log)")
     ax2.set_title("Where the designated passages land")

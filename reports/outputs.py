@@ -1,49 +1,41 @@
-"""Per-split artifacts other tools read (SPEC §5): qrels, TREC runs, pool parquet, directions.csv.
+"""The files behind the published results, kept content-addressed in the cache until publication.
 
-Rankers' per-direction outcomes are saved as parquet beside their runs; the report
-plugin merges them into directions.csv at session end, so every worker can write
-its own ranker's files without coordination.
+A ranker's TREC run, its per-direction outcomes and a split's annotated population are
+computed by whichever pytest process evaluates them (an xdist worker, say). They go into
+``<cache>/results/`` under a name derived from their content, so writing them twice is
+harmless and a warm run finds them; the spec hands the path to the report, and only the
+publishing step (``reports.writer.publish``) turns them into ``results/<split>/`` files.
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pandas as pd
 
 from fixtures.artifacts import atomic_write
 from rankers.base import Ranking
-from reports.tables import directions_table
-from reports.trec import write_qrels, write_run
-
-POPULATION_FILE = "population.parquet"
-OUTCOME_DIR = "outcomes"
+from reports.trec import write_run
 
 
-def write_population(out_dir: Path, annotated: pd.DataFrame, pool: pd.DataFrame) -> None:
-    """qrels.txt, pool.parquet (to recompute fusion independently) and the annotated population."""
-    atomic_write(out_dir / "qrels.txt", lambda p: write_qrels(annotated, p))
-    atomic_write(out_dir / "pool.parquet", lambda p: pool.to_parquet(p, index=False))
-    atomic_write(out_dir / POPULATION_FILE, lambda p: annotated.to_parquet(p, index=False))
+def _frame_digest(frame: pd.DataFrame) -> str:
+    h = hashlib.sha256(repr(list(frame.columns)).encode())
+    h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return h.hexdigest()[:24]
 
 
-def write_ranking(out_dir: Path, ranking: Ranking, outcomes: pd.DataFrame) -> None:
-    """runs/<ranker>.trec (full pool, final order) and the ranker's per-direction outcomes."""
-    atomic_write(out_dir / "runs" / f"{ranking.name}.trec", lambda p: write_run(ranking, p, tag=ranking.name))
-    atomic_write(out_dir / OUTCOME_DIR / f"{ranking.name}.parquet", lambda p: outcomes.to_parquet(p, index=False))
+def stash_frame(cache_dir: Path, stem: str, frame: pd.DataFrame) -> Path:
+    """``<cache>/results/<stem>-<digest>.parquet``, written once per content."""
+    path = Path(cache_dir) / "results" / f"{stem}-{_frame_digest(frame)}.parquet"
+    if not path.is_file():
+        atomic_write(path, lambda p: frame.to_parquet(p, index=False))
+    return path
 
 
-def assemble_directions_csv(out_dir: Path, rankers: list[str]) -> Path | None:
-    """Merge the population and this run's rankers' saved outcomes into directions.csv.
-
-    Only the named rankers are merged, so outcomes left by an earlier run with other
-    settings never leak into this run's table.
-    """
-    population = out_dir / POPULATION_FILE
-    if not population.is_file():
-        return None
-    annotated = pd.read_parquet(population)
-    outcomes = {name: pd.read_parquet(out_dir / OUTCOME_DIR / f"{name}.parquet") for name in rankers
-                if (out_dir / OUTCOME_DIR / f"{name}.parquet").is_file()}
-    path = out_dir / "directions.csv"
-    directions_table(annotated, outcomes).to_csv(path, index=False)
+def stash_run(cache_dir: Path, ranking: Ranking) -> Path:
+    """The ranking's TREC run (full pool, final order, tagged with its name), written once per content."""
+    digest = _frame_digest(ranking.frame[["qid", "pid", "rank"]])
+    path = Path(cache_dir) / "results" / f"run-{ranking.name}-{digest}.trec"
+    if not path.is_file():
+        atomic_write(path, lambda p: write_run(ranking, p, tag=ranking.name))
     return path

@@ -12,17 +12,19 @@ import numpy as np
 import pandas as pd
 
 from fixtures.populations import eligible_directions
-from reports.measures import TABLE2_COLUMNS
 
-#: The report's tables: file stem -> (title, columns that identify a row).
-TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "table1": ("Table I: populations", ("population",)),
-    "table2": ("Table II: preference and position per ranker", ("ranker",)),
-    "table3": ("Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",)),
-    "tie_branch": ("Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch")),
-    "cost": ("Cost per stage", ("stage",)),
-    "claims": ("Hypothesis claims", ("claim",)),
-    "manifest": ("Run manifest entries", ("key",)),
+#: The report's tables: file stem -> (title, columns that identify a row, shown in the terminal summary).
+TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
+    "table1": ("Table I: populations", ("population",), True),
+    "table2": ("Table II: preference and position per ranker", ("ranker",), True),
+    "table3": ("Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",), True),
+    "tie_branch": ("Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch"), True),
+    "pairwise": ("Paired differences between rankers on the same directions", ("first", "second"), True),
+    "cost": ("Cost per stage", ("stage",), True),
+    "claims": ("Hypothesis claims", ("claim",), True),
+    "manifest": ("Run manifest entries", ("key",), False),
+    "stages": ("Wall-clock per computed stage", ("stage",), False),
+    "artifacts": ("Cached files behind the published results", ("artifact",), False),
 }
 DIRECTION_BASE_COLUMNS = ("qid", "pair_id", "direction", "split", "group", "preferred_pid", "counterpart_pid",
                           "eligible", "conflict", "covered")
@@ -48,15 +50,6 @@ def directions_table(directions_annotated: pd.DataFrame, outcomes_by_ranker: dic
         for field, dtype in RANKER_FIELDS.items():
             table[f"{name}__{field}"] = o[field].reindex(table["qid"].to_numpy()).astype(dtype).to_numpy()
     return table
-
-
-def table2(rows: Sequence[dict[str, object]]) -> pd.DataFrame:
-    """Table II from ``summarize`` rows, columns in the contract order; a row with other keys is an error."""
-    for row in rows:
-        if set(row) != set(TABLE2_COLUMNS):
-            raise ValueError(f"Table II row for {row.get('ranker')!r}: missing {sorted(set(TABLE2_COLUMNS) - set(row))}, "
-                             f"unexpected {sorted(set(row) - set(TABLE2_COLUMNS))}")
-    return pd.DataFrame(list(rows), columns=list(TABLE2_COLUMNS))
 
 
 def _scores_for(q: pd.DataFrame, directions_annotated: pd.DataFrame, scores: pd.Series | Sequence[float] | np.ndarray,

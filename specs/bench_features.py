@@ -26,7 +26,7 @@ def test_split(evaluation):
     pytest.importorskip("fixtures.pools", reason="fixtures/pools.py (pool snapshots) is not available")
     try:
         pool = evaluation.pool("test")
-        e0 = evaluation.learned("e0")
+        e0 = evaluation.learned(0)
     except FileNotFoundError as exc:  # an embedded model or data file is missing on this machine
         pytest.skip(f"Test pool or E0 cannot be built here: {exc}")
     return pool, evaluation.queries("test"), evaluation.study.corpus_for("test"), e0

@@ -1,93 +1,144 @@
-"""H3 and the tie-branch analysis (SPEC §4, §6; paper §VI), plus Table III and cost.
+"""H3 and the tie-branch analysis (SPEC §4, §6; paper §VI), Table III and cost, for every window ranker.
 
-The grader's equal-grade branch (both designated passages in the window with the same
-grade, left to fusion) should hold a larger share of the remaining failures than of
-the directions.
+Where both designated passages are scored in the window, equal text scores leave the
+decision to the tie-breaker: for a ranker on a bounded grade scale (the LLM grader's
+0–4), H3 says this equal-grade branch holds a larger share of the remaining failures
+than of the directions.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
-import pytest
 
-from harness.claims import check_claim
+from fixtures.populations import eligible_directions
+from harness.claims import check_claim, designated_twins, h3_claims, tie_branch_result, tie_twins
+from reports.claims import claim
+from reports.stats import compare
 from reports.cost import replay_rows, stage_cost
 from reports.measures import direction_outcomes
-from fixtures.populations import eligible_directions
 from reports.tables import pair_only_outcomes, pair_only_summary, table3
 from reports.tie_branch import tie_branch_table, tie_branches
-
-MAX_SCORE = {"grader": 4.0, "ce": None}
-POPULATION = {"ce": "ce", "grader": "grader"}
+from rankers.window import WINDOW_K
 
 
-def _scorer_param(name: str):
-    return pytest.param(name, marks=[pytest.mark.llm] if name == "grader" else [], id=name)
+def _branches(evaluation, split: str, name: str) -> pd.DataFrame:
+    decl = evaluation.decl(name)
+    reference = evaluation.ranking(split, decl.reference)
+    ranking_fallback = frozenset(evaluation.outcomes(split, name).query("fallback")["qid"])
+    return tie_branches(eligible_directions(evaluation.directions_for(split, name)), evaluation.outcomes(split, name),
+                        reference.frame, evaluation.window_scores(split, name), ranking_fallback, k=WINDOW_K)
 
 
-def _branches(evaluation, split, scorer):
-    population = evaluation.population_for(split, POPULATION[scorer])
-    ranking = evaluation.ranking(split, scorer)
-    outcomes = evaluation.outcomes(split, scorer)
-    fusion = evaluation.ranking(split, "fusion")
-    scores = evaluation.text_scores(split, scorer, "window").scores
-    return tie_branches(eligible_directions(population), outcomes, fusion.frame, scores, ranking.fallback, k=20)
-
-
-@pytest.mark.parametrize("scorer", [_scorer_param(s) for s in MAX_SCORE])
-def test_tie_branch_table(evaluation, split, scorer, report) -> None:
-    per = _branches(evaluation, split, scorer)
-    rows = tie_branch_table(per, scorer, MAX_SCORE[scorer])
-    for row in rows:
-        report.add("tie_branch", split, row)
+def test_tie_branch_table(evaluation, split, window_ranker, report) -> None:
+    per = _branches(evaluation, split, window_ranker)
+    decl = evaluation.decl(window_ranker)
+    rows = tie_branch_table(per, window_ranker, decl.max_score)
+    for i, row in enumerate(rows):
+        report.add("tie_branch", split, row, order=decl.order * 10 + i)
     assert sum(r["directions"] for r in rows) == len(per)
     assert sum(r["non_successes"] for r in rows) == int((~per["strict"]).sum())
 
 
-@pytest.mark.llm
-def test_h3_equal_grade_branch_concentrates_failures(evaluation, split, report) -> None:
-    rows = {r["branch"]: r for r in tie_branch_table(_branches(evaluation, split, "grader"), "grader", 4.0)}
-    eq = rows["equal_score"]
-    holds = eq["non_successes_pct"] > eq["directions_pct"]
-    measured = (f"equal-grade branch: {eq['directions']} directions ({eq['directions_pct']:.2f}%), "
-                f"{eq['non_successes']} non-successes ({eq['non_successes_pct']:.2f}% of failures); "
-                f"double-4 {eq['double_max']} ({eq['double_max_pct'] or 0:.2f}% of ties); "
-                f"different-grade accuracy {rows['different_score']['accuracy_pct']:.2f}%")
-    check_claim(evaluation.profile, report, split, "h3_tie_branch_concentrates_failures", holds, measured,
-                subset=evaluation.is_subset)
+def test_h3_equal_grade_branch_concentrates_failures(evaluation, split, graded_ranker, report) -> None:
+    per = _branches(evaluation, split, graded_ranker)
+    q = eligible_directions(evaluation.directions_for(split, graded_ranker)).set_index("qid")
+    name = next(n for n, r in h3_claims(evaluation.profile).items() if r == graded_ranker)
+    result = tie_branch_result(name, per, len(per), q.loc[per["qid"], "group"].to_numpy(), evaluation.settings.seed,
+                               graded_ranker)
+    check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset)
 
 
-@pytest.mark.parametrize("scorer", [_scorer_param(s) for s in MAX_SCORE])
-def test_table3_pair_only_vs_window(evaluation, split, scorer, report) -> None:
-    """L1 (designated pair only; ties and unavailable fail) vs L2 (window), from shared cached scores."""
-    population = evaluation.population_for(split, POPULATION[scorer])
-    q = eligible_directions(population)
-    scores = evaluation.text_scores(split, scorer, "pair").scores
+def test_table3_pair_only_vs_window(evaluation, split, window_ranker, report) -> None:
+    """L1 (designated pair only; ties and unavailable fail) vs L2 (the ranker's window rule), from shared scores."""
+    directions = evaluation.directions_for(split, window_ranker)
+    q = eligible_directions(directions)
+    scores = evaluation.text_scores(split, window_ranker, "pair").scores
     pos = pd.Series([scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["preferred_pid"])], index=q["qid"])
     neg = pd.Series([scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["counterpart_pid"])], index=q["qid"])
-    l1 = pair_only_summary(pair_only_outcomes(population, pos, neg), scorer)
-    l2 = evaluation.table2_row(split, scorer)
-    row = table3([l1], [{**l2, "scorer": scorer}]).iloc[0].to_dict()
-    report.add("table3", split, row)
+    l1 = pair_only_summary(pair_only_outcomes(directions, pos, neg), window_ranker)
+    l2 = evaluation.row(split, window_ranker)
+    row = table3([l1], [{**l2, "scorer": window_ranker}]).iloc[0].to_dict()
+    report.add("table3", split, row, order=evaluation.decl(window_ranker).order)
     assert row["n"] == l2["n"]
     assert row["l1_strict"] + row["l1_ties"] + row["l1_unavailable"] <= row["n"]
 
 
-@pytest.mark.parametrize("scorer", [_scorer_param(s) for s in MAX_SCORE])
-def test_cost_and_replays(evaluation, split, scorer, report) -> None:
-    population = evaluation.population_for(split, POPULATION[scorer])
-    window = evaluation.text_scores(split, scorer, "window")
-    pair = evaluation.text_scores(split, scorer, "pair")
-    for stage, scored in (("window", window), ("pair_only", pair)):
-        report.add("cost", split, {**stage_cost(f"{scorer}_{stage}", scored.frame)})
-    fusion = evaluation.ranking(split, "fusion")
-    fusion = evaluation.restrict(fusion, list(population["qid"]))
+def test_cost_and_replays(evaluation, split, window_ranker, report) -> None:
+    decl = evaluation.decl(window_ranker)
+    stages = ("pair",) if decl.designated_only else ("window", "pair")
+    for stage in stages:
+        scored = evaluation.text_scores(split, window_ranker, stage)
+        label = "pair_only" if stage == "pair" else stage
+        report.add("cost", split, stage_cost(f"{window_ranker}_{label}", scored.frame), order=decl.order)
+    if decl.designated_only:
+        return  # replays reorder whole windows: they need every window score
+    population = evaluation.directions_for(split, window_ranker)
+    reference = evaluation.restrict(evaluation.ranking(split, decl.reference), evaluation.outcomes(split, window_ranker)["qid"]) \
+        if decl.population != "all" else evaluation.ranking(split, decl.reference)
 
     def strict_of(ranking):
         out = direction_outcomes(ranking, population)
         return int(out["strict"].sum()), len(out)
 
-    rows = replay_rows(fusion, window.scores, evaluation.pool(split), strict_of)
+    rows = replay_rows(reference, evaluation.window_scores(split, window_ranker), evaluation.pool(split), strict_of)
     for row in rows:
-        report.add("cost", split, {**row, "stage": f"{scorer}_{row['stage']}"})
-    full = next(r for r in rows if r["stage"] == "replay_k20")
-    assert full["strict"] == evaluation.table2_row(split, scorer)["strict"], "K=20 replay must reproduce the window run"
+        report.add("cost", split, {**row, "stage": f"{window_ranker}_{row['stage']}"}, order=decl.order)
+    if decl.tie_breaker in (None, decl.reference):
+        full = next(r for r in rows if r["stage"] == "replay_k20")
+        assert full["strict"] == evaluation.row(split, window_ranker)["strict"], \
+            "K=20 replay must reproduce the window run"
+
+
+def test_expected_grade_on_argmax_ties(evaluation, split, tie_twin, report) -> None:
+    """Beyond the paper (issue 13): on the directions the argmax grader leaves to fusion (equal grades), does the
+    expected grade E[g] — read from the same judgments — decide more of them correctly than fusion's tie-break?"""
+    expected, argmax = tie_twins(evaluation.profile)[tie_twin]
+    per = _branches(evaluation, split, argmax)
+    tied = per.loc[per["branch"] == "equal_score", "qid"]
+    q = eligible_directions(evaluation.directions_for(split, argmax)).set_index("qid").loc[tied]
+    scores = evaluation.window_scores(split, expected)
+    e_pos = np.array([scores.get((a, b), np.nan) for a, b in zip(tied, q["preferred_pid"])])
+    e_neg = np.array([scores.get((a, b), np.nan) for a, b in zip(tied, q["counterpart_pid"])])
+    split_mask = np.isfinite(e_pos) & np.isfinite(e_neg) & (e_pos != e_neg)
+    fusion_right = per.set_index("qid").loc[tied, "strict"].to_numpy(dtype=bool)
+    order = evaluation.decl(expected).order * 10
+    for i, (branch, mask) in enumerate((("argmax_tie_split_by_expected", split_mask),
+                                        ("argmax_tie_still_tied", ~split_mask))):
+        report.add("tie_branch", split, {
+            "scorer": expected, "branch": branch, "directions": int(mask.sum()),
+            "directions_pct": 100.0 * mask.sum() / max(len(tied), 1),
+            "non_successes": int((~(e_pos > e_neg) & mask).sum()) if i == 0 else int((~fusion_right & mask).sum()),
+            "accuracy_pct": 100.0 * float(((e_pos > e_neg) if i == 0 else fusion_right)[mask].mean())
+            if mask.any() else float("nan"),
+            "fusion_accuracy_pct": 100.0 * float(fusion_right[mask].mean()) if mask.any() else float("nan")},
+            order=order + 5 + i)
+    mine = evaluation.outcomes(split, expected).set_index("qid").loc[tied].reset_index()
+    twin = evaluation.outcomes(split, argmax).set_index("qid").loc[tied].reset_index()
+    if len(tied) == 0:
+        result = claim(tie_twin, "H3x", np.nan, np.nan, np.nan, ">", np.nan, 0,
+                       measured=f"{argmax}: no equal-grade direction on this sample")
+    else:
+        row = compare(mine, twin, evaluation.directions_for(split, argmax), seed=evaluation.settings.seed,
+                      names=(expected, argmax))
+        result = claim(tie_twin, "H3x", row["delta_pts"], row["delta_lo"], row["delta_hi"], ">", row["mde_pts"],
+                       len(tied), p_value=row["p_strict"],
+                       measured=(f"{len(tied)} equal-grade directions of {argmax}: expected grade splits "
+                                 f"{int(split_mask.sum())}, right on {int(((e_pos > e_neg) & split_mask).sum())}; "
+                                 f"strict {int(mine['strict'].sum())} vs fusion tie-break {int(twin['strict'].sum())}; "
+                                 f"Δ {row['delta_pts']:+.2f} pts [{row['delta_lo']:+.2f}, {row['delta_hi']:+.2f}], "
+                                 f"MDE {row['mde_pts']:.2f}"))
+    check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset)
+
+
+def test_designated_strict_equals_window_strict(evaluation, split, designated_twin, report) -> None:
+    """Strict preference from the designated pair's scores equals the full window's on every direction both
+    scored (except where the window fell back for another passage's unavailable score)."""
+    designated, window = designated_twins(evaluation.profile)[designated_twin]
+    d = evaluation.outcomes(split, designated).set_index("qid")
+    w = evaluation.outcomes(split, window).set_index("qid")
+    common = w.index.intersection(d.index)
+    comparable = common[~w.loc[common, "fallback"].to_numpy(dtype=bool)]
+    equal = int((d.loc[comparable, "strict"] == w.loc[comparable, "strict"]).sum())
+    report.add("manifest", split, {"key": f"designated_vs_window:{designated_twin}", "value": {
+        "common_directions": int(len(common)), "compared": int(len(comparable)), "strict_equal": equal}})
+    assert equal == len(comparable), f"{designated} and {window} disagree on {len(comparable) - equal} directions"

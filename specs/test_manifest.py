@@ -1,9 +1,15 @@
-"""The run manifest (issue: trace every number to what made it): code, data, models, seeds, samples, profile."""
+"""The run manifest (trace every number to what made it) and the split's shared files.
+
+Code, data, models, profile (with the files it extends), seeds, samples and the pool
+snapshot go into manifest.json; the annotated population and the pool snapshot are
+handed to the publishing step, which writes qrels.txt, pool.parquet and directions.csv.
+"""
 from __future__ import annotations
 
 import subprocess
 
 from fixtures.settings import PROJECT_ROOT
+from reports.outputs import stash_frame
 
 
 def _commit() -> str:
@@ -19,20 +25,30 @@ def _commit() -> str:
 def test_run_manifest(evaluation, split, report) -> None:
     s = evaluation.settings
     study = evaluation.study
+    profile = evaluation.profile
+    pool_manifest, pool_path = evaluation.pool_snapshot(split)
     entries = {
         "code_commit": _commit(),
         "settings": s.as_dict(),
-        "profile": {"name": evaluation.profile.name, "file": evaluation.profile.path.name,
-                    "models": evaluation.profile.models},
+        "scope": s.run_scope(),
+        "profile": {"name": profile.name, "file": str(profile.path), "extends": [str(p) for p in profile.chain[:-1]],
+                    "models": profile.models,
+                    "rankers": {d.name: {"kind": d.kind, "population": d.population, **d.options}
+                                for d in profile.ordered()},
+                    "samples": {n: {"directions": evaluation.sample_size(n), "seed": x.seed or s.seed}
+                                for n, x in profile.samples.items()}},
         "data": study.data_provenance(),
         "corpus_sha256": study.corpus_hashes(),
         "cut_seed": study.cut_seed,
         "subset": {k: len(v) for k, v in study.subset.items()} if study.subset else None,
-        "pool": evaluation.pool_snapshot_manifest(split),
+        "pool": {**pool_manifest, "path": str(pool_path)},
     }
     for key, value in entries.items():
         report.add("manifest", split, {"key": key, "value": value})
+    report.add("artifacts", split, {"artifact": "pool", "path": str(pool_path)})
+    population = stash_frame(s.cache_dir, f"population-{split}", evaluation.population(split))
+    report.add("artifacts", split, {"artifact": "population", "path": str(population)})
     # The pool a number came from must name the corpus it retrieved from and the models that built it.
-    assert entries["pool"]["corpus_hash"] == study.corpus_hashes()[study.directions.loc[
+    assert pool_manifest["corpus_hash"] == study.corpus_hashes()[study.directions.loc[
         study.directions["split"] == split, "corpus"].iloc[0]]
-    assert {"dense", "sparse", "bm25"} <= set(entries["pool"]["depths"])
+    assert {"dense", "sparse", "bm25"} <= set(pool_manifest["depths"])

@@ -156,3 +156,46 @@ def test_scorer_sees_only_query_and_passage_text(tmp_path):
     out = window_rerank(FUSION, res.scores, k=3)
     assert out.fallback == frozenset()
 
+
+
+def _random_case(seed: int) -> tuple[Ranking, Ranking, dict, pd.DataFrame]:
+    """Random single-score reference and tie-breaker over 6 queries of 4-9 passages, coarse scores (many ties)."""
+    rng = np.random.default_rng(seed)
+    rows, tie_rows, dirs = [], [], []
+    for q in range(6):
+        n = int(rng.integers(4, 10))
+        pids = [f"p{q}-{j}" for j in range(n)]
+        ref = np.round(rng.random(n), 1)
+        order = np.lexsort((pids, -ref))
+        rows += [(f"q{q}", pids[j], ref[j]) for j in order]
+        tie = np.round(rng.random(n), 1)
+        tie_order = np.lexsort((pids, -tie))
+        tie_rows += [(f"q{q}", pids[j], tie[j]) for j in tie_order]
+        a, b = rng.choice(n, 2, replace=False)
+        dirs.append((f"q{q}", pids[a], pids[b]))
+    reference, tie_breaker = ranking("fusion", rows), ranking("e0", tie_rows)
+    scores = {(q, p): float(rng.integers(0, 3)) for q, p, _ in rows}
+    scores[(dirs[0][0], dirs[0][1])] = float("nan")  # one unavailable designated score
+    directions = pd.DataFrame(dirs, columns=["qid", "preferred_pid", "counterpart_pid"])
+    return reference, tie_breaker, scores, directions
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("with_tie_breaker", [False, True])
+def test_designated_outcomes_equal_the_window_rule(seed: int, with_tie_breaker: bool):
+    """Strict, tie and fallback from the designated pair alone equal the full window's, wherever the window's
+    other scores are available (the only information the designated mode lacks)."""
+    from reports.measures import direction_outcomes
+    from rankers.window import designated_outcomes
+
+    reference, tie_breaker, scores, directions = _random_case(seed)
+    tb = tie_breaker if with_tie_breaker else None
+    designated = designated_outcomes(reference, scores, directions, k=3, tie_breaker=tb)
+    window = window_rerank(reference, scores, k=3, tie_breaker=tb)
+    annotated = directions.assign(pair_id=directions["qid"], split="test", group="g", conflict=False, covered=True,
+                                  eligible=True, complete=False)
+    full = direction_outcomes(window, annotated)
+    assert designated["qid"].tolist() == full["qid"].tolist()
+    for column in ("strict", "tie", "fallback"):
+        assert designated[column].tolist() == full[column].tolist(), column
+    assert designated["rank_pos"].isna().all() and designated["rank_neg"].isna().all()

@@ -5,9 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.measures import TABLE2_COLUMNS
 from fixtures.populations import annotate_population
-from reports.tables import (TABLE3_COLUMNS, directions_table, pair_only_outcomes, pair_only_summary, table2,
+from reports.tables import (TABLE3_COLUMNS, directions_table, pair_only_outcomes, pair_only_summary,
                             table3)
 
 
@@ -59,14 +58,6 @@ def test_csv_round_trip_keeps_na(tmp_path):
     t.to_csv(tmp_path / "directions.csv", index=False)
     back = pd.read_csv(tmp_path / "directions.csv")
     assert back["fusion__strict"].isna().sum() == 3 and back["fusion__rank_pos"].sum() == 8
-
-
-def test_table2_order_and_validation():
-    row = {c: 0 for c in TABLE2_COLUMNS} | {"ranker": "fusion"}
-    shuffled = dict(reversed(list(row.items())))
-    assert list(table2([shuffled]).columns) == list(TABLE2_COLUMNS)
-    with pytest.raises(ValueError, match="missing \\['mrr'\\]"):
-        table2([{k: v for k, v in row.items() if k != "mrr"}])
 
 
 def test_pair_only_ties_and_unavailable_fail():

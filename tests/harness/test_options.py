@@ -1,0 +1,72 @@
+"""Every option and the profile are checked before any work: one message naming the option or file."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures.settings import PROJECT_ROOT
+
+
+def run_specs(*args: str, cache: Path) -> subprocess.CompletedProcess:
+    """``pytest specs --collect-only`` with the given options: collection needs no pool, model or score."""
+    env = {**os.environ, "NEVIR_CACHE_DIR": str(cache)}
+    return subprocess.run([sys.executable, "-m", "pytest", "specs", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           *args], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--splits", ""], "--splits '' names no split"),
+    (["--splits", "test,validation"], "--splits: unknown split\\(s\\) \\['validation'\\]"),
+    (["--subset-pairs", "0"], "--subset-pairs must be >= 1"),
+    (["--subset-pairs", "-1"], "--subset-pairs must be >= 1"),
+    (["--grader-sample", "-5"], "--grader-sample must be >= 0"),
+    (["--data-dir", "/nonexistent/nevir"], "--data-dir /nonexistent/nevir is not a directory"),
+    (["--profile", "nonexistent"], "--profile: profile 'nonexistent' not found"),
+])
+def test_bad_options_stop_before_any_work(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run_specs(*args, cache=tmp_path / "cache")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert re.search(message, result.stderr + result.stdout), result.stderr
+    assert not (tmp_path / "cache" / "pools").exists()  # nothing was built
+
+
+def test_a_profile_syntax_error_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "mine.toml"
+    bad.write_text('[profile]\nname = "mine"\nextends = "embedded"\n[rankers.x\nkind = "fusion"\n', encoding="utf-8")
+    result = run_specs("--profile", str(bad), cache=tmp_path / "cache")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert f"{bad}: not valid TOML" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through read-only permissions")
+def test_an_unwritable_results_dir_is_refused_up_front(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    results.chmod(0o500)
+    try:
+        result = run_specs("--results-dir", str(results), cache=tmp_path / "cache")
+    finally:
+        results.chmod(0o700)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert f"--results-dir {results} is not writable" in result.stderr
+
+
+def test_a_results_path_that_is_a_file_is_refused_up_front(tmp_path: Path) -> None:
+    """Even as root (where permissions do not stop writes), a results path that cannot hold files is refused."""
+    blocker = tmp_path / "results"
+    blocker.write_text("a file, not a folder")
+    result = run_specs("--results-dir", str(blocker), cache=tmp_path / "cache")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert f"--results-dir {blocker} is not writable" in result.stderr
+
+
+def test_valid_options_collect_the_declared_rankers(tmp_path: Path) -> None:
+    result = run_specs("--subset-pairs", "4", cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    for ranker in ("fusion", "e0", "bg8", "ce", "grader", "grader_e0"):
+        assert f"test_table2_row[test-{ranker}]" in result.stdout

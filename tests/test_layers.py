@@ -1,0 +1,127 @@
+"""Layers point one way and nothing imports in a circle (issue: rankers as declared objects, clean layers).
+
+data (fixtures: NevIR, splits, groups, populations, samples) → pools (fixtures: models, routes,
+pools) → rankers → reports → harness → conftest/specs. Every import in the project's source,
+at module level or inside a function, is read with ``ast``; an import that points to a
+higher layer, an import cycle between modules, or a function-level import without a
+one-line reason comment fails here, naming the file and line.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from fixtures.settings import PROJECT_ROOT
+
+PACKAGES = ("fixtures", "rankers", "reports", "harness")
+#: fixtures modules that form the pools layer (everything else in fixtures is the data layer).
+POOL_MODULES = ("fixtures.models", "fixtures.routes", "fixtures.pools", "fixtures.gguf", "fixtures.llama_server",
+                "fixtures.rerank_server")
+LAYERS = ("data", "pools", "rankers", "reports", "harness")
+
+
+def layer_of(module: str) -> str | None:
+    top = module.split(".")[0]
+    if top == "fixtures":
+        return "pools" if any(module == m or module.startswith(m + ".") for m in POOL_MODULES) else "data"
+    return top if top in PACKAGES else None
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PROJECT_ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[tuple[str, int, bool, str]]:
+    """(imported module, line, inside a function, the source line) for every project import in a file."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    out: list[tuple[str, int, bool, str]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.Import):
+                out.extend((a.name, child.lineno, in_function, lines[child.lineno - 1]) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                out.append((child.module, child.lineno, in_function, lines[child.lineno - 1]))
+            elif isinstance(child, ast.If) and isinstance(child.test, ast.Name) and child.test.id == "TYPE_CHECKING":
+                continue  # annotations only: never executed
+            visit(child, nested)
+
+    visit(tree, False)
+    return out
+
+
+def _sources() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (PROJECT_ROOT / pkg).rglob("*.py"))
+
+
+def test_no_import_points_to_a_higher_layer() -> None:
+    upward = []
+    for path in _sources():
+        mine = layer_of(_module_name(path))
+        for module, line, _, _ in _imports(path):
+            theirs = layer_of(module)
+            if theirs is not None and LAYERS.index(theirs) > LAYERS.index(mine):
+                upward.append(f"{path.relative_to(PROJECT_ROOT)}:{line}: {mine} imports {module} ({theirs})")
+    assert not upward, "imports pointing up the layers:\n" + "\n".join(upward)
+
+
+def test_no_import_cycle_between_modules() -> None:
+    graph: dict[str, set[str]] = {}
+    for path in _sources():
+        name = _module_name(path)
+        graph[name] = {m for m, *_ in _imports(path) if layer_of(m) is not None}
+    known = set(graph)
+
+    def resolve(module: str) -> str | None:
+        while module and module not in known:
+            module = module.rpartition(".")[0]
+        return module or None
+
+    edges = {a: {r for b in bs if (r := resolve(b)) and r != a} for a, bs in graph.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := dfs(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (cycle := dfs(node)):
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+
+
+def test_function_level_imports_say_why() -> None:
+    """A function-level import keeps a heavy or optional dependency out of import time, and says so."""
+    silent = [f"{path.relative_to(PROJECT_ROOT)}:{line}: {text.strip()}"
+              for path in _sources() for module, line, inside, text in _imports(path)
+              if inside and "#" not in text and not text.rstrip().endswith(",")]
+    assert not silent, "function-level imports without a reason comment:\n" + "\n".join(silent)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_project_packages_resolve_to_the_checkout(package: str) -> None:
+    """PyPI has unrelated packages named fixtures, rankers, reports and harness: ours must win, and the
+    project must never install its folders into site-packages where they would collide."""
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.origin is not None
+    assert Path(spec.origin).resolve().is_relative_to(PROJECT_ROOT), spec.origin
+    from importlib.metadata import distribution
+
+    installed = {str(f).split("/")[0] for f in distribution("preference-position").files or ()}
+    assert package not in installed, f"the installed distribution ships a top-level {package!r}"
