@@ -7,6 +7,7 @@ code change.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 
 # llama.cpp and torch share libgomp: passive waiting must be set before either loads (shared 2-core CPUs).
@@ -117,7 +118,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Rankers marked ``gpu`` are skipped, with the reason, on a machine without CUDA."""
+    """Rankers whose runtime this machine lacks are skipped with the reason: the CPU grader without
+    llama-cpp-python (``NEVIR_SKIP_GRADER=1 bash .ci/setup``), ``gpu`` rankers without CUDA."""
+    if PROFILE in config.stash and importlib.util.find_spec("llama_cpp") is None:
+        local = {d.name for d in config.stash[PROFILE].rankers.values()
+                 if d.kind == "llm_grader" and d.options.get("backend") == "llamacpp"}
+        for item in items:
+            params = {str(v) for v in getattr(getattr(item, "callspec", None), "params", {}).values()}
+            if local & params or (local and item.get_closest_marker("llm")):
+                item.add_marker(pytest.mark.skip(reason="llama-cpp-python is not installed (set up without the CPU "
+                                                        "grader); `bash .ci/setup` installs it"))
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

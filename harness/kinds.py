@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from fixtures.models import require_model
 from rankers.base import Ranking
-from rankers.fusion import fusion_ranking
+from rankers.fusion import declared_rules, fusion_ranking
 from rankers.registry import RankerDecl
 from rankers.scorers.base import TextScorer
 
@@ -29,8 +29,8 @@ class KindBuildError(RuntimeError):
 
 
 def _fusion(ev: Evaluation, decl: RankerDecl, split: str) -> Ranking:
-    ranking = fusion_ranking(ev.pool(split))
-    return Ranking(decl.name, ranking.frame, ranking.fallback, ranking.info)
+    rules = declared_rules(decl.options.get("weights"), decl.options.get("thresholds"))
+    return fusion_ranking(ev.pool(split), rules, name=decl.name)
 
 
 def _lambdamart(ev: Evaluation, decl: RankerDecl, split: str) -> Ranking:

@@ -10,7 +10,8 @@ on qid, so fusing every Test direction takes well under a second.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -49,18 +50,30 @@ def route_contributions(pool: pd.DataFrame, rule: RouteRule, qid_codes: np.ndarr
     return np.where(kept, norm, 0.0), ~np.isnan(hi)
 
 
-def fusion_scores(pool: pd.DataFrame) -> np.ndarray:
+def declared_rules(weights: Mapping[str, float] | None = None,
+                   thresholds: Mapping[str, float] | None = None) -> tuple[RouteRule, ...]:
+    """The SPEC's rules with some weights or thresholds replaced (a declared fusion variant); unknown routes fail."""
+    changes = {"weight": dict(weights or {}), "threshold": dict(thresholds or {})}
+    for what, values in changes.items():
+        unknown = sorted(set(values) - {r.route for r in FUSION_RULES})
+        if unknown:
+            raise ValueError(f"fusion {what}s name unknown routes {unknown}; routes: {[r.route for r in FUSION_RULES]}")
+    return tuple(replace(r, weight=float(changes["weight"].get(r.route, r.weight)),
+                         threshold=float(changes["threshold"].get(r.route, r.threshold))) for r in FUSION_RULES)
+
+
+def fusion_scores(pool: pd.DataFrame, rules: tuple[RouteRule, ...] = FUSION_RULES) -> np.ndarray:
     """Fused score per pool row (aligned with ``pool``); a query with no retained score gets 0 everywhere."""
     qid_codes, _ = pd.factorize(pool["qid"])
     total = np.zeros(len(pool))
     weight = np.zeros(len(pool))
-    for rule in FUSION_RULES:
+    for rule in rules:
         contribution, active = route_contributions(pool, rule, qid_codes)
         total += rule.weight * contribution
         weight += rule.weight * active
     return np.divide(total, weight, out=np.zeros(len(pool)), where=weight > 0)
 
 
-def fusion_ranking(pool: pd.DataFrame) -> Ranking:
+def fusion_ranking(pool: pd.DataFrame, rules: tuple[RouteRule, ...] = FUSION_RULES, name: str = "fusion") -> Ranking:
     """The whole pool ordered by fused score (ties by passage id for position only); key (score, 0, 0)."""
-    return single_score_ranking(pool, fusion_scores(pool), "fusion")
+    return single_score_ranking(pool, fusion_scores(pool, rules), name)

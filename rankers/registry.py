@@ -55,7 +55,8 @@ _NUM = (int, float)
 _GEN = {"max_tokens": (int,), "thinking": (bool,), "temperature": _NUM, "seed": (int,), "concurrency": (int,),
         "timeout_s": _NUM, "logprobs": (int,)}
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("fusion", False, {}, doc="fixed fusion of the three routes (SPEC §2)"),
+    Kind("fusion", False, {"weights": (dict,), "thresholds": (dict,)},
+         doc="fixed fusion of the three routes (SPEC §2); weights/thresholds override the SPEC's per route"),
     Kind("lambdamart", False, {"background": (int,)}, ("background",),
          doc="LightGBM lambdarank over the 38 pool features; background 0 = E0, 8 = N=8"),
     Kind("trec_run", False, {"path": (str,)}, ("path",),

@@ -114,3 +114,13 @@ def test_fusion_ranking_orders_by_score_and_breaks_ties_by_pid_for_position_only
     assert out["rank"].to_dict() == {"a": 1, "b": 2, "c": 3}
     assert out.loc["a", "k0"] == out.loc["b", "k0"] == pytest.approx(1.0)
     assert np.isfinite(ranking.frame[["k0", "k1", "k2"]].to_numpy()).all()
+
+
+def test_a_declared_fusion_variant_changes_only_what_it_names():
+    from rankers.fusion import FUSION_RULES, declared_rules
+
+    assert declared_rules() == FUSION_RULES
+    rules = {r.route: r for r in declared_rules({"dense": 0.6}, {"bm25": 1.5})}
+    assert rules["dense"].weight == 0.6 and rules["sparse"].weight == 0.15 and rules["bm25"].threshold == 1.5
+    with pytest.raises(ValueError, match="unknown routes \\['colbert'\\]"):
+        declared_rules({"colbert": 1.0})
