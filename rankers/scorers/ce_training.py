@@ -16,7 +16,10 @@ Training is deterministic (seeded sampling and initialization, deterministic
 algorithms, a fixed thread count) and cached under
 ``settings.cache('models', 'cross-encoder', <identity>)`` with a manifest (backbone,
 recipe, seed, data hashes, training curve, development metrics); the same inputs
-reuse the saved model instead of retraining.
+reuse the saved model instead of retraining. The saved folder is sealed: the manifest
+records the sha256 of every file and is itself sealed (``fixtures.artifacts``), and
+every load checks both, so edited or truncated weights are named (folder, file),
+discarded and retrained, never used to score.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import json
 import os
 import shutil
 import time
+import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -33,17 +37,18 @@ import numpy as np
 import pandas as pd
 import torch
 from filelock import FileLock
-from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, sha256_file, write_sealed
 from fixtures.corpus import text_hash
 from fixtures.models import minilm_path, model_fingerprint, splade_tiny_path
 from fixtures.populations import annotate_population
+from fixtures.progress import stage
 from fixtures.settings import Settings
 from fixtures.study import Study
 from rankers.base import KEY_COLUMNS, strictly_greater
 from rankers.fusion import fusion_ranking, fusion_scores
-from rankers.scorers.cross_encoder import PREPROCESSING_VERSION, CrossEncoderScorer
+from rankers.scorers.cross_encoder import CHUNK_SIZE, PREPROCESSING_VERSION, CrossEncoderScorer
 from rankers.window import WINDOW_K, window_inputs, window_rerank
 
 #: Offline backbones and the description used in result tables.
@@ -59,9 +64,16 @@ BACKBONES = {
 AUTO_BACKBONE = "splade-tiny"
 #: Bump when the training procedure changes; it enters the cache identity (docstring edits do not retrain).
 TRAINING_VERSION = "listwise+pairwise-pair-batched-select-strict+mrr-v3"
-#: CPU inference policy. Dynamic int8 was measured on development (manifest "development": fp32 vs int8): for the
-#: 128-wide SPLADE-tiny it ran ~3x slower (177 vs 504 inputs/s) because quantize/dequantize overhead dominates
-#: such small matrices, so fp32 it is.
+#: CPU inference policy: float32. Measured on this 2-core CPU (2026-11-30, torch 2.13, engine x86) for the trained
+#: SPLADE-tiny (full recipe, seed 13), same process, interleaved rounds: dynamic int8 (torch.ao quantize_dynamic on the
+#: linear layers) is faster, 1.30x on the 1,520 development window inputs (181 vs 139 inputs/s, loaded machine) and
+#: 1.67x on 2,048 random development pairs (638 vs 382/s, specs/bench_cross_encoder.py); the old note here ("3x
+#: slower") came from single-shot timings on a loaded machine and does not hold. Rank agreement with fp32 is high
+#: over all inputs (Spearman 0.998, Kendall 0.963) but not inside a window, which is what the study ranks: all 76
+#: development windows change order (mean per-window Kendall 0.94, min 0.84), 15 of 76 change their top passage,
+#: and development strict / MRR drop from 0.5526 / 0.3822 to 0.5395 / 0.3647. The checkpoint was selected in fp32,
+#: fp32 scoring of a full run's ~55,000 window inputs costs ~2.5 min at ~370 inputs/s, and torch 2.13 deprecates
+#: the quantized tensors int8 relies on: saving 35-60 s is not worth scoring a model other than the one selected.
 INFERENCE_INT8 = False
 
 
@@ -92,6 +104,41 @@ BUDGETS = {
 }
 
 
+#: The manifest inside a trained model folder; it lists every other file's sha256 and is sealed itself.
+MANIFEST = "manifest.json"
+
+
+def _file_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every file of a model folder except the manifest and its seal (relative POSIX paths)."""
+    skip = {MANIFEST, seal_path(Path(MANIFEST)).name}
+    return {p.relative_to(folder).as_posix(): sha256_file(p)
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.relative_to(folder).as_posix() not in skip}
+
+
+def load_sealed(folder: Path) -> dict[str, object]:
+    """The manifest of a trained model folder whose files all match their recorded digests.
+
+    Raises ``ArtifactCorrupt`` naming the folder and the first file that is missing,
+    added, altered or truncated since training (a folder saved before sealing has no
+    seal and is refused the same way).
+    """
+    folder = Path(folder)
+    what = f"trained cross-encoder {folder.name}:"
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        raise ArtifactCorrupt(manifest_path, None, "(file missing)", what)
+    check_seal(manifest_path, what)
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    recorded = manifest.get("files")
+    if not isinstance(recorded, dict) or not recorded:
+        raise ArtifactCorrupt(manifest_path, None, "(no file digests in the manifest)", what)
+    actual = _file_digests(folder)
+    for name in sorted(set(recorded) | set(actual)):
+        if recorded.get(name) != actual.get(name):
+            raise ArtifactCorrupt(folder / name, recorded.get(name), actual.get(name, "(file missing)"), what)
+    return manifest
+
+
 @dataclass(frozen=True)
 class TrainedCrossEncoder:
     """A saved, loadable fine-tuned cross-encoder and the record of how it was made."""
@@ -100,13 +147,16 @@ class TrainedCrossEncoder:
     manifest: dict[str, object]
     name: str
 
-    def scorer(self, batch_size: int = 64, device: str | None = None,
-               quantize_int8: bool | None = None) -> CrossEncoderScorer:
-        """The scorer configured as trained (max_length) with the module's CPU int8 policy unless overridden."""
+    def scorer(self, batch_size: int = 64, device: str | None = None, *, int8: bool | None = None,
+               chunk_size: int = CHUNK_SIZE) -> CrossEncoderScorer:
+        """The scorer as trained and selected: float32, the recipe's max_length, the module's CPU int8 policy
+        unless overridden. The folder's seal is checked first (``ArtifactCorrupt`` names an altered file)."""
+        load_sealed(self.path)
         cpu = (device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cpu"
-        int8 = INFERENCE_INT8 if quantize_int8 is None else quantize_int8
+        use_int8 = INFERENCE_INT8 if int8 is None else int8
         return CrossEncoderScorer(self.path, max_length=int(self.manifest["recipe"]["max_length"]),
-                                  batch_size=batch_size, device=device, quantize_int8=int8 and cpu)
+                                  batch_size=batch_size, device=device, dtype="float32",
+                                  int8=use_int8 and cpu, chunk_size=chunk_size)
 
 
 def resolve_backbone(backbone: str) -> tuple[str, str, Path]:
@@ -251,11 +301,13 @@ def _budget(budget: str | Recipe | dict | None) -> Recipe:
 
 def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, settings: Settings, *,
                         backbone: str = "auto", seed: int | None = None,
-                        budget: str | Recipe | dict | None = None, progress: bool = True) -> TrainedCrossEncoder:
+                        budget: str | Recipe | dict | None = None) -> TrainedCrossEncoder:
     """Fine-tune (or reuse) the embedded cross-encoder; see the module docstring for the recipe.
 
     ``budget``: "full", "ci", a ``Recipe``, or a dict of Recipe overrides (e.g.
-    ``{"max_train_queries": 200, "max_steps": 60}``).
+    ``{"max_train_queries": 200, "max_steps": 60}``). A cached model whose files no longer
+    match their seal is named in a warning, discarded and retrained. Progress (training
+    steps with the running loss, each development evaluation) goes to ``fixtures.progress``.
     """
     recipe = _budget(budget)
     seed = settings.seed if seed is None else int(seed)
@@ -272,19 +324,47 @@ def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, sett
     out = root / f"{short}-{ident[:20]}"
     name = f"NevIR-Train-tuned {short} cross-encoder"
     with FileLock(str(out) + ".lock", timeout=6 * 3600):
-        if not (out / "manifest.json").exists():
-            _train(groups, study, dev_frame, folder, recipe, seed, identity, ident, name, description, out, progress)
-    manifest = json.loads((out / "manifest.json").read_text())
+        manifest = _reuse(out)
+        if manifest is None:
+            for stale in root.glob(f"{out.name}.*.tmp"):  # left by a killed training of this identity
+                shutil.rmtree(stale, ignore_errors=True)
+            _train(groups, study, dev_frame, folder, recipe, seed, identity, ident, name, description, out)
+            manifest = load_sealed(out)
     return TrainedCrossEncoder(out, manifest, name)
 
 
+def _reuse(out: Path) -> dict[str, object] | None:
+    """The sealed manifest of the model already trained at ``out``; None when there is none or it was corrupt."""
+    if not out.exists():
+        return None
+    try:
+        return load_sealed(out)
+    except ArtifactCorrupt as exc:
+        warnings.warn(f"{exc}; discarded {out} and retraining it", stacklevel=3)
+        shutil.rmtree(out)
+        return None
+
+
+def _evaluate(scorer: CrossEncoderScorer, study: Study, dev_pool: pd.DataFrame, label: str) -> dict[str, float]:
+    """``dev_evaluation`` as a progress stage whose closing line carries the development metrics."""
+    with stage(f"cross-encoder development evaluation ({label})", None, "inputs") as s:
+        ev = dev_evaluation(scorer, study, dev_pool)
+        s.update(ev["inputs"])
+        s.name += (f": window strict {ev['window_strict']:.4f}, MRR {ev['window_mrr']:.4f}, "
+                   f"pair strict {ev['pair_strict']:.4f}, window loss {ev['window_loss']:.4f}")
+    return ev
+
+
 def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Path, recipe: Recipe, seed: int,
-           identity: dict, ident: str, name: str, description: str, out: Path, progress: bool) -> None:
+           identity: dict, ident: str, name: str, description: str, out: Path) -> None:
     threads_before = torch.get_num_threads()
+    deterministic_before = (torch.are_deterministic_algorithms_enabled(),
+                            torch.is_deterministic_algorithms_warn_only_enabled())
     torch.set_num_threads(recipe.threads)
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
     started = time.perf_counter()
+    eval_seconds = 0.0
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, dtype=torch.float32)
@@ -305,53 +385,58 @@ def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Pa
         curve: list[dict[str, float]] = []
         best: tuple[tuple[float, ...], int, dict] | None = None
         since_best, running, epoch_pos = 0, [], 0
-        base = dev_evaluation(evaluator, study, dev_pool)
+        t0 = time.perf_counter()
+        base = _evaluate(evaluator, study, dev_pool, "step 0, untrained")
+        eval_seconds += time.perf_counter() - t0
         curve.append({"step": 0, "train_loss": float("nan"), **_curve_point(base)})
-        bar = tqdm(total=recipe.max_steps, desc=f"training {name}", unit="step", disable=not progress)
         step = 0
-        for step in range(1, recipe.max_steps + 1):
-            if epoch_pos + recipe.queries_per_step > len(order):
-                order = order[epoch_pos:] + [i for u in rng.permutation(len(units)) for i in units[u]]
-                epoch_pos = 0
-            idx = order[epoch_pos:epoch_pos + recipe.queries_per_step]
-            epoch_pos += recipe.queries_per_step
-            texts, sizes = [], []
-            for i in idx:
-                bg = groups.background[i]
-                pick = [bg[j] for j in sorted(rng.choice(len(bg), min(recipe.negatives, len(bg)), replace=False))]
-                pids = [groups.preferred[i], groups.counterpart[i], *pick]
-                texts += [(groups.queries[i], groups.corpus[p]) for p in pids]
-                sizes.append(len(pids))
-            model.train()
-            enc = tokenizer([q for q, _ in texts], [p for _, p in texts], truncation="longest_first",
-                            max_length=recipe.train_max_length, padding=True, return_tensors="pt")
-            logits = model(**enc).logits[:, 0]
-            per_group = [-torch.log_softmax(g, 0)[0] + recipe.pair_weight * torch.nn.functional.softplus(g[1] - g[0])
-                         for g in torch.split(logits, sizes)]
-            loss = torch.stack(per_group).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            running.append(loss.item())
-            bar.update(1)
-            bar.set_postfix(loss=f"{np.mean(running[-20:]):.3f}")
-            if step % recipe.eval_every == 0 or step == recipe.max_steps:
-                ev = dev_evaluation(evaluator, study, dev_pool)
-                curve.append({"step": step, "train_loss": float(np.mean(running[-recipe.eval_every:])), **_curve_point(ev)})
-                # Preference and position are both outcomes of the study: select on their sum.
-                score = tuple(np.nan_to_num([ev["window_strict"] + ev["window_mrr"], -ev["window_loss"]], nan=-np.inf))
-                if best is None or score > best[0]:
-                    best, since_best = (score, step, copy.deepcopy(model.state_dict())), 0
-                else:
-                    since_best += 1
-                bar.write(f"step {step}: train {curve[-1]['train_loss']:.4f} dev window strict "
-                          f"{ev['window_strict']:.4f} mrr {ev['window_mrr']:.4f} pair {ev['pair_strict']:.4f} "
-                          f"loss {ev['window_loss']:.4f}")
-                if since_best >= recipe.patience:
-                    break
-        bar.close()
+        title = f"train {name} ({len(groups.queries):,} Train directions)"
+        with stage(title, recipe.max_steps, "steps") as bar:
+            for step in range(1, recipe.max_steps + 1):
+                if epoch_pos + recipe.queries_per_step > len(order):
+                    order = order[epoch_pos:] + [i for u in rng.permutation(len(units)) for i in units[u]]
+                    epoch_pos = 0
+                idx = order[epoch_pos:epoch_pos + recipe.queries_per_step]
+                epoch_pos += recipe.queries_per_step
+                texts, sizes = [], []
+                for i in idx:
+                    bg = groups.background[i]
+                    pick = [bg[j] for j in sorted(rng.choice(len(bg), min(recipe.negatives, len(bg)), replace=False))]
+                    pids = [groups.preferred[i], groups.counterpart[i], *pick]
+                    texts += [(groups.queries[i], groups.corpus[p]) for p in pids]
+                    sizes.append(len(pids))
+                model.train()
+                enc = tokenizer([q for q, _ in texts], [p for _, p in texts], truncation="longest_first",
+                                max_length=recipe.train_max_length, padding=True, return_tensors="pt")
+                logits = model(**enc).logits[:, 0]
+                per_group = [-torch.log_softmax(g, 0)[0]
+                             + recipe.pair_weight * torch.nn.functional.softplus(g[1] - g[0])
+                             for g in torch.split(logits, sizes)]
+                loss = torch.stack(per_group).mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                running.append(loss.item())
+                bar.name = f"{title}, running loss {np.mean(running[-20:]):.4f}"  # shown by the periodic status line
+                bar.update(1)
+                if step % recipe.eval_every == 0 or step == recipe.max_steps:
+                    train_loss = float(np.mean(running[-recipe.eval_every:]))
+                    t0 = time.perf_counter()
+                    ev = _evaluate(evaluator, study, dev_pool, f"step {step}, train loss {train_loss:.4f}")
+                    eval_seconds += time.perf_counter() - t0
+                    curve.append({"step": step, "train_loss": train_loss, **_curve_point(ev)})
+                    # Preference and position are both outcomes of the study: select on their sum.
+                    score = tuple(np.nan_to_num([ev["window_strict"] + ev["window_mrr"], -ev["window_loss"]],
+                                                nan=-np.inf))
+                    if best is None or score > best[0]:
+                        best, since_best = (score, step, copy.deepcopy(model.state_dict())), 0
+                    else:
+                        since_best += 1
+                    if since_best >= recipe.patience:
+                        break
+            bar.name = f"{title}: selected step {best[1] if best else '-'} of {step}"
         train_seconds = time.perf_counter() - started
         assert best is not None
         model.load_state_dict(best[2])
@@ -362,21 +447,26 @@ def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Pa
         tokenizer.save_pretrained(tmp)
         selected = {}
         for quant in (False, True):
-            scorer = CrossEncoderScorer(tmp, max_length=recipe.max_length, batch_size=64, device="cpu", quantize_int8=quant)
-            selected["int8" if quant else "fp32"] = dev_evaluation(scorer, study, dev_pool)
+            scorer = CrossEncoderScorer(tmp, max_length=recipe.max_length, batch_size=64, device="cpu",
+                                        dtype="float32", int8=quant)
+            selected["int8" if quant else "fp32"] = _evaluate(scorer, study, dev_pool,
+                                                              f"selected step {best[1]}, {scorer.numerics}")
         manifest = {
             "name": name, "backbone": description, "identity_sha256": ident, "identity": identity,
             "recipe": asdict(recipe), "seed": seed, "steps_run": step, "selected_step": best[1],
             "train_directions": len(groups.queries), "curve": curve, "development": selected,
-            "train_seconds": round(train_seconds, 1), "threads": recipe.threads,
-            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1),
+            "threads": recipe.threads, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "note": "trained on Train directions only; checkpoint selected on development window strict preference + preferred-passage MRR",
+            "files": _file_digests(tmp),
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, default=_json_default) + "\n")
+        text = json.dumps(manifest, indent=2, sort_keys=True, default=_json_default) + "\n"
+        write_sealed(tmp / MANIFEST, lambda p: p.write_text(text, encoding="utf-8"))
         shutil.rmtree(out, ignore_errors=True)
         tmp.replace(out)
     finally:
         torch.set_num_threads(threads_before)
+        torch.use_deterministic_algorithms(deterministic_before[0], warn_only=deterministic_before[1])
 
 
 def _curve_point(ev: dict[str, float]) -> dict[str, float]:

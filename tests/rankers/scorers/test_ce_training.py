@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
+from fixtures.artifacts import ArtifactCorrupt, check_seal, sha256_file
 from fixtures.models import splade_tiny_path
 from fixtures.settings import Settings
 from fixtures.study import build_study
@@ -79,7 +80,7 @@ def test_training_is_cached_deterministic_and_never_reads_held_out_splits(study,
     real_split = type(study).split
     monkeypatch.setattr(type(study), "split", lambda self, name: asked.append(name) or real_split(self, name))
     a = train_cross_encoder(study, train_pool, dev_pool, Settings(cache_dir=tmp_path / "a"), backbone=backbone,
-                            seed=5, budget=RECIPE, progress=False)
+                            seed=5, budget=RECIPE)
     assert set(asked) <= {"train", "development"}
 
     m = a.manifest
@@ -89,6 +90,8 @@ def test_training_is_cached_deterministic_and_never_reads_held_out_splits(study,
     assert set(m["development"]) == {"fp32", "int8"} and 0 <= m["development"]["fp32"]["window_strict"] <= 1
     assert set(m["identity"]["data"]) >= {"train_groups", "dev_pool"}
     assert json.loads((a.path / "manifest.json").read_text()) == m
+    assert m["files"]["model.safetensors"] == sha256_file(a.path / "model.safetensors")
+    assert check_seal(a.path / "manifest.json") and m["train_seconds"] >= m["eval_seconds"] > 0
 
     scorer = CrossEncoderScorer(a.path, max_length=96, device="cpu")
     assert scorer.num_labels == 1 and np.isfinite(scorer.score([("q", "p")]).scores).all()
@@ -97,19 +100,51 @@ def test_training_is_cached_deterministic_and_never_reads_held_out_splits(study,
     # reuse: the same inputs never retrain
     monkeypatch.setattr(ce_training, "_train", lambda *args, **kw: pytest.fail("retrained a cached model"))
     again = train_cross_encoder(study, train_pool, dev_pool, Settings(cache_dir=tmp_path / "a"), backbone=backbone,
-                                seed=5, budget=RECIPE, progress=False)
+                                seed=5, budget=RECIPE)
     assert again.path == a.path and again.manifest == m
     monkeypatch.undo()
 
     # determinism: a fresh cache reproduces the weights bit for bit; another seed does not
     b = train_cross_encoder(study, train_pool, dev_pool, Settings(cache_dir=tmp_path / "b"), backbone=backbone,
-                            seed=5, budget=RECIPE, progress=False)
+                            seed=5, budget=RECIPE)
     assert b.path.name == a.path.name
     assert (a.path / "model.safetensors").read_bytes() == (b.path / "model.safetensors").read_bytes()
     monkeypatch.setattr(ce_training, "_train", lambda *args, **kw: pytest.fail("stop after the identity"))
     with pytest.raises(pytest.fail.Exception, match="stop after the identity"):
         train_cross_encoder(study, train_pool, dev_pool, Settings(cache_dir=tmp_path / "a"), backbone=backbone,
-                            seed=6, budget=RECIPE, progress=False)  # another seed is another model
+                            seed=6, budget=RECIPE)  # another seed is another model
+
+
+def test_altered_weights_are_named_discarded_and_retrained(study, backbone, tmp_path, monkeypatch):
+    """Issue 14: an edited cached model must never score; it is named (folder, file) and rebuilt."""
+    train_pool, dev_pool = fake_pool(study, "train", 0), fake_pool(study, "development", 1)
+    settings = Settings(cache_dir=tmp_path)
+    a = train_cross_encoder(study, train_pool, dev_pool, settings, backbone=backbone, seed=5, budget=RECIPE)
+    weights = a.path / "model.safetensors"
+    good = weights.read_bytes()
+    bad = bytearray(good)
+    bad[-9] ^= 0x01  # one bit inside the last tensor's data: same length, still loadable
+    weights.write_bytes(bytes(bad))
+
+    with pytest.raises(ArtifactCorrupt, match=rf"{a.path.name}.*model\.safetensors"):
+        a.scorer(device="cpu")
+    trained: list[int] = []
+    real = ce_training._train
+    monkeypatch.setattr(ce_training, "_train", lambda *args, **kw: trained.append(1) or real(*args, **kw))
+    with pytest.warns(UserWarning, match=rf"{a.path.name}.*model\.safetensors.*discarded .* retraining"):
+        b = train_cross_encoder(study, train_pool, dev_pool, settings, backbone=backbone, seed=5, budget=RECIPE)
+    assert trained == [1] and b.path == a.path
+    assert weights.read_bytes() == good  # deterministic retraining restores the exact weights
+
+    # a folder saved without a seal (before sealing existed) is refused the same way
+    (a.path / "manifest.json.sha256").unlink()
+    with pytest.warns(UserWarning, match="no digest was recorded"):
+        train_cross_encoder(study, train_pool, dev_pool, settings, backbone=backbone, seed=5, budget=RECIPE)
+    assert trained == [1, 1]
+    # an added file is as suspicious as an edited one
+    (a.path / "adapter_model.safetensors").write_bytes(b"x")
+    with pytest.raises(ArtifactCorrupt, match="adapter_model.safetensors"):
+        a.scorer(device="cpu")
 
 
 def test_budgets_and_backbones():
