@@ -66,8 +66,12 @@ def _stage_timings(request: pytest.FixtureRequest):
         from reports.plugin import ReportRecorder  # registered by pytest_plugins; an early import blocks its rewrite
 
         recorder = ReportRecorder(request.node)
+        params = getattr(getattr(request.node, "callspec", None), "params", {})
+        splits = [params["split"]] if "split" in params else list(request.config.stash[SETTINGS].splits)
         for record in request.getfixturevalue("evaluation").drain_stages():
-            recorder.add("stages", record["split"], {k: v for k, v in record.items() if k != "split"})
+            row = {**{k: v for k, v in record.items() if k != "split"}, "stage": f"{record['stage']} ({record['split']})"}
+            for split in splits:  # Train/development stages belong to every evaluated split's manifest
+                recorder.add("stages", split, row)
 
 
 def _param(decl) -> pytest.param:

@@ -78,6 +78,10 @@ def _cross_encoder(ev: Evaluation, decl: RankerDecl) -> TextScorer:
     options = dict(decl.options)
     model = options.pop("model")
     if model == "trained":
+        fixed = sorted(set(options) & {"max_length", "dtype", "revision"})
+        if fixed:
+            raise KindBuildError(f"{ev.where(decl)}: the trained cross-encoder fixes {fixed} as trained; "
+                                 "declare batch_size, device or int8 only")
         return ev.trained_cross_encoder().scorer(**options)
     from rankers.scorers.cross_encoder import CrossEncoderScorer  # heavy: torch and transformers
 

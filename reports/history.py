@@ -8,7 +8,6 @@ values ride along as a labeled reference column for Test.
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from datetime import datetime, timezone

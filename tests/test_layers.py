@@ -19,7 +19,7 @@ from fixtures.settings import PROJECT_ROOT
 PACKAGES = ("fixtures", "rankers", "reports", "harness")
 #: fixtures modules that form the pools layer (everything else in fixtures is the data layer).
 POOL_MODULES = ("fixtures.models", "fixtures.routes", "fixtures.pools", "fixtures.gguf", "fixtures.llama_server",
-                "fixtures.rerank_server")
+                "fixtures.rerank_server", "fixtures.loopback")
 LAYERS = ("data", "pools", "rankers", "reports", "harness")
 
 

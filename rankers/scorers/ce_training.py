@@ -92,7 +92,9 @@ class Recipe:
     warmup_frac: float = 0.06
     max_steps: int = 500
     eval_every: int = 50
-    patience: int = 6  # evaluations without improvement before stopping
+    # Evaluations without improvement before stopping. 3, not 6: on the full budget the selected checkpoint
+    # (step 250) is the same, and stopping at 400 instead of 500 saves ~20% of the training time (measured).
+    patience: int = 3
     max_train_queries: int | None = None  # a seeded subset of Train directions (CI budget)
     threads: int = 2
 

@@ -25,7 +25,7 @@ import pytest
 from fixtures.rerank_server import contract_rerank_server
 from fixtures.settings import PROJECT_ROOT
 
-SUBSET = ("--subset-pairs", "24", "--subset-seed", "0")
+SUBSET = ("--subset-pairs", "24", "--subset-seed", "0", "--grader-sample", "4")  # the CI scope of the pins
 SPLITS = ("test", "confirmation")
 
 
@@ -65,9 +65,9 @@ extends = "embedded"
 kind = "fusion"
 order = 11
 
-[rankers.ce_long]
+[rankers.ce_int8]
 like = "ce"
-max_length = 512
+int8 = true
 order = 41
 
 [rankers.minilm_window]
@@ -123,14 +123,14 @@ def table2(runs, split: str) -> pd.DataFrame:
 @pytest.mark.parametrize("split", SPLITS)
 def test_every_declared_ranker_gets_its_row_run_and_claims(runs, split: str) -> None:
     t2 = table2(runs, split)
-    for name in ("fusion_again", "ce_long", "minilm_window", "fusion_run", "overlap_api"):
+    for name in ("fusion_again", "ce_int8", "minilm_window", "fusion_run", "overlap_api"):
         assert name in t2.index, f"{name} has no Table II row"
         assert (runs["results"] / split / "runs" / f"{name}.trec").is_file(), f"{name} has no run file"
         assert f"{name}__strict" in pd.read_csv(runs["results"] / split / "directions.csv", nrows=1).columns
     claims = pd.read_csv(runs["results"] / split / "claims.csv")["claim"].tolist()
-    for name in ("ce_long", "minilm_window", "overlap_api"):
+    for name in ("ce_int8", "minilm_window", "overlap_api"):
         assert f"h2_{name}_strict_gt_fusion" in claims and f"h2_{name}_mrr_gt_fusion" in claims
-    assert "ce" in t2.index and t2.loc["ce", "n"] == t2.loc["ce_long", "n"]  # two cross-encoder rows
+    assert "ce" in t2.index and t2.loc["ce", "n"] == t2.loc["ce_int8", "n"]  # two cross-encoder rows
 
 
 @pytest.mark.parametrize("split", SPLITS)
@@ -163,5 +163,17 @@ def test_broken_declarations_fail_alone_with_one_clear_message(runs) -> None:
 
 def test_window_rankers_scored_every_window_input(runs) -> None:
     t2 = table2(runs, "test")
-    for name in ("ce_long", "minilm_window", "overlap_api"):
+    for name in ("ce_int8", "minilm_window", "overlap_api"):
         assert t2.loc[name, "fallback"] == 0 and not math.isnan(t2.loc[name, "mrr"])
+
+
+def test_a_moved_fusion_weight_fails_on_its_pinned_value(tmp_path: Path) -> None:
+    """Claims keep their direction when fusion strict moves by a few directions; the CI subset's pins do not."""
+    changed = tmp_path / "changed.toml"
+    changed.write_text('[profile]\nname = "changed"\nextends = "embedded"\n'
+                       '[rankers.fusion]\nweights = { dense = 0.55, sparse = 0.30 }\n', encoding="utf-8")
+    result = run_specs(changed, tmp_path / "results", "-k", "pinned_value and fusion")
+    out = result.stdout
+    assert result.returncode == 1, out[-3000:]
+    assert re.search(r"pinned fusion\.(strict|mrr) moved: reviewed [0-9.]+ \(tolerance [0-9.e-]+\), now [0-9.]+", out)
+    assert "[pins.subset-24-seed0-sample4." in out

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-from fixtures.llama_server import free_port
+from fixtures.loopback import free_port
 from fixtures.models import splade_tiny_path
 from fixtures.rerank_server import RerankServerUnavailable, contract_rerank_server, infinity_executable, infinity_server
 from rankers.base import single_score_ranking
