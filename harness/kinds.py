@@ -35,7 +35,8 @@ def _fusion(ev: Evaluation, decl: RankerDecl, split: str) -> Ranking:
 
 def _lambdamart(ev: Evaluation, decl: RankerDecl, split: str) -> Ranking:
     return ev.learned(int(decl.options["background"])).rank(ev.pool(split), ev.queries(split),
-                                                             ev.study.corpus_for(split), decl.name)
+                                                             ev.study.corpus_for(split), decl.name,
+                                                             features=ev.pool_features(split))
 
 
 def _python_loaded(ev: Evaluation, decl: RankerDecl, kind: str):

@@ -236,18 +236,26 @@ class TrainedRanker:
     def n_trees(self) -> int:
         return int(self.manifest["n_trees"])  # type: ignore[arg-type]
 
-    def scores(self, pool: pd.DataFrame, queries: Mapping[str, str], corpus: Mapping[str, str]) -> np.ndarray:
-        """One score per pool row (aligned with ``pool``), from features of the complete pool."""
+    def scores(self, pool: pd.DataFrame, queries: Mapping[str, str], corpus: Mapping[str, str],
+               features: np.ndarray | None = None) -> np.ndarray:
+        """One score per pool row (aligned with ``pool``), from features of the complete pool.
+
+        ``features`` (``pool_features`` of this very pool) lets E0 and N=8 share one computation.
+        """
         if not len(pool):
             return np.zeros(0)
-        return self.booster.predict(pool_features(pool, queries, corpus), num_threads=1)
+        x = pool_features(pool, queries, corpus) if features is None else features
+        if x.shape != (len(pool), len(FEATURE_NAMES)):
+            raise ValueError(f"features of shape {x.shape} do not describe a pool of {len(pool)} rows")
+        return self.booster.predict(x, num_threads=1)
 
-    def rank(self, pool: pd.DataFrame, queries: Mapping[str, str], corpus: Mapping[str, str], name: str) -> Ranking:
+    def rank(self, pool: pd.DataFrame, queries: Mapping[str, str], corpus: Mapping[str, str], name: str,
+             features: np.ndarray | None = None) -> Ranking:
         """The whole pool ordered by score (ties by passage id for position only); key (score, 0, 0).
 
         Works for any pool, including queries with a single candidate.
         """
-        return single_score_ranking(pool, self.scores(pool, queries, corpus), name,
+        return single_score_ranking(pool, self.scores(pool, queries, corpus, features), name,
                                     kind=self.manifest["kind"], n_trees=self.n_trees)
 
 

@@ -12,13 +12,14 @@ import pandas as pd
 
 from fixtures.populations import eligible_directions
 from harness.claims import check_claim, designated_twins, h3_claims, tie_branch_result, tie_twins
+from harness.memo import source_digest
+from rankers.window import WINDOW_K
 from reports.claims import claim
-from reports.stats import compare
 from reports.cost import replay_rows, stage_cost
 from reports.measures import direction_outcomes
+from reports.stats import compare
 from reports.tables import pair_only_outcomes, pair_only_summary, table3
 from reports.tie_branch import tie_branch_table, tie_branches
-from rankers.window import WINDOW_K
 
 
 def _branches(evaluation, split: str, name: str) -> pd.DataFrame:
@@ -80,7 +81,10 @@ def test_cost_and_replays(evaluation, split, window_ranker, report) -> None:
         out = direction_outcomes(ranking, population)
         return int(out["strict"].sum()), len(out)
 
-    rows = replay_rows(reference, evaluation.window_scores(split, window_ranker), evaluation.pool(split), strict_of)
+    key = {"window": evaluation.ranking_key(split, window_ranker), "pool": evaluation.pool_digest(split),
+           "code": source_digest("reports/cost.py", "reports/measures.py", "rankers/window.py")}
+    rows = evaluation.memo.get("replays", key, lambda: replay_rows(
+        reference, evaluation.window_scores(split, window_ranker), evaluation.pool(split), strict_of))
     for row in rows:
         report.add("cost", split, {**row, "stage": f"{window_ranker}_{row['stage']}"}, order=decl.order)
     if decl.tie_breaker in (None, decl.reference):

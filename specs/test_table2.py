@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from fixtures.artifacts import sha256_file
 from fixtures.populations import eligible_directions
 from harness.claims import check_gate
+from harness.memo import source_digest
 from reports.outputs import stash_frame, stash_run
 from reports.stats import pairwise_table
 from reports.trec import mrr_from_files, write_qrels
@@ -40,7 +42,10 @@ def test_table2_row(evaluation, split, ranker, report, tmp_path: Path) -> None:
     run = stash_run(evaluation.settings.cache_dir, evaluation.ranking(split, ranker))
     report.add("artifacts", split, {"artifact": f"run:{ranker}", "path": str(run)})
     qrels = write_qrels(directions, tmp_path / "qrels.txt")
-    independent = mrr_from_files(run, qrels)
+    # Recomputed from the files alone; remembered per (run bytes, qrels bytes), so a warm run rereads neither.
+    independent = evaluation.memo.get("mrr-from-files", {"run": sha256_file(run), "qrels": sha256_file(qrels),
+                                                         "code": source_digest("reports/trec.py")},
+                                      lambda: mrr_from_files(run, qrels))
     assert math.isclose(independent, row["mrr"], rel_tol=1e-12), f"{ranker}: MRR {row['mrr']} vs files {independent}"
 
 
