@@ -1,0 +1,58 @@
+"""Content-keyed memos and the lazy scorer stand-in: what lets a warm run skip models entirely."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.memo import Memo, MemoWarning, digest, items_digest
+from harness.session import LazyScorer
+
+
+def test_a_memo_computes_once_per_key_and_recomputes_an_altered_value(tmp_path: Path) -> None:
+    memo, calls = Memo(tmp_path), []
+
+    def compute() -> dict:
+        calls.append(1)
+        return {"strict": 1387}
+
+    assert memo.get("row", {"pool": "abc"}, compute) == {"strict": 1387}
+    assert memo.get("row", {"pool": "abc"}, compute) == {"strict": 1387} and len(calls) == 1
+    memo.get("row", {"pool": "abd"}, compute)
+    assert len(calls) == 2  # another input, another key
+    path = memo.path("row", {"pool": "abc"})
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.warns(MemoWarning, match="memo row"):
+        assert memo.get("row", {"pool": "abc"}, compute) == {"strict": 1387}
+    assert len(calls) == 3
+
+
+def test_digests_ignore_order_where_order_means_nothing() -> None:
+    assert digest({"a": 1, "b": 2}) == digest({"b": 2, "a": 1})
+    assert items_digest([("q1", "p1", "0.5"), ("q2", "p2", "1.0")]) == items_digest([("q2", "p2", "1.0"),
+                                                                                     ("q1", "p1", "0.5")])
+    assert items_digest([("q1", "p1", "0.5")]) != items_digest([("q1", "p1", "0.6")])
+
+
+class Scorer:
+    built = 0
+
+    def __init__(self, key: str) -> None:
+        Scorer.built += 1
+        self.model_key = key
+
+    def score(self, inputs):
+        return [1.0] * len(inputs)
+
+
+def test_the_lazy_scorer_builds_only_when_asked_to_score() -> None:
+    Scorer.built, forgotten = 0, []
+    lazy = LazyScorer("ce|v1", lambda: Scorer("ce|v1"), lambda: forgotten.append(1))
+    assert lazy.model_key == "ce|v1" and Scorer.built == 0  # a warm cache lookup needs only the key
+    assert lazy.score([("q", "p")]) == [1.0] and Scorer.built == 1
+    stale = LazyScorer("ce|v1", lambda: Scorer("ce|v2"), lambda: forgotten.append(1))
+    with pytest.raises(RuntimeError, match="cache key changed from 'ce\\|v1' to 'ce\\|v2'"):
+        stale.score([("q", "p")])
+    assert forgotten == [1]
