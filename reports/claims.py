@@ -24,6 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+import numpy as np
+import pandas as pd
+
 from reports.stats import holm
 
 Status = Literal["holds", "fails", "inconclusive"]
@@ -146,4 +149,17 @@ def adjust_families(results: Sequence[ClaimResult]) -> list[ClaimResult]:
         index = [i for i, r in enumerate(results) if r.family == family]
         for i, p in zip(index, holm([results[i].p_value for i in index])):
             out[i] = replace(results[i], p_holm=float(p))
+    return out
+
+
+def holm_by_family(claims: pd.DataFrame) -> pd.DataFrame:
+    """A claims table with ``p_holm`` filled within each family (rows come from separate specs, so the
+    adjustment can only happen once the whole family is known: when the report is assembled)."""
+    if "p_value" not in claims.columns or "family" not in claims.columns:
+        return claims
+    out = claims.copy()
+    p = pd.to_numeric(out["p_value"], errors="coerce")
+    out["p_holm"] = np.nan
+    for _, index in out.groupby("family", sort=False).groups.items():
+        out.loc[index, "p_holm"] = holm(p.loc[index].to_numpy(dtype=float))
     return out

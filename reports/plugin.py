@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from reports.claims import holm_by_family
 from reports.tables import TABLES
 
 REPORT_KEY = "nevir-report"
@@ -87,7 +88,8 @@ class ReportPlugin:
         for (split, table), rows in sorted(self.rows.items()):
             keys = TABLES[table][1]
             ordered = sorted(rows.values(), key=lambda r: (r[0], tuple(str(r[1][k]) for k in keys)))
-            yield split, table, pd.DataFrame([r for _, r in ordered])
+            frame = pd.DataFrame([r for _, r in ordered])
+            yield split, table, holm_by_family(frame) if table == "claims" else frame
 
     def tables(self) -> dict[str, dict[str, pd.DataFrame]]:
         by_split: dict[str, dict[str, pd.DataFrame]] = {}

@@ -81,3 +81,15 @@ def test_holm_within_families_only():
     assert [r.status for r in adjusted] == [r.status for r in results]
     lone = adjust_families([claim("e", "H3", 2, 1, 3, ">", 0, 10)])
     assert math.isnan(lone[0].p_holm)
+
+
+def test_holm_is_applied_within_each_family_when_the_report_is_assembled():
+    import pandas as pd
+
+    from reports.claims import holm_by_family
+
+    frame = pd.DataFrame({"claim": ["a", "b", "c", "g"], "family": ["H1", "H1", "H2", "gate"],
+                          "p_value": [0.01, 0.04, 0.03, None]})
+    out = holm_by_family(frame).set_index("claim")
+    assert out.at["a", "p_holm"] == pytest.approx(0.02) and out.at["b", "p_holm"] == pytest.approx(0.04)
+    assert out.at["c", "p_holm"] == pytest.approx(0.03) and pd.isna(out.at["g", "p_holm"])
