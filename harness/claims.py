@@ -77,9 +77,9 @@ def h2_claims(profile: Profile) -> dict[str, tuple[str, str, str]]:
 
 
 def h3_claims(profile: Profile) -> dict[str, str]:
-    """Generated H3 claims: every window ranker on a bounded grade scale -> its name."""
+    """Generated H3 claims: every argmax window ranker on a bounded grade scale -> its name."""
     return {f"h3_{d.name}_tie_branch_concentrates_failures": d.name for d in profile.window_rankers()
-            if d.max_score is not None}
+            if d.max_score is not None and d.options.get("grade", "argmax") == "argmax"}
 
 
 def check_claim_names(profile: Profile) -> None:
