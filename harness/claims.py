@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from scipy.stats import norm
 
 from harness.profile import Profile
-from reports.bootstrap import CONFIDENCE, Ratio, RatioDifference, group_bootstrap, minimum_detectable_effect
+from reports.bootstrap import Ratio, RatioDifference, group_bootstrap, paired_mde
 from reports.claims import ClaimResult, claim
 from reports.stats import compare
 
@@ -106,8 +105,8 @@ def comparison_result(ev: Evaluation, split: str, name: str, family: str, ranker
         effect, lo, hi, mde, p, unit = (row["delta_pts"], row["delta_lo"], row["delta_hi"], row["mde_pts"],
                                         row["p_strict"], "pts")
     else:
-        effect, lo, hi, p, unit = row["delta_mrr"], row["delta_mrr_lo"], row["delta_mrr_hi"], row["p_mrr"], "MRR"
-        mde = minimum_detectable_effect((hi - lo) / (2 * norm.ppf(0.5 + CONFIDENCE / 2)))
+        effect, lo, hi, mde, p, unit = (row["delta_mrr"], row["delta_mrr_lo"], row["delta_mrr_hi"], row["mde_mrr"],
+                                        row["p_mrr"], "MRR")
     mine = ev.row(split, ranker)
     ref_mrr = (1.0 / second["rank_pos"].astype(float)).mean()
     measured = (f"{ranker}: strict {mine['strict']}/{mine['n']} ({mine['strict_pct']:.2f}%), MRR {mine['mrr']:.4f}; "
@@ -125,7 +124,10 @@ def tie_branch_result(name: str, per_direction, n: int, groups, seed: int, ranke
     statistic = RatioDifference(Ratio("eq_fail", "fail"), Ratio("eq", "n"))
     try:
         ci = group_bootstrap(values, groups, {"h3": statistic}, seed=seed)["h3"]
-        effect, lo, hi, mde = 100 * ci.point, 100 * ci.lo, 100 * ci.hi, 100 * minimum_detectable_effect(ci.se)
+        # Per-direction influence of the share difference (delta method): its second moment floors the MDE.
+        share_fail, share_eq = (equal * failed).sum() / failed.sum(), equal.mean()
+        influence = (equal * failed - share_fail * failed) / failed.mean() - (equal - share_eq)
+        effect, lo, hi, mde = 100 * ci.point, 100 * ci.lo, 100 * ci.hi, 100 * paired_mde(ci.se, influence)
     except ValueError:  # no failure in the population or in some resample: the shares are undefined
         effect = lo = hi = mde = float("nan")
     n_eq, n_fail = int(equal.sum()), int(failed.sum())

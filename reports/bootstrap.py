@@ -155,3 +155,17 @@ def minimum_detectable_effect(se: float, alpha: float = ALPHA, power: float = PO
         raise ValueError(f"need 0 < alpha < 1 and 0 < power < 1; got {alpha}, {power}")
     z = NormalDist()
     return (z.inv_cdf(1 - alpha / 2) + z.inv_cdf(power)) * se
+
+
+def paired_mde(se: float, differences: np.ndarray) -> float:
+    """MDE of a paired Δ: the larger of the bootstrap-SE MDE and the analytic one, sqrt(mean(d²) / n).
+
+    mean(d²) is the variance of the per-direction differences under "no effect" (for 0/1
+    outcomes: the share of discordant directions). A bootstrap over a handful of groups can
+    have no spread at all (every resample draws the same two groups' Δ), which would call any
+    effect detectable; the analytic floor keeps a 4-direction sample from deciding anything.
+    """
+    d = np.asarray(differences, dtype=float)
+    if len(d) == 0:
+        return float("nan")
+    return max(minimum_detectable_effect(se), minimum_detectable_effect(float(np.sqrt(np.mean(d * d) / len(d)))))

@@ -26,7 +26,7 @@ import pandas as pd
 from fixtures.populations import eligible_directions
 from fixtures.settings import SEED
 from rankers.base import KEY_COLUMNS, Ranking, strictly_greater
-from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap, minimum_detectable_effect
+from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap, paired_mde
 
 OUTCOME_COLUMNS = ("qid", "rank_pos", "rank_neg", "strict", "tie", "fallback")
 
@@ -122,10 +122,12 @@ REFERENCE_MEASURES: tuple[ReferenceMeasure, ...] = (
     ReferenceMeasure("delta_mrr_lo", "lower end of the 95% source-group bootstrap interval of delta_mrr"),
     ReferenceMeasure("delta_mrr_hi", "upper end of the 95% source-group bootstrap interval of delta_mrr"),
     ReferenceMeasure("mde_pts", "smallest Δ strict (points) detectable at 80% power, two-sided α 0.05: "
-                                "(z_0.975 + z_0.80) × se_delta_pts"),
+                                "(z_0.975 + z_0.80) × the larger of se_delta_pts and the share of discordant "
+                                "directions' sqrt(p/n) (reports.bootstrap.paired_mde)"),
     ReferenceMeasure("se_delta_pts", "bootstrap standard error of delta_pts (SD of the 2,000 resampled Δ)"),
     ReferenceMeasure("se_delta_mrr", "bootstrap standard error of delta_mrr"),
-    ReferenceMeasure("mde_mrr", "smallest Δ MRR detectable at 80% power, two-sided α 0.05: (z_0.975 + z_0.80) × se_delta_mrr"),
+    ReferenceMeasure("mde_mrr", "smallest Δ MRR detectable at 80% power, two-sided α 0.05: (z_0.975 + z_0.80) × the larger "
+                                "of se_delta_mrr and sqrt(mean(d²)/n) (reports.bootstrap.paired_mde)"),
 )
 INTERVAL_MEASURES: tuple[IntervalMeasure, ...] = (
     *_interval("strict_pct", "directions"),
@@ -323,11 +325,11 @@ def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, refere
         d = boot["delta_pts"]
         row["delta_pts"], row["delta_lo"], row["delta_hi"] = 100 * d.point, 100 * d.lo, 100 * d.hi
         row["se_delta_pts"] = 100 * d.se
-        row["mde_pts"] = 100 * minimum_detectable_effect(d.se)
+        row["mde_pts"] = 100 * paired_mde(d.se, values["d_strict"])
     if "delta_mrr" in boot:
         d = boot["delta_mrr"]
         row["delta_mrr"], row["delta_mrr_lo"], row["delta_mrr_hi"] = d.point, d.lo, d.hi
-        row["se_delta_mrr"], row["mde_mrr"] = d.se, minimum_detectable_effect(d.se)
+        row["se_delta_mrr"], row["mde_mrr"] = d.se, paired_mde(d.se, values["d_rr"])
     return {c: row[c] for c in TABLE2_ROW_COLUMNS}
 
 

@@ -34,7 +34,8 @@ import pandas as pd
 
 from fixtures.populations import eligible_directions
 from fixtures.settings import SEED
-from reports.bootstrap import ALPHA, N_RESAMPLES, POWER, Ratio, group_bootstrap, minimum_detectable_effect
+from reports.bootstrap import (ALPHA, N_RESAMPLES, POWER, Ratio, group_bootstrap, minimum_detectable_effect,
+                               paired_mde)
 from reports.measures import outcome_columns
 
 N_PERMUTATIONS = 10_000
@@ -199,13 +200,13 @@ def compare(first: pd.DataFrame, second: pd.DataFrame, directions_annotated: pd.
         "first": a_name, "second": b_name, "n": len(first), "n_groups": len(uniques),
         "discordant": int((values["d_strict"] != 0).sum()),
         "delta_pts": 100 * s.point, "delta_lo": 100 * s.lo, "delta_hi": 100 * s.hi, "se_delta_pts": 100 * s.se,
-        "mde_pts": 100 * minimum_detectable_effect(s.se), "p_strict": p_value("d_strict"),
+        "mde_pts": 100 * paired_mde(s.se, values["d_strict"]), "p_strict": p_value("d_strict"),
         **dict.fromkeys(("delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "se_delta_mrr", "mde_mrr", "p_mrr"), float("nan")),
     }
     if "mrr" in boot:
         r = boot["mrr"]
         row.update({"delta_mrr": r.point, "delta_mrr_lo": r.lo, "delta_mrr_hi": r.hi, "se_delta_mrr": r.se,
-                    "mde_mrr": minimum_detectable_effect(r.se), "p_mrr": p_value("d_rr")})
+                    "mde_mrr": paired_mde(r.se, values["d_rr"]), "p_mrr": p_value("d_rr")})
     return row
 
 

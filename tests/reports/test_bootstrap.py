@@ -140,3 +140,14 @@ def test_minimum_detectable_effect_uses_normal_quantiles():
     assert minimum_detectable_effect(0.5, alpha=0.01, power=0.9) == pytest.approx(0.5 * (norm.ppf(0.995) + norm.ppf(0.9)))
     with pytest.raises(ValueError, match="power"):
         minimum_detectable_effect(1.0, power=1.0)
+
+
+def test_the_paired_mde_never_reads_a_degenerate_bootstrap_as_precise():
+    """Four directions in two groups, all discordant the same way: every resample gives the same Δ (se 0),
+    but four directions cannot detect a 50-point effect; the analytic floor says so."""
+    from reports.bootstrap import paired_mde
+
+    d = np.array([1.0, 1.0, 0.0, 0.0])
+    assert paired_mde(0.0, d) == pytest.approx(minimum_detectable_effect(np.sqrt(0.5 / 4)))
+    assert paired_mde(0.0, d) > 0.9  # more than 90 points: nothing on 4 directions is decisive
+    assert paired_mde(0.5, d) == pytest.approx(minimum_detectable_effect(0.5))  # a wider bootstrap wins

@@ -209,7 +209,9 @@ def test_reference_intervals_se_and_mde_by_hand(directions):
     assert (row["delta_pts"], row["delta_lo"], row["delta_hi"]) == (pytest.approx(40.0), 0.0, 50.0)
     # Resampled Δ is 0.5, 0.4, 0 with probability 1/4, 1/2, 1/4: SD = sqrt(0.1425 - 0.325²) = 0.19203.
     assert row["se_delta_pts"] == pytest.approx(19.203, abs=1.0)
-    assert row["mde_pts"] == pytest.approx((norm.ppf(0.975) + norm.ppf(0.80)) * row["se_delta_pts"], rel=1e-12)
+    # MDE: (z_0.975 + z_0.80) × the larger of the bootstrap SE and sqrt(mean(d²)/n) = sqrt(4/5/5) (5 directions).
+    z = norm.ppf(0.975) + norm.ppf(0.80)
+    assert row["mde_pts"] == pytest.approx(100 * z * max(row["se_delta_pts"] / 100, math.sqrt(4 / 5 / 5)), rel=1e-12)
     # Δ reciprocal rank vs a reference at rank 1 everywhere: (0, -2/3, -10/11, 0 | -2/3).
     g1 = -(2 / 3 + 10 / 11)
     assert row["delta_mrr"] == pytest.approx((g1 - 2 / 3) / 5)
@@ -218,7 +220,8 @@ def test_reference_intervals_se_and_mde_by_hand(directions):
     values, weights = np.array([g1 / 4, (g1 - 2 / 3) / 5, -2 / 3]), np.array([0.25, 0.5, 0.25])
     sd = math.sqrt(weights @ values ** 2 - (weights @ values) ** 2)
     assert row["se_delta_mrr"] == pytest.approx(sd, rel=0.06)
-    assert row["mde_mrr"] == pytest.approx((norm.ppf(0.975) + norm.ppf(0.80)) * row["se_delta_mrr"], rel=1e-12)
+    second_moment = ((2 / 3) ** 2 + (10 / 11) ** 2 + (2 / 3) ** 2) / 5
+    assert row["mde_mrr"] == pytest.approx(z * max(row["se_delta_mrr"], math.sqrt(second_moment / 5)), rel=1e-12)
 
 
 def test_delta_interval_is_group_bootstrap_delta(directions):

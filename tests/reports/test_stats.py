@@ -122,7 +122,8 @@ def test_compare_by_hand():
     assert row["delta_mrr"] == pytest.approx((1.0 - 0.25 - 0.5) / 6)
     assert row["p_mrr"] == pytest.approx(scipy_p([1.0, -0.25, -0.5]))
     assert row["delta_lo"] <= row["delta_pts"] <= row["delta_hi"]
-    assert row["mde_pts"] == pytest.approx(Z * row["se_delta_pts"], rel=1e-12)
+    # MDE: the larger of the bootstrap one and the analytic floor for 4 discordant of 6 directions.
+    assert row["mde_pts"] == pytest.approx(max(Z * row["se_delta_pts"], 100 * planning_mde(6, 4 / 6)), rel=1e-12)
     flipped = compare(b, a, d)
     assert flipped["delta_pts"] == pytest.approx(-row["delta_pts"]) and flipped["p_strict"] == row["p_strict"]
     assert (flipped["delta_lo"], flipped["delta_hi"]) == (pytest.approx(-row["delta_hi"]), pytest.approx(-row["delta_lo"]))
