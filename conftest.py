@@ -121,6 +121,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                                                   id=f"{p.split}-{p.ranker}-{p.measure}") for p in pins])
 
 
+def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
+    """Under --benchmark-skip the benchmarks would all be skipped: do not even import them (torch, llama.cpp)."""
+    if collection_path.name.startswith("bench_") and config.getoption("benchmark_skip", False):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Rankers whose runtime this machine lacks are skipped with the reason: the CPU grader without
     llama-cpp-python (``NEVIR_SKIP_GRADER=1 bash .ci/setup``), ``gpu`` rankers without CUDA."""

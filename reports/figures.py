@@ -2,10 +2,14 @@
 
 Figure 1 puts strict preference and preferred-passage MRR side by side so the
 preference–position divergence is visible at a glance; Figure 2 shows how much of
-the remaining error sits in the equal-grade branch.
+the remaining error sits in the equal-grade branch. A figure is drawn only when its
+data changed: the PNG is kept under the digest of its CSV and of this module.
 """
 from __future__ import annotations
 
+import hashlib
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -15,13 +19,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from fixtures.artifacts import atomic_write  # noqa: E402
+from reports.tie_branch import BRANCHES  # noqa: E402
 
-def figure1(out_dir: Path, table2: pd.DataFrame) -> Path:
-    """Strict preference vs MRR, each with its own 95% source-group interval and n; mean ranks of both passages.
 
-    A ranker evaluated on a sample is drawn hollow and labelled with its n, so a 16-direction
-    sample never reads as certain as the full population beside it.
-    """
+def figure1_data(table2: pd.DataFrame) -> pd.DataFrame:
+    """What Figure 1 plots: per ranker, n, strict and MRR with their intervals, mean ranks, sampled or not."""
     n_max = table2["n"].max()
     data = table2[["ranker", "n", "strict_pct", "mrr", "mean_rank_pos", "mean_rank_neg"]].copy()
     for column in ("strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi"):
@@ -29,8 +32,15 @@ def figure1(out_dir: Path, table2: pd.DataFrame) -> Path:
     numeric = [c for c in data.columns if c != "ranker"]
     data[numeric] = data[numeric].apply(pd.to_numeric, errors="coerce").astype(float)
     data["sampled"] = data["n"] < n_max
-    data.to_csv(out_dir / "figure1.csv", index=False)
+    return data
 
+
+def figure1(data: pd.DataFrame, path: Path) -> None:
+    """Strict preference vs MRR, each with its own 95% source-group interval and n; mean ranks of both passages.
+
+    A ranker evaluated on a sample is drawn hollow and labelled with its n, so a 16-direction
+    sample never reads as certain as the full population beside it.
+    """
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.4))
     for i, row in data.reset_index(drop=True).iterrows():
         if not np.isfinite(row["mrr"]):
@@ -60,19 +70,26 @@ def figure1(out_dir: Path, table2: pd.DataFrame) -> Path:
     ax2.set_title("Where the designated passages land")
     ax2.legend()
     fig.tight_layout()
-    path = out_dir / "figure1.png"
     fig.savefig(path, dpi=150)
     plt.close(fig)
-    return path
 
 
-def figure2(out_dir: Path, tie_branch: pd.DataFrame) -> Path:
+def figure2_data(tie_branch: pd.DataFrame) -> pd.DataFrame:
+    """What Figure 2 plots: the three branches of every ranker on a bounded grade scale (argmax grades)."""
+    graded = tie_branch.loc[(tie_branch["branch"] == "equal_score") & tie_branch["double_max"].notna(), "scorer"]
+    return tie_branch[tie_branch["scorer"].isin(set(graded)) & tie_branch["branch"].isin(BRANCHES)]
+
+
+def figure2(data: pd.DataFrame, path: Path) -> None:
     """Each branch's share of directions vs of non-successes, with the double-max share of ties."""
-    tie_branch.to_csv(out_dir / "figure2.csv", index=False)
-    scorers = list(dict.fromkeys(tie_branch["scorer"]))
-    fig, axes = plt.subplots(1, len(scorers), figsize=(5.5 * len(scorers), 4.2), squeeze=False)
-    for ax, scorer in zip(axes[0], scorers):
-        part = tie_branch[tie_branch["scorer"] == scorer].reset_index(drop=True)
+    scorers = list(dict.fromkeys(data["scorer"]))
+    columns = min(3, len(scorers))
+    rows = -(-len(scorers) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.2 * rows), squeeze=False)
+    for ax in axes.flat[len(scorers):]:
+        ax.set_visible(False)
+    for ax, scorer in zip(axes.flat, scorers):
+        part = data[data["scorer"] == scorer].reset_index(drop=True)
         x = np.arange(len(part))
         ax.bar(x - 0.2, part["directions_pct"], width=0.4, label="share of directions")
         ax.bar(x + 0.2, part["non_successes_pct"], width=0.4, label="share of non-successes")
@@ -86,17 +103,40 @@ def figure2(out_dir: Path, tie_branch: pd.DataFrame) -> Path:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
-    path = out_dir / "figure2.png"
     fig.savefig(path, dpi=150)
     plt.close(fig)
-    return path
 
 
-def write_figures(out_dir: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:
-    """Whichever figures this run's tables support."""
+#: (file stem, table it comes from, what it plots, how it is drawn)
+FIGURES: tuple[tuple[str, str, Callable[[pd.DataFrame], pd.DataFrame], Callable[[pd.DataFrame, Path], None]], ...] = (
+    ("figure1", "table2", figure1_data, figure1),
+    ("figure2", "tie_branch", figure2_data, figure2),
+)
+
+
+def write_figures(out_dir: Path, tables: dict[str, pd.DataFrame], cache_dir: Path | None = None) -> list[Path]:
+    """Whichever figures this run's tables support: CSV of the plotted data, and the PNG (from the cache when
+    the same data was drawn before by the same code)."""
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
     out = []
-    if "table2" in tables and len(tables["table2"]):
-        out.append(figure1(out_dir, tables["table2"]))
-    if "tie_branch" in tables and len(tables["tie_branch"]):
-        out.append(figure2(out_dir, tables["tie_branch"]))
+    for stem, table, select, draw in FIGURES:
+        if table not in tables or not len(tables[table]):
+            continue
+        data = select(tables[table])
+        if not len(data):
+            continue
+        csv = out_dir / f"{stem}.csv"
+        data.to_csv(csv, index=False)
+        png = out_dir / f"{stem}.png"
+        cached = None
+        if cache_dir is not None:
+            key = hashlib.sha256(csv.read_bytes() + code.encode()).hexdigest()[:24]
+            cached = Path(cache_dir) / f"{stem}-{key}.png"
+        if cached is not None and cached.is_file():
+            shutil.copyfile(cached, png)
+        else:
+            draw(data, png)
+            if cached is not None:
+                atomic_write(cached, lambda p: shutil.copyfile(png, p))
+        out.append(png)
     return out

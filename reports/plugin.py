@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fixtures.settings import default_cache_dir
 from reports.claims import holm_by_family
 from reports.tables import TABLES
 
@@ -104,7 +105,8 @@ class ReportPlugin:
         from reports.writer import PublishError, publish  # heavy: matplotlib, only when publishing
 
         results_dir = Path(self.config.getoption("results_dir"))
-        context = {"exitstatus": int(exitstatus), "interrupted": bool(session.shouldstop or session.shouldfail)}
+        cache = self.config.getoption("cache_dir", None)
+        context = {"exitstatus": int(exitstatus), "figure_cache": Path(cache or default_cache_dir()) / "figures"}
         ident = run_id(self.tables())
         for split, tables in self.tables().items():
             try:

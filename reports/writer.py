@@ -168,7 +168,7 @@ def _write(out: Path, split: str, tables: dict[str, pd.DataFrame], context: dict
     for artifact in (tables["artifacts"]["artifact"] if "artifacts" in tables else []):
         if artifact.startswith("run:"):
             _link_or_copy(_artifact(tables, artifact), out / "runs" / f"{artifact[4:]}.trec")
-    figures = write_figures(out, tables)
+    figures = write_figures(out, tables, context.get("figure_cache"))
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")
     (out / "report.md").write_text(_report_md(out, split, tables, figures, manifest), encoding="utf-8")
 

@@ -177,3 +177,39 @@ def test_a_moved_fusion_weight_fails_on_its_pinned_value(tmp_path: Path) -> None
     assert result.returncode == 1, out[-3000:]
     assert re.search(r"pinned fusion\.(strict|mrr) moved: reviewed [0-9.]+ \(tolerance [0-9.e-]+\), now [0-9.]+", out)
     assert "[pins.subset-24-seed0-sample4." in out
+
+
+PROBE = '''
+import json, os, sys
+
+def pytest_sessionfinish(session, exitstatus):
+    with open(os.environ["NEVIR_PROBE_OUT"], "w") as fh:
+        json.dump({m: m in sys.modules for m in ("torch", "transformers", "llama_cpp", "lightgbm",
+                                                  "sentence_transformers")}, fh)
+'''
+
+
+def test_a_warm_rerun_loads_no_model_and_scores_nothing(tmp_path: Path) -> None:
+    """Issue 15: a warm regeneration needs none of torch, transformers, llama.cpp or LightGBM, and calls no model."""
+    (tmp_path / "warm_probe.py").write_text(PROBE, encoding="utf-8")
+    base = tmp_path / "base.toml"
+    base.write_text('[profile]\nname = "warm"\nextends = "embedded"\n', encoding="utf-8")
+    first = run_specs(base, tmp_path / "first")
+    assert first.returncode == 0, first.stdout[-3000:]
+    env_path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env_path}" if env_path else str(tmp_path)
+    os.environ["NEVIR_PROBE_OUT"] = str(tmp_path / "modules.json")
+    try:
+        second = run_specs(base, tmp_path / "second", "-p", "warm_probe")
+    finally:
+        os.environ["PYTHONPATH"] = env_path
+        del os.environ["NEVIR_PROBE_OUT"]
+    assert second.returncode == 0, second.stdout[-3000:]
+    loaded = json.loads((tmp_path / "modules.json").read_text())
+    assert not any(loaded.values()), f"a warm run imported {[m for m, v in loaded.items() if v]}"
+    for split in SPLITS:
+        stages = json.loads((tmp_path / "second" / split / "manifest.json").read_text())["stages_wall_clock"]
+        scored = {k: v.get("scored_now") for k, v in stages.items() if "scored_now" in v}
+        assert scored and not any(scored.values()), scored
+        for name in ("table2.csv", "directions.csv", "claims.csv"):
+            assert (tmp_path / "first" / split / name).read_bytes() == (tmp_path / "second" / split / name).read_bytes()

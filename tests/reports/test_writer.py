@@ -69,10 +69,10 @@ def test_sigkill_during_publication_leaves_the_previous_results(tmp_path: Path) 
         from reports import writer
         from tests.reports.test_writer import tables
         real = writer.write_figures
-        def slow(out, t):
+        def slow(*args):
             print("writing", flush=True)
             time.sleep(60)
-            return real(out, t)
+            return real(*args)
         writer.write_figures = slow
         writer.publish({str(tmp_path)!r}, "test", tables(7), {{"exitstatus": 0}})
     """)
