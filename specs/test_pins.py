@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 
-def test_pinned_value(evaluation, split, pin, report) -> None:
+def test_pinned_value(evaluation, pin, report) -> None:
+    split = pin.split
     value = float(evaluation.row(split, pin.ranker)[pin.measure])
     moved = not (math.isfinite(value) and abs(value - pin.value) <= pin.tolerance)
     name = f"pin:{pin.ranker}.{pin.measure}"
