@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from pathlib import Path
 
 # llama.cpp and torch share libgomp: passive waiting must be set before either loads (shared 2-core CPUs).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -18,12 +19,14 @@ import pytest  # noqa: E402
 
 from fixtures import progress  # noqa: E402
 from fixtures.settings import Settings  # noqa: E402
-from harness.claims import check_claim_names, designated_twins, h2_claims, h3_claims, tie_twins  # noqa: E402
+from harness.claims import (check_claim_names, designated_twins, h2_claims, h3_claims, same_scorer,  # noqa: E402
+                            tie_twins)
 from harness.options import add_options, read_profile, read_settings  # noqa: E402
 from harness.profile import Profile  # noqa: E402
 
 pytest_plugins = ["reports.plugin"]
 
+SPECS = Path(__file__).resolve().parent / "specs"
 SETTINGS = pytest.StashKey[Settings]()
 PROFILE = pytest.StashKey[Profile]()
 
@@ -81,14 +84,22 @@ def _param(decl) -> pytest.param:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize specs over splits and over what the profile declares."""
     config = metafunc.config
-    if PROFILE not in config.stash:
-        return
+    if PROFILE not in config.stash or not metafunc.definition.path.is_relative_to(SPECS):
+        return  # unit tests under tests/ parametrize themselves
     profile, settings = config.stash[PROFILE], config.stash[SETTINGS]
     names = metafunc.fixturenames
     if "split" in names:
         metafunc.parametrize("split", list(settings.splits), scope="session")
     if "ranker" in names:
         metafunc.parametrize("ranker", [_param(d) for d in profile.ordered()])
+    if "pool_ranker" in names:
+        metafunc.parametrize("pool_ranker", [_param(d) for d in profile.ordered() if not d.is_window])
+    if "scored_ranker" in names:  # one per distinct scorer: twins reading the same judgments share it
+        distinct: list = []
+        for decl in profile.window_rankers():
+            if not any(same_scorer(decl, other) for other in distinct):
+                distinct.append(decl)
+        metafunc.parametrize("scored_ranker", [_param(d) for d in distinct])
     if "window_ranker" in names:
         metafunc.parametrize("window_ranker", [_param(d) for d in profile.window_rankers()])
     if "graded_ranker" in names:

@@ -137,7 +137,7 @@ def tie_branch_result(name: str, per_direction, n: int, groups, seed: int, ranke
     return claim(name, "H3", effect, lo, hi, ">", mde, n, p_value=float("nan"), measured=measured)
 
 
-def _same_scorer(a, b) -> bool:
+def same_scorer(a, b) -> bool:
     """Two window declarations that read the same judgments: kind and options alike except the grade rule."""
     strip = {"grade"}
     return (a.kind == b.kind and {k: v for k, v in a.options.items() if k not in strip}
@@ -156,7 +156,7 @@ def tie_twins(profile: Profile) -> dict[str, tuple[str, str]]:
         if d.options.get("grade") != "expected":
             continue
         for t in windows:
-            if (t.options.get("grade", "argmax") == "argmax" and _same_scorer(d, t) and t.population == d.population
+            if (t.options.get("grade", "argmax") == "argmax" and same_scorer(d, t) and t.population == d.population
                     and t.mode == d.mode and t.reference == d.reference and t.tie_breaker == d.tie_breaker):
                 out[f"h3_{d.name}_resolves_ties_of_{t.name}"] = (d.name, t.name)
                 break
@@ -170,7 +170,7 @@ def designated_twins(profile: Profile) -> dict[str, tuple[str, str]]:
         if not d.designated_only:
             continue
         for w in profile.window_rankers():
-            if (not w.designated_only and _same_scorer(d, w) and d.options.get("grade") == w.options.get("grade")
+            if (not w.designated_only and same_scorer(d, w) and d.options.get("grade") == w.options.get("grade")
                     and w.reference == d.reference and w.tie_breaker == d.tie_breaker):
                 out[f"{d.name}-vs-{w.name}"] = (d.name, w.name)
     return out

@@ -157,8 +157,23 @@ def minimum_detectable_effect(se: float, alpha: float = ALPHA, power: float = PO
     return (z.inv_cdf(1 - alpha / 2) + z.inv_cdf(power)) * se
 
 
+def planning_mde(n: int, discordance: float, alpha: float = ALPHA, power: float = POWER,
+                 design_effect: float = 1.0) -> float:
+    """Smallest Δ strict (rate units) a paired comparison of ``n`` directions detects, for planning a sample.
+
+    Per direction the difference of two 0/1 outcomes is −1, 0 or +1 and is non-zero
+    with probability ``discordance``; under H0 its variance is the discordance, so
+    SE(Δ) = sqrt(discordance × design_effect / n), where ``design_effect`` ≥ 1
+    inflates the variance for directions clustered in source groups. The MDE is
+    then (z_{1−α/2} + z_power) × SE, the same formula as the bootstrap-based MDE.
+    """
+    if n < 1 or not 0 <= discordance <= 1 or design_effect <= 0:
+        raise ValueError(f"need n >= 1, 0 <= discordance <= 1 and design_effect > 0; got {n}, {discordance}, {design_effect}")
+    return minimum_detectable_effect(float(np.sqrt(discordance * design_effect / n)), alpha, power)
+
+
 def paired_mde(se: float, differences: np.ndarray) -> float:
-    """MDE of a paired Δ: the larger of the bootstrap-SE MDE and the analytic one, sqrt(mean(d²) / n).
+    """MDE of a paired Δ: the larger of the bootstrap-SE MDE and the analytic one, ``planning_mde(n, mean(d²))``.
 
     mean(d²) is the variance of the per-direction differences under "no effect" (for 0/1
     outcomes: the share of discordant directions). A bootstrap over a handful of groups can
@@ -168,4 +183,4 @@ def paired_mde(se: float, differences: np.ndarray) -> float:
     d = np.asarray(differences, dtype=float)
     if len(d) == 0:
         return float("nan")
-    return max(minimum_detectable_effect(se), minimum_detectable_effect(float(np.sqrt(np.mean(d * d) / len(d)))))
+    return max(minimum_detectable_effect(se), planning_mde(len(d), float(np.mean(d * d))))

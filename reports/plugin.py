@@ -75,6 +75,7 @@ class ReportPlugin:
         self.published: dict[str, Path] = {}
         self.comparison: dict[str, pd.DataFrame] = {}
         self.failed: list[str] = []
+        self.notices: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, payload in report.user_properties:
@@ -109,6 +110,10 @@ class ReportPlugin:
         context = {"exitstatus": int(exitstatus), "figure_cache": Path(cache or default_cache_dir()) / "figures"}
         ident = run_id(self.tables())
         for split, tables in self.tables().items():
+            if "table2" not in tables:  # a benchmark-only or unrelated selection must not replace real results
+                self.notices.append(f"{split}: no Table II row in this run (benchmarks or a partial selection); "
+                                    f"{results_dir / split} is left as it was")
+                continue
             try:
                 self.published[split] = publish(results_dir, split, tables, {**context, "run_id": ident})
             except PublishError as exc:
@@ -134,6 +139,8 @@ class ReportPlugin:
         for split, frame in self.comparison.items():
             terminalreporter.write_line(f"\n[{split}] Comparison with {self.config.getoption('compare_to', None)}")
             terminalreporter.write_line(terminal_tables("comparison", frame))
+        for message in self.notices:
+            terminalreporter.write_line(f"\nnot published: {message}")
         for message in self.failed:
             terminalreporter.write_line(f"\nRESULTS NOT PUBLISHED: {message}", red=True)
         for split, path in self.published.items():

@@ -34,8 +34,7 @@ import pandas as pd
 
 from fixtures.populations import eligible_directions
 from fixtures.settings import SEED
-from reports.bootstrap import (ALPHA, N_RESAMPLES, POWER, Ratio, group_bootstrap, minimum_detectable_effect,
-                               paired_mde)
+from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap, paired_mde
 from reports.measures import outcome_columns
 
 N_PERMUTATIONS = 10_000
@@ -132,21 +131,6 @@ def holm(p_values: np.ndarray | list[float]) -> np.ndarray:
     inverse[order] = adjusted
     out[valid] = inverse
     return out
-
-
-def planning_mde(n: int, discordance: float, alpha: float = ALPHA, power: float = POWER,
-                 design_effect: float = 1.0) -> float:
-    """Smallest Δ strict (rate units) a paired comparison of ``n`` directions detects, for planning a sample.
-
-    Per direction the difference of two 0/1 outcomes is −1, 0 or +1 and is non-zero
-    with probability ``discordance``; under H0 its variance is the discordance, so
-    SE(Δ) = sqrt(discordance × design_effect / n), where ``design_effect`` ≥ 1
-    inflates the variance for directions clustered in source groups. The MDE is
-    then (z_{1−α/2} + z_power) × SE, the same formula as the bootstrap-based MDE.
-    """
-    if n < 1 or not 0 <= discordance <= 1 or design_effect <= 0:
-        raise ValueError(f"need n >= 1, 0 <= discordance <= 1 and design_effect > 0; got {n}, {discordance}, {design_effect}")
-    return minimum_detectable_effect(float(np.sqrt(discordance * design_effect / n)), alpha, power)
 
 
 def _groups_of(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, groups: str) -> np.ndarray:

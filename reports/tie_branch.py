@@ -60,3 +60,20 @@ def tie_branch_table(per_direction: pd.DataFrame, scorer: str, max_score: float 
             "double_max_pct": (100.0 * double_max / len(part)) if double_max is not None and len(part) else None,
         })
     return rows
+
+
+def expected_grade_splits(per_direction: pd.DataFrame, e_pos: np.ndarray, e_neg: np.ndarray) -> dict[str, object]:
+    """Beyond the paper: what the expected grade E[g] does with the argmax grader's equal-grade directions.
+
+    ``per_direction`` is the argmax ranker's ``tie_branches`` frame; ``e_pos``/``e_neg`` the expected
+    grades of its directions' preferred and counterpart passages (aligned, NaN when absent). Among
+    the equal-grade directions: how many E[g] splits (unequal expected grades), how many of those it
+    splits the right way (preferred higher), and how often fusion's tie-break was right on the same ones.
+    """
+    tied = (per_direction["branch"] == BRANCHES[0]).to_numpy()
+    e_pos, e_neg = np.asarray(e_pos, dtype=float), np.asarray(e_neg, dtype=float)
+    split = tied & np.isfinite(e_pos) & np.isfinite(e_neg) & (e_pos != e_neg)
+    fusion_right = per_direction["strict"].to_numpy(dtype=bool)
+    return {"argmax_ties": int(tied.sum()), "split": int(split.sum()), "split_right": int((split & (e_pos > e_neg)).sum()),
+            "fusion_right_on_split": int((split & fusion_right).sum()),
+            "still_tied": int((tied & ~split).sum()), "fusion_right_on_still_tied": int((tied & ~split & fusion_right).sum())}

@@ -19,7 +19,7 @@ from reports.cost import replay_rows, stage_cost
 from reports.measures import direction_outcomes
 from reports.stats import compare
 from reports.tables import pair_only_outcomes, pair_only_summary, table3
-from reports.tie_branch import tie_branch_table, tie_branches
+from reports.tie_branch import expected_grade_splits, tie_branch_table, tie_branches
 
 
 def _branches(evaluation, split: str, name: str) -> pd.DataFrame:
@@ -98,24 +98,22 @@ def test_expected_grade_on_argmax_ties(evaluation, split, tie_twin, report) -> N
     expected grade E[g] — read from the same judgments — decide more of them correctly than fusion's tie-break?"""
     expected, argmax = tie_twins(evaluation.profile)[tie_twin]
     per = _branches(evaluation, split, argmax)
-    tied = per.loc[per["branch"] == "equal_score", "qid"]
-    q = eligible_directions(evaluation.directions_for(split, argmax)).set_index("qid").loc[tied]
+    q = eligible_directions(evaluation.directions_for(split, argmax)).set_index("qid").loc[per["qid"]]
     scores = evaluation.window_scores(split, expected)
-    e_pos = np.array([scores.get((a, b), np.nan) for a, b in zip(tied, q["preferred_pid"])])
-    e_neg = np.array([scores.get((a, b), np.nan) for a, b in zip(tied, q["counterpart_pid"])])
-    split_mask = np.isfinite(e_pos) & np.isfinite(e_neg) & (e_pos != e_neg)
-    fusion_right = per.set_index("qid").loc[tied, "strict"].to_numpy(dtype=bool)
+    e_pos = np.array([scores.get((a, b), np.nan) for a, b in zip(per["qid"], q["preferred_pid"])])
+    e_neg = np.array([scores.get((a, b), np.nan) for a, b in zip(per["qid"], q["counterpart_pid"])])
+    counts = expected_grade_splits(per, e_pos, e_neg)
     order = evaluation.decl(expected).order * 10
-    for i, (branch, mask) in enumerate((("argmax_tie_split_by_expected", split_mask),
-                                        ("argmax_tie_still_tied", ~split_mask))):
+    ties = max(counts["argmax_ties"], 1)
+    for i, (branch, n, right, fusion_right) in enumerate((
+            ("argmax_tie_split_by_expected", counts["split"], counts["split_right"], counts["fusion_right_on_split"]),
+            ("argmax_tie_still_tied", counts["still_tied"], counts["fusion_right_on_still_tied"],
+             counts["fusion_right_on_still_tied"]))):
         report.add("tie_branch", split, {
-            "scorer": expected, "branch": branch, "directions": int(mask.sum()),
-            "directions_pct": 100.0 * mask.sum() / max(len(tied), 1),
-            "non_successes": int((~(e_pos > e_neg) & mask).sum()) if i == 0 else int((~fusion_right & mask).sum()),
-            "accuracy_pct": 100.0 * float(((e_pos > e_neg) if i == 0 else fusion_right)[mask].mean())
-            if mask.any() else float("nan"),
-            "fusion_accuracy_pct": 100.0 * float(fusion_right[mask].mean()) if mask.any() else float("nan")},
-            order=order + 5 + i)
+            "scorer": expected, "branch": branch, "directions": n, "directions_pct": 100.0 * n / ties,
+            "non_successes": n - right, "accuracy_pct": 100.0 * right / n if n else float("nan"),
+            "fusion_accuracy_pct": 100.0 * fusion_right / n if n else float("nan")}, order=order + 5 + i)
+    tied = per.loc[per["branch"] == "equal_score", "qid"]
     mine = evaluation.outcomes(split, expected).set_index("qid").loc[tied].reset_index()
     twin = evaluation.outcomes(split, argmax).set_index("qid").loc[tied].reset_index()
     if len(tied) == 0:
@@ -127,10 +125,10 @@ def test_expected_grade_on_argmax_ties(evaluation, split, tie_twin, report) -> N
         result = claim(tie_twin, "H3x", row["delta_pts"], row["delta_lo"], row["delta_hi"], ">", row["mde_pts"],
                        len(tied), p_value=row["p_strict"],
                        measured=(f"{len(tied)} equal-grade directions of {argmax}: expected grade splits "
-                                 f"{int(split_mask.sum())}, right on {int(((e_pos > e_neg) & split_mask).sum())}; "
-                                 f"strict {int(mine['strict'].sum())} vs fusion tie-break {int(twin['strict'].sum())}; "
-                                 f"Δ {row['delta_pts']:+.2f} pts [{row['delta_lo']:+.2f}, {row['delta_hi']:+.2f}], "
-                                 f"MDE {row['mde_pts']:.2f}"))
+                                 f"{counts['split']}, right on {counts['split_right']} (fusion's tie-break right on "
+                                 f"{counts['fusion_right_on_split']} of them); strict {int(mine['strict'].sum())} vs "
+                                 f"{int(twin['strict'].sum())}; Δ {row['delta_pts']:+.2f} pts "
+                                 f"[{row['delta_lo']:+.2f}, {row['delta_hi']:+.2f}], MDE {row['mde_pts']:.2f}"))
     check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset)
 
 

@@ -278,8 +278,6 @@ class ScoreCache:
         return self._run(lambda c: c.execute("SELECT COUNT(*) FROM scores WHERE model_key=?",
                                              (model_key,)).fetchone()[0])
 
-    def model_keys(self) -> list[str]:
-        return self._run(lambda c: [r[0] for r in c.execute("SELECT DISTINCT model_key FROM scores ORDER BY 1")])
 
 
 @contextmanager

@@ -85,17 +85,6 @@ _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 
 
-def strip_thinking(text: str) -> tuple[str | None, str | None]:
-    """Remove the thinking block; returns (answer, error).
-
-    Everything up to the last ``</think>`` is thinking, whether or not the opening tag was
-    generated (some chat templates open the block inside the prompt). An opened block that is
-    never closed means the output budget ran out mid-thought: no answer exists.
-    """
-    start, error = _answer_start(text)
-    return (None, error) if start is None else (text[start:], None)
-
-
 def _answer_start(text: str) -> tuple[int | None, str | None]:
     lowered = text.lower()
     close = lowered.rfind(_THINK_CLOSE)

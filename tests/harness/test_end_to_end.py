@@ -82,7 +82,7 @@ order = 12
 
 [rankers.overlap_api]
 kind = "rerank_api"
-url = "{server.url}"
+url = "{server.base_url}"
 model = "word-overlap"
 order = 43
 

@@ -11,7 +11,8 @@ from scipy.stats import norm, permutation_test
 from fixtures.populations import annotate_population
 from reports.bootstrap import group_bootstrap_delta
 from reports.measures import summarize
-from reports.stats import PAIRWISE_COLUMNS, compare, holm, pairwise_table, planning_mde, sign_flip_test
+from reports.bootstrap import planning_mde
+from reports.stats import PAIRWISE_COLUMNS, compare, holm, pairwise_table, sign_flip_test
 
 Z = norm.ppf(0.975) + norm.ppf(0.80)
 

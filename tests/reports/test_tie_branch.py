@@ -1,6 +1,7 @@
 """Tie-branch analysis on a hand-made window (hand-computed shares)."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from reports.tie_branch import tie_branch_table, tie_branches
@@ -41,3 +42,16 @@ def test_branches_and_shares() -> None:
 def test_fallback_queries_leave_the_scored_branches() -> None:
     per = tie_branches(ELIGIBLE, OUTCOMES, RANKS, SCORES, fallback=frozenset({"a"}), k=2)
     assert per.set_index("qid").loc["a", "branch"] == "outside_window_or_fallback"
+
+
+def test_expected_grade_splits_by_hand():
+    """Four argmax ties (E[g] splits three: two rightly), one different-grade direction, one outside the window."""
+    from reports.tie_branch import expected_grade_splits
+
+    per = pd.DataFrame({"branch": ["equal_score"] * 4 + ["different_score", "outside_window_or_fallback"],
+                        "strict": [True, False, False, True, True, False]})
+    e_pos = np.array([2.9, 1.2, 3.0, 2.0, 3.5, np.nan])
+    e_neg = np.array([2.1, 1.9, 2.5, 2.0, 1.0, 1.0])
+    assert expected_grade_splits(per, e_pos, e_neg) == {
+        "argmax_ties": 4, "split": 3, "split_right": 2, "fusion_right_on_split": 1,
+        "still_tied": 1, "fusion_right_on_still_tied": 1}

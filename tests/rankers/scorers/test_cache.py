@@ -98,7 +98,7 @@ def test_key_covers_model_and_texts(cache):
     edited = CountingScorer()
     score_with_cache(edited, [(*inputs[0][:3], inputs[0][3] + " edited")], cache, progress=False)
     assert edited.seen == [(inputs[0][2], inputs[0][3] + " edited")]
-    assert cache.count() == 7 and cache.model_keys() == ["count-v1", "count-v2"]
+    assert cache.count() == 7 and cache.count("count-v1") + cache.count("count-v2") == 7
 
 
 def test_unavailable_results_are_retried_on_the_next_run_by_default(cache):

@@ -10,7 +10,7 @@ import pytest
 
 from rankers.scorers.base import TextScorer
 from rankers.scorers.grader import (NEAR_TIE_MARGIN, PROMPT_VERSION, LLMGrader, grade_probs_from_logprobs,
-                                    locate_grade, parse_grade, probability_record, strip_thinking)
+                                    locate_grade, parse_grade, probability_record)
 from rankers.scorers.llm_backends import Generation, GenerationSettings, LLMBackend, truncate_chars
 from rankers.scorers.prompts import (GradePrompt, escape_control, escape_data, load_prompt, parse_template)
 
@@ -148,8 +148,8 @@ def test_parse_grade_rejects_everything_else(text, reason):
 
 
 def test_strip_thinking_keeps_the_text_after_the_last_close_tag():
-    assert strip_thinking("<think>x</think>y</think> 2") == (" 2", None)
-    assert strip_thinking("plain") == ("plain", None)
+    assert parse_grade("<think>x</think>y</think> 2") == (2, None)  # everything up to the last </think> is thinking
+    assert parse_grade("plain")[0] is None
 
 
 @pytest.mark.parametrize("text, offset", [("3", 0), ("<think>is it 4?</think>\n\nGrade: **2**", 34), ("3/4", 0)])
@@ -292,3 +292,32 @@ def test_sort_key_follows_the_slot_order_and_chunk_size_the_backend():
     assert sorted(inputs, key=lambda x: passage_first.sort_key(*x)) == [("q1", "pA"), ("q2", "pA"), ("q1", "pB"),
                                                                         ("q2", "pB")]
     assert passage_first.chunk_size == 7
+
+
+@pytest.mark.parametrize("probs, expected", [
+    ([0, 0, 0, 0, 1], 4.0),                      # certain 4
+    ([0.5, 0, 0, 0, 0.5], 2.0),                  # torn between 0 and 4
+    ([0.1, 0.2, 0.4, 0.2, 0.1], 2.0),            # symmetric around 2
+    ([0, 0, 0.25, 0.75, 0], 2.75),
+    ([0, 0, 2, 6, 0], 2.75),                     # unnormalized: divided by the mass
+])
+def test_expected_grade_by_hand(probs, expected):
+    from rankers.scorers.grader import expected_grade
+
+    assert expected_grade({"grade_probs": probs}) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("usage", [None, {}, {"grade_probs": [0.5, 0.5]}, {"grade_probs": [0, 0, 0, 0, 0]},
+                                   {"grade_probs": [float("nan"), 0, 0, 0, 1]}])
+def test_expected_grade_is_nan_without_a_usable_distribution(usage):
+    from rankers.scorers.grader import expected_grade
+
+    assert math.isnan(expected_grade(usage))
+
+
+def test_two_passages_with_the_same_argmax_grade_are_split_by_their_expected_grades():
+    from rankers.scorers.grader import expected_grade
+
+    preferred = {"grade_probs": [0.0, 0.05, 0.55, 0.40, 0.0]}   # argmax 2, E[g] 2.35
+    counterpart = {"grade_probs": [0.0, 0.30, 0.60, 0.10, 0.0]}  # argmax 2, E[g] 1.80
+    assert expected_grade(preferred) == pytest.approx(2.35) and expected_grade(counterpart) == pytest.approx(1.80)

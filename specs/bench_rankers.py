@@ -1,0 +1,42 @@
+"""One benchmark per declared ranker: a full-pool ranker's ranking time, a window ranker's scorer throughput.
+
+Parametrized from the profile like every spec (``pool_ranker``, ``scored_ranker`` in conftest.py), so a researcher's own ranker is timed beside the
+paper's with no code change. Window rankers that read the same judgments (the grader on windows,
+on designated pairs, with E0 as tie-breaker) share one scorer and one benchmark. Inputs are real
+NevIR development texts: the fusion top-20 of its first queries; the score cache is bypassed.
+"""
+from __future__ import annotations
+
+import pytest
+
+from rankers.window import window_inputs
+
+N_INPUTS = 24
+
+
+@pytest.fixture(scope="module")
+def development_inputs(evaluation) -> list[tuple[str, str]]:
+    fusion = evaluation.ranking("development", "fusion")
+    inputs = window_inputs(fusion, evaluation.queries("development"), evaluation.study.corpus_for("development"))
+    return [(i.query, i.passage) for i in inputs[:N_INPUTS]]
+
+
+@pytest.mark.benchmark(group="rankers-scoring")
+def test_bench_window_scorer(benchmark, evaluation, scored_ranker, development_inputs) -> None:
+    scorer = evaluation.scorer(scored_ranker)
+    scorer.score(development_inputs[:2])  # build the model outside the timing
+    batch = benchmark.pedantic(scorer.score, args=(development_inputs,), rounds=2, iterations=1)
+    assert len(batch.scores) == len(development_inputs)
+    if not benchmark.disabled:
+        benchmark.extra_info.update(model_key=scorer.model_key, inputs=len(development_inputs),
+                                    inputs_per_s=len(development_inputs) / benchmark.stats.stats.mean)
+
+
+@pytest.mark.benchmark(group="rankers-full-pool")
+def test_bench_full_pool_ranking(benchmark, evaluation, pool_ranker) -> None:
+    decl = evaluation.decl(pool_ranker)
+    evaluation.ranking("development", pool_ranker)  # train or load what the ranker needs, outside the timing
+    ranking = benchmark.pedantic(evaluation.compute_ranking, args=("development", decl), rounds=2, iterations=1)
+    assert ranking.frame["qid"].nunique() == evaluation.pool("development")["qid"].nunique() or decl.population != "all"
+    if not benchmark.disabled:
+        benchmark.extra_info.update(rows=len(ranking.frame), queries=int(ranking.frame["qid"].nunique()))
