@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+from transformers import AutoTokenizer, BertForSequenceClassification
 
-from fixtures.models import HubModelUnavailable, splade_tiny_path
+from fixtures.models import HubModelUnavailable
 from rankers.scorers.base import TextScorer
 from rankers.scorers.cache import ScoreCache, score_with_cache
 from rankers.scorers.cross_encoder import PREPROCESSING_VERSION, CrossEncoderScorer
@@ -20,18 +20,8 @@ INPUTS = [
 ]
 
 
-def tiny_checkpoint(path, num_labels: int, seed: int):
-    torch.manual_seed(seed)
-    tok = AutoTokenizer.from_pretrained(splade_tiny_path())
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, num_labels=num_labels)
-    BertForSequenceClassification(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
+def ckpt(tmp_path_factory, tiny_checkpoint):
     return tiny_checkpoint(tmp_path_factory.mktemp("ce1"), 1, 0)
 
 
@@ -72,20 +62,20 @@ def test_truncation_is_counted_per_input(ckpt):
     np.testing.assert_allclose(got.scores, reference_logits(ckpt, INPUTS, 16)[:, 0], rtol=1e-4, atol=1e-5)
 
 
-def test_two_logit_models_return_log_odds(tmp_path):
+def test_two_logit_models_return_log_odds(tiny_checkpoint, tmp_path):
     path = tiny_checkpoint(tmp_path / "ce2", 2, 1)
     got = CrossEncoderScorer(path, max_length=64, batch_size=3, device="cpu").score(INPUTS)
     ref = reference_logits(path, INPUTS, 64)
     np.testing.assert_allclose(got.scores, ref[:, 1] - ref[:, 0], rtol=1e-4, atol=1e-5)
 
 
-def test_other_heads_are_refused(tmp_path):
+def test_other_heads_are_refused(tiny_checkpoint, tmp_path):
     path = tiny_checkpoint(tmp_path / "ce3", 3, 1)
     with pytest.raises(ValueError, match="1- or 2-logit"):
         CrossEncoderScorer(path, device="cpu")
 
 
-def test_model_key_names_everything_that_changes_a_score(ckpt, tmp_path):
+def test_model_key_names_everything_that_changes_a_score(tiny_checkpoint, ckpt, tmp_path):
     a = CrossEncoderScorer(ckpt, max_length=64, device="cpu")
     assert PREPROCESSING_VERSION in a.model_key and ckpt.name in a.model_key and "max64" in a.model_key
     assert "|float32|" in a.model_key  # dtype "auto" is float32 on CPU
@@ -99,7 +89,7 @@ def test_model_key_names_everything_that_changes_a_score(ckpt, tmp_path):
     assert q.model_key == a.model_key.replace("|float32|", f"|int8-dynamic-{torch.backends.quantized.engine}|")
 
 
-def test_weights_edited_in_place_change_the_key(tmp_path):
+def test_weights_edited_in_place_change_the_key(tiny_checkpoint, tmp_path):
     """The digest is taken from the bytes at load time, not remembered per folder for the process."""
     path = tiny_checkpoint(tmp_path / "ce", 1, 0)
     before = CrossEncoderScorer(path, max_length=64, device="cpu")
@@ -171,7 +161,7 @@ def test_plugs_into_the_cache_in_chunks(ckpt, tmp_path):
     assert again.frame["usage"][0]["truncated"] == 0.0 and again.frame["usage"][1]["truncated"] == 1.0
 
 
-def test_hub_name_loads_from_the_local_hub_cache_keyed_by_its_commit(tmp_path, monkeypatch):
+def test_hub_name_loads_from_the_local_hub_cache_keyed_by_its_commit(tmp_path, monkeypatch, tiny_checkpoint):
     """A hub id found in the local Hugging Face cache loads offline; its key names the snapshot's commit."""
     from huggingface_hub import constants
 

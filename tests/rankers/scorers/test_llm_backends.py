@@ -460,18 +460,9 @@ def test_vllm_without_cuda_is_unavailable(monkeypatch):
 # ----------------------------------------------------------------------------- real llama.cpp server
 
 
-def _smollm2():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from fixtures.gguf import smollm2_gguf
-    try:
-        return smollm2_gguf()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.fixture(scope="module")
-def smollm2_server():
-    model = _smollm2()
+def smollm2_server(smollm2):
+    model = smollm2
     from fixtures.llama_server import LlamaServer, ServerUnavailable, check_server_available
     try:
         check_server_available()

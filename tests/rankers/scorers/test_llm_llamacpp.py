@@ -13,7 +13,7 @@ import pytest
 
 from fixtures.settings import PROJECT_ROOT
 from rankers.scorers.grader import LLMGrader
-from rankers.scorers.llm_backends import BackendUnavailable, GenerationSettings, LlamaCppBackend
+from rankers.scorers.llm_backends import BackendUnavailable, LlamaCppBackend
 from rankers.scorers.prompts import GradePrompt, load_prompt
 
 PROMPT = load_prompt("grade_v2")
@@ -46,16 +46,6 @@ def test_missing_model_is_unavailable(tmp_path):
 
 
 # ----------------------------------------------------------------------------- SmolLM2-135M
-
-
-@pytest.fixture(scope="module")
-def smollm2():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from fixtures.gguf import smollm2_gguf
-    try:
-        return smollm2_gguf()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")

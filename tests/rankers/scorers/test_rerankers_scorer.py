@@ -5,9 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+from transformers import AutoTokenizer, BertForSequenceClassification
 
-from fixtures.models import splade_tiny_path
 from rankers.base import single_score_ranking
 from rankers.scorers.base import TextScorer
 from rankers.scorers.cache import ScoreCache, score_with_cache
@@ -26,18 +25,8 @@ INPUTS = [
 ]
 
 
-def tiny_checkpoint(path, num_labels: int, seed: int):
-    torch.manual_seed(seed)
-    tok = AutoTokenizer.from_pretrained(splade_tiny_path())
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, num_labels=num_labels)
-    BertForSequenceClassification(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
+def ckpt(tmp_path_factory, tiny_checkpoint):
     return tiny_checkpoint(tmp_path_factory.mktemp("rr") / "tiny-ce", 1, 0)
 
 
@@ -59,7 +48,7 @@ def test_cross_encoder_type_scores_are_the_checkpoints_logits(ckpt):
     assert np.ptp(expected) > 1e-4 and batch.scores[0] == batch.scores[4]
 
 
-def test_model_key_names_library_weights_and_score_settings(ckpt, tmp_path):
+def test_model_key_names_library_weights_and_score_settings(tiny_checkpoint, ckpt, tmp_path):
     a = RerankersScorer(ckpt, model_type="cross-encoder", options={"batch_size": 4})
     assert a.model_key.startswith("rerankers-0.") and "TransformerRanker|tiny-ce@sha256:" in a.model_key
     assert RerankersScorer(ckpt, model_type="cross-encoder", options={"batch_size": 64}).model_key == a.model_key
@@ -69,7 +58,7 @@ def test_model_key_names_library_weights_and_score_settings(ckpt, tmp_path):
     assert RerankersScorer(ckpt, model_type="cross-encoder", revision="v2").model_key.endswith('@v2|{"lang":"en"}')
 
 
-def test_two_logit_heads_are_refused_at_construction(tmp_path):
+def test_two_logit_heads_are_refused_at_construction(tiny_checkpoint, tmp_path):
     # The library would score a one-passage query by its first logit; refuse rather than mis-score.
     with pytest.raises(ValueError, match="2-logit head; declare it as a cross_encoder"):
         RerankersScorer(tiny_checkpoint(tmp_path / "two", 2, 1), model_type="cross-encoder")
