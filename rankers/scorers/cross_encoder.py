@@ -25,11 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from huggingface_hub import snapshot_download
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from fixtures.models import model_fingerprint, require_model
+from fixtures.models import hub_revision, model_fingerprint, require_model
 from rankers.scorers.base import ScoreBatch
 
 #: Bump whenever input construction changes (pair order, truncation, special tokens, logit policy).
@@ -54,11 +53,11 @@ def resolve_dtype(dtype: str, device: torch.device) -> str:
 
 def _hub_commit(name: str, revision: str | None) -> str:
     """The commit of the hub snapshot a model was just loaded from (a branch or tag name is not an identity)."""
-    try:
-        return Path(snapshot_download(name, revision=revision, local_files_only=True)).name  # cache only
-    except Exception as exc:  # noqa: BLE001 - any failure means the loaded files cannot be identified
+    commit = hub_revision(name, revision)
+    if commit is None:
         raise ValueError(f"cross-encoder {name!r}: loaded, but its hub commit cannot be found in the local Hugging "
-                         f"Face cache ({exc}); pass a local folder so the weights can be identified") from exc
+                         "Face cache; pass a local folder so the weights can be identified")
+    return commit
 
 
 class CrossEncoderScorer:
