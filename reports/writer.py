@@ -116,8 +116,7 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def _report_md(out: Path, split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
-               manifest: dict[str, Any]) -> str:
+def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path], manifest: dict[str, Any]) -> str:
     lines = [f"# Preference Is Not Position — {split}", "",
              f"Profile `{manifest.get('profile', {}).get('name', '?')}`, commit `{manifest.get('code_commit', '?')}`, "
              f"run `{manifest.get('run_id')}`.", ""]
@@ -170,7 +169,7 @@ def _write(out: Path, split: str, tables: dict[str, pd.DataFrame], context: dict
             _link_or_copy(_artifact(tables, artifact), out / "runs" / f"{artifact[4:]}.trec")
     figures = write_figures(out, tables, context.get("figure_cache"))
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")
-    (out / "report.md").write_text(_report_md(out, split, tables, figures, manifest), encoding="utf-8")
+    (out / "report.md").write_text(_report_md(split, tables, figures, manifest), encoding="utf-8")
 
 
 def _alive(pid: int) -> bool:
