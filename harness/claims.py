@@ -96,10 +96,7 @@ def comparison_result(ev: Evaluation, split: str, name: str, family: str, ranker
                       side: str) -> ClaimResult:
     """``ranker`` vs ``versus`` on ``measure`` over the ranker's directions, decided by its paired interval."""
     first = ev.outcomes(split, ranker)
-    second = ev.outcomes(split, versus)
-    second = second[second["qid"].isin(set(first["qid"]))].reset_index(drop=True)
-    if len(second) != len(first):
-        raise ValueError(f"claim {name}: {versus!r} is not evaluated on every direction of {ranker!r}")
+    second = ev.outcomes_on(split, versus, first["qid"])
     row = compare(first, second, ev.directions_for(split, ranker), seed=ev.settings.seed, names=(ranker, versus))
     if measure == "strict":
         effect, lo, hi, mde, p, unit = (row["delta_pts"], row["delta_lo"], row["delta_hi"], row["mde_pts"],
@@ -139,9 +136,7 @@ def tie_branch_result(name: str, per_direction, n: int, groups, seed: int, ranke
 
 def same_scorer(a, b) -> bool:
     """Two window declarations that read the same judgments: kind and options alike except the grade rule."""
-    strip = {"grade"}
-    return (a.kind == b.kind and {k: v for k, v in a.options.items() if k not in strip}
-            == {k: v for k, v in b.options.items() if k not in strip})
+    return a.kind == b.kind and a.scorer_options == b.scorer_options
 
 
 def tie_twins(profile: Profile) -> dict[str, tuple[str, str]]:

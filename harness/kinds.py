@@ -93,7 +93,7 @@ def _llm_grader(ev: Evaluation, decl: RankerDecl) -> TextScorer:
     from rankers.scorers.grader import LLMGrader  # grader stack only when a grader is declared
     from rankers.scorers.llm_backends import GenerationSettings, make_backend  # runtimes load lazily inside
 
-    options = {k: v for k, v in decl.options.items() if k != "grade"}
+    options = dict(decl.scorer_options)
     grading = {k: options.pop(k) for k in GRADER_KEYS if k in options}
     settings, options = GenerationSettings.split_options(options)
     backend, model = options.pop("backend"), str(options.pop("model"))

@@ -104,6 +104,11 @@ class RankerDecl:
         return bool(self.options.get("window", True)) if spec.window is None else spec.window
 
     @property
+    def scorer_options(self) -> dict[str, Any]:
+        """The options that build the text scorer: all but ``grade``, which only says how a judgment is read."""
+        return {k: v for k, v in self.options.items() if k != "grade"}
+
+    @property
     def designated_only(self) -> bool:
         return self.is_window and self.mode == "designated"
 

@@ -114,8 +114,8 @@ def test_expected_grade_on_argmax_ties(evaluation, split, tie_twin, report) -> N
             "non_successes": n - right, "accuracy_pct": 100.0 * right / n if n else float("nan"),
             "fusion_accuracy_pct": 100.0 * fusion_right / n if n else float("nan")}, order=order + 5 + i)
     tied = per.loc[per["branch"] == "equal_score", "qid"]
-    mine = evaluation.outcomes(split, expected).set_index("qid").loc[tied].reset_index()
-    twin = evaluation.outcomes(split, argmax).set_index("qid").loc[tied].reset_index()
+    mine = evaluation.outcomes_on(split, expected, tied)
+    twin = evaluation.outcomes_on(split, argmax, tied)
     if len(tied) == 0:
         result = claim(tie_twin, "H3x", np.nan, np.nan, np.nan, ">", np.nan, 0,
                        measured=f"{argmax}: no equal-grade direction on this sample")

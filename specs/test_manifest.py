@@ -35,8 +35,8 @@ def test_run_manifest(evaluation, split, report) -> None:
                     "models": profile.models,
                     "rankers": {d.name: {"kind": d.kind, "population": d.population, **d.options}
                                 for d in profile.ordered()},
-                    "samples": {n: {"directions": evaluation.sample_size(n), "seed": x.seed or s.seed}
-                                for n, x in profile.samples.items()}},
+                    "samples": {n: {"directions": evaluation.sample_size(n), "seed": evaluation.sample_seed(n)}
+                                for n in profile.samples}},
         "data": study.data_provenance(),
         "corpus_sha256": study.corpus_hashes(),
         "cut_seed": study.cut_seed,

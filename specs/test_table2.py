@@ -33,7 +33,7 @@ def test_table2_row(evaluation, split, ranker, report, tmp_path: Path) -> None:
     if decl.population != "all":
         report.add("manifest", split, {"key": f"sample:{decl.population}", "value": {
             "directions": int(row["n"]), "requested": evaluation.sample_size(decl.population),
-            "seed": evaluation.profile.samples[decl.population].seed or evaluation.settings.seed,
+            "seed": evaluation.sample_seed(decl.population),
             "of_eligible": int(evaluation.population(split)["eligible"].sum())}})
     if decl.designated_only:
         assert math.isnan(row["mrr"]), "a designated-pair ranker has no full-pool position"

@@ -4,6 +4,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from fixtures.settings import Settings
 from harness.profile import load_profile
 from harness.session import Evaluation
@@ -20,3 +22,13 @@ def test_a_stage_is_timed_without_the_stages_it_triggered(tmp_path: Path) -> Non
     assert outer["stage"] == "rank_ce" and 0.05 <= outer["seconds"] < 0.3 <= outer["with_nested_s"]
     assert ev.drain_stages() == []
     assert not (tmp_path / "results").exists()  # getters compute; only the publishing step writes results
+
+
+@pytest.mark.parametrize("cap, sizes", [(None, (150, 4, 0)), (4, (4, 4, 4)), (200, (150, 4, 200)), (0, (0, 0, 0))])
+def test_grader_sample_caps_every_declared_sample_and_zero_means_no_sampling(tmp_path: Path, cap, sizes) -> None:
+    profile = tmp_path / "p.toml"
+    profile.write_text('[profile]\nname = "x"\nextends = "embedded"\n[samples.everything]\ndirections = 0\n'
+                       'seed = 0\n', encoding="utf-8")
+    ev = Evaluation(Settings(cache_dir=tmp_path / "cache", grader_sample=cap), load_profile(str(profile)))
+    assert tuple(ev.sample_size(n) for n in ("grader_pairs", "grader_windows", "everything")) == sizes
+    assert ev.sample_seed("everything") == 0 and ev.sample_seed("grader_pairs") == ev.settings.seed
