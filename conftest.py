@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 # llama.cpp and torch share libgomp: passive waiting must be set before either loads (shared 2-core CPUs).
@@ -77,8 +78,13 @@ def _stage_timings(request: pytest.FixtureRequest):
                 recorder.add("stages", split, row)
 
 
-def _param(decl) -> pytest.param:
-    return pytest.param(decl.name, marks=[getattr(pytest.mark, m) for m in decl.marks], id=decl.name)
+def _param(value: object, marks: Iterable[str], id: str | None = None) -> pytest.param:
+    """A parameter carrying the pytest marks its rankers declare (llm, gpu, slow)."""
+    return pytest.param(value, marks=[getattr(pytest.mark, m) for m in sorted(set(marks))], id=id or str(value))
+
+
+def _rankers(decls) -> list:
+    return [_param(d.name, d.marks) for d in decls]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -87,49 +93,42 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if PROFILE not in config.stash or not metafunc.definition.path.is_relative_to(SPECS):
         return  # unit tests under tests/ parametrize themselves
     profile, settings = config.stash[PROFILE], config.stash[SETTINGS]
+    marks = {d.name: d.marks for d in profile.rankers.values()}
     names = metafunc.fixturenames
     if "split" in names:
         metafunc.parametrize("split", list(settings.splits), scope="session")
     if "ranker" in names:
-        metafunc.parametrize("ranker", [_param(d) for d in profile.ordered()])
+        metafunc.parametrize("ranker", _rankers(profile.ordered()))
     if "pool_ranker" in names:
-        metafunc.parametrize("pool_ranker", [_param(d) for d in profile.ordered() if not d.is_window])
+        metafunc.parametrize("pool_ranker", _rankers(d for d in profile.ordered() if not d.is_window))
     if "scored_ranker" in names:  # one per distinct scorer: twins reading the same judgments share it
         distinct: list = []
         for decl in profile.window_rankers():
             if not any(same_scorer(decl, other) for other in distinct):
                 distinct.append(decl)
-        metafunc.parametrize("scored_ranker", [_param(d) for d in distinct])
+        metafunc.parametrize("scored_ranker", _rankers(distinct))
     if "window_ranker" in names:
-        metafunc.parametrize("window_ranker", [_param(d) for d in profile.window_rankers()])
+        metafunc.parametrize("window_ranker", _rankers(profile.window_rankers()))
     if "graded_ranker" in names:
         graded = set(h3_claims(profile).values())
-        metafunc.parametrize("graded_ranker", [_param(d) for d in profile.window_rankers() if d.name in graded])
+        metafunc.parametrize("graded_ranker", _rankers(d for d in profile.window_rankers() if d.name in graded))
     if "h2_claim" in names:
-        metafunc.parametrize("h2_claim", [pytest.param(n, marks=[getattr(pytest.mark, m) for m in profile.rankers[r].marks],
-                                                       id=n) for n, (r, _, _) in h2_claims(profile).items()])
+        metafunc.parametrize("h2_claim", [_param(n, marks[r]) for n, (r, _, _) in h2_claims(profile).items()])
     if "comparison" in names:
-        params = [pytest.param(c.name, marks=[getattr(pytest.mark, m) for m in
-                                              {*profile.rankers[c.ranker].marks, *profile.rankers[c.versus].marks}],
-                               id=c.name) for c in profile.comparisons()]
-        metafunc.parametrize("comparison", params)
+        metafunc.parametrize("comparison", [_param(c.name, (*marks[c.ranker], *marks[c.versus]))
+                                            for c in profile.comparisons()])
     for fixture, twins in (("tie_twin", tie_twins), ("designated_twin", designated_twins)):
         if fixture in names:
-            metafunc.parametrize(fixture, [pytest.param(key, marks=[getattr(pytest.mark, m) for m in
-                                                                    profile.rankers[pair[0]].marks], id=key)
-                                           for key, pair in twins(profile).items()])
+            metafunc.parametrize(fixture, [_param(key, marks[pair[0]]) for key, pair in twins(profile).items()])
     if "ranked_population" in names:
         populations: dict[str, set[str]] = {}
         for decl in profile.ordered():
             populations.setdefault(decl.population, set()).update(decl.marks)
-        metafunc.parametrize("ranked_population", [pytest.param(p, marks=[getattr(pytest.mark, m) for m in sorted(ms)],
-                                                                id=p) for p, ms in populations.items()])
+        metafunc.parametrize("ranked_population", [_param(p, ms) for p, ms in populations.items()])
     if "pin" in names:
         scope = settings.run_scope()
-        pins = [p for p in profile.pins if p.scope == scope and p.split in settings.splits]
-        metafunc.parametrize("pin", [pytest.param(p, marks=[getattr(pytest.mark, m) for m in
-                                                            profile.rankers[p.ranker].marks],
-                                                  id=f"{p.split}-{p.ranker}-{p.measure}") for p in pins])
+        metafunc.parametrize("pin", [_param(p, marks[p.ranker], id=f"{p.split}-{p.ranker}-{p.measure}")
+                                     for p in profile.pins if p.scope == scope and p.split in settings.splits])
 
 
 def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
