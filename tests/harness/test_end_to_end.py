@@ -22,8 +22,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fixtures.rerank_server import contract_rerank_server
 from fixtures.settings import PROJECT_ROOT
+from tests.support.rerank_server import contract_rerank_server
 
 SUBSET = ("--subset-pairs", "24", "--subset-seed", "0", "--grader-sample", "4")  # the CI scope of the pins
 SPLITS = ("test", "confirmation")

@@ -463,7 +463,7 @@ def test_vllm_without_cuda_is_unavailable(monkeypatch):
 @pytest.fixture(scope="module")
 def smollm2_server(smollm2):
     model = smollm2
-    from fixtures.llama_server import LlamaServer, ServerUnavailable, check_server_available
+    from tests.support.llama_server import LlamaServer, ServerUnavailable, check_server_available
     try:
         check_server_available()
     except ServerUnavailable as exc:
@@ -540,7 +540,7 @@ def test_server_fault_mid_run_then_rescore_after_restart(smollm2_server, tmp_pat
 
         server.start()  # same port
         backend.transport = None
-        second = score_with_cache(grader, inputs, cache, batch_size=6, progress=False, retry_unavailable=True)
+        second = score_with_cache(grader, inputs, cache, batch_size=6, progress=False)
         assert second.n_scored == first.n_unavailable  # only the unavailable inputs were re-requested
         assert not any(isinstance(e, str) and e.startswith("backend:") for e in second.frame["error"])
         assert second.frame["raw"].notna().all()
