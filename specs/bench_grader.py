@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from rankers.scorers.grader import LLMGrader
-from rankers.scorers.llm_backends import LlamaCppBackend
+from rankers.scorers.llm.llamacpp_backend import LlamaCppBackend
 
 N_THREADS = int(os.environ.get("NEVIR_BENCH_THREADS", "2"))
 MODEL_NAME = os.environ.get("NEVIR_BENCH_GGUF", "smollm2-135m-instruct")

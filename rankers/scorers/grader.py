@@ -63,7 +63,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.llm_backends import Generation, LLMBackend, TokenLogprob
+from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob
 from rankers.scorers.prompts import PASSAGE_TOKENS, QUERY_TOKENS, GradePrompt, PromptTemplate, load_prompt
 
 PROMPT_VERSION = "grade_v2"

@@ -21,8 +21,11 @@ import pandas as pd
 import pytest
 
 from rankers.scorers.grader import LLMGrader
-from rankers.scorers.llm_backends import (BackendUnavailable, GenerationSettings, LlamaCppBackend, LLMBackend,
-                                          OpenAIBackend, VLLMBackend, make_backend)
+from rankers.scorers.llm import make_backend
+from rankers.scorers.llm.generation import BackendUnavailable, GenerationSettings, LLMBackend
+from rankers.scorers.llm.llamacpp_backend import LlamaCppBackend
+from rankers.scorers.llm.openai_compatible import OpenAIBackend
+from rankers.scorers.llm.vllm_backend import VLLMBackend
 from rankers.scorers.prompts import GradePrompt, load_prompt
 
 PROMPT = load_prompt("grade_v2")
@@ -212,14 +215,14 @@ def test_openai_malformed_reply_is_an_unavailable_input_with_a_clear_error(reply
     backend = OpenAIBackend("http://llm.test/v1", "m", transport=transport)
     batch = LLMGrader(backend).score([("q", "p")])
     assert np.isnan(batch.scores[0])
-    assert batch.errors[0].startswith("backend: MalformedReply:") and message in batch.errors[0]
+    assert batch.errors[0].startswith("backend: malformed response: MalformedReply:") and message in batch.errors[0]
 
 
 def test_openai_non_json_body_is_an_error_not_a_crash():
     backend = OpenAIBackend("http://llm.test/v1", "m",
                             transport=httpx.MockTransport(lambda r: httpx.Response(200, text="<html>gateway</html>")))
     out = backend.generate(_prompts(1))
-    assert out[0].text is None and out[0].error.startswith("JSONDecodeError")
+    assert out[0].text is None and out[0].error.startswith("malformed response: JSONDecodeError")
 
 
 def test_openai_works_when_called_inside_an_event_loop():
