@@ -1,4 +1,4 @@
-"""Learned full-pool rankers: LambdaMART on pairs (E0) or with background candidates (N=8) (``docs/protocol.md#lambdamart``).
+"""Learned full-pool rankers: LambdaMART on pairs (E0) or with N background candidates (``docs/protocol.md#lambdamart``).
 
 Every variant is a LightGBM ``lambdarank`` model over the 38 pool features of
 ``rankers.features``, computed on each query's complete pool, scoring the whole pool at
@@ -318,30 +318,20 @@ def train_ranker(n_background: int, train_pool: pd.DataFrame, train_directions: 
 def _fit(n_background: int, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
          dev_directions: pd.DataFrame, queries: Mapping[str, str], train_corpus: Mapping[str, str],
          dev_corpus: Mapping[str, str], seed: int, digests: dict[str, str], out: Path) -> TrainedRanker:
+    """Train with development early stopping, keep the best iteration, and save model and manifest sealed."""
     start = time.perf_counter()
     train_pool = train_pool.sort_values(["qid", "pid"], kind="mergesort").reset_index(drop=True)
     dev_pool = dev_pool.sort_values(["qid", "pid"], kind="mergesort").reset_index(drop=True)
     name = variant_name(n_background)
-    train = training_set(n_background, train_pool, pool_features(train_pool, queries, train_corpus), train_directions, seed)
+    train = training_set(n_background, train_pool, pool_features(train_pool, queries, train_corpus), train_directions,
+                         seed)
     dev = usable_directions(dev_pool, dev_directions)
     if dev.empty:
         raise ValueError(f"{name}: no usable development direction for early stopping")
-    dev_x = pool_features(dev_pool, queries, dev_corpus)
-    pos = dev_x[_row_index(dev_pool, dev["qid"].to_numpy(), dev["preferred_pid"].to_numpy())]
-    neg = dev_x[_row_index(dev_pool, dev["qid"].to_numpy(), dev["counterpart_pid"].to_numpy())]
-    dev_groups = dev["group"].to_numpy()
-    n_dev = len(dev)
-
     params = lgb_params(seed)
     dtrain = lgb.Dataset(train.features, label=train.labels, weight=train.weights, group=train.group_sizes,
                          feature_name=list(FEATURE_NAMES), params=params, free_raw_data=False)
-    # Development rows interleaved (preferred, counterpart) per query so the metric reads pairs.
-    dval = lgb.Dataset(np.stack([pos, neg], axis=1).reshape(2 * n_dev, -1), label=np.tile([1.0, 0.0], n_dev),
-                       group=np.full(n_dev, 2), reference=dtrain)
-
-    def dev_strict(preds: np.ndarray, _data: lgb.Dataset) -> tuple[str, float, bool]:
-        return "dev_strict", strict_by_groups(preds[0::2], preds[1::2], dev_groups), True
-
+    dval, dev_strict = _development(dev, dev_pool, pool_features(dev_pool, queries, dev_corpus), dtrain)
     history: dict[str, dict[str, list[float]]] = {}
     booster = lgb.train(params, dtrain, num_boost_round=MAX_ROUNDS, valid_sets=[dval], valid_names=["development"],
                         feval=dev_strict, callbacks=[lgb.early_stopping(PATIENCE, first_metric_only=True, verbose=False),
@@ -351,28 +341,11 @@ def _fit(n_background: int, train_pool: pd.DataFrame, train_directions: pd.DataF
     final = lgb.Booster(model_str=model_text)
     curve = history["development"]["dev_strict"]
     manifest: dict[str, object] = {
-        "variant": name,
-        "n_trees": final.num_trees(),
-        "best_iteration": best,
-        "rounds_run": len(curve),
-        "dev_strict_best": curve[best - 1],
-        "dev_strict_curve": curve,
-        "dev_queries": n_dev,
-        "dev_groups": int(pd.Series(dev_groups).nunique()),
-        "params": params,
-        "max_rounds": MAX_ROUNDS,
-        "patience": PATIENCE,
-        "seed": seed,
-        "feature_names": list(FEATURE_NAMES),
-        "training_rows": int(len(train.labels)),
-        "training_queries": int(len(train.group_sizes)),
-        "training_groups": int(train_directions.set_index("qid").loc[np.unique(train.qids), "group"].nunique()),
-        "label_counts": {str(int(k)): int(v) for k, v in zip(*np.unique(train.labels, return_counts=True))},
-        "excluded_train_directions": int(len(train_directions) - len(train.group_sizes)),
-        "background": train.background,
-        "n_background": n_background,
-        "input_digests": digests,
-        "lightgbm_version": lgb.__version__,
+        "variant": name, "n_trees": final.num_trees(), "best_iteration": best, "rounds_run": len(curve),
+        "dev_strict_best": curve[best - 1], "dev_strict_curve": curve, "dev_queries": len(dev),
+        "dev_groups": int(dev["group"].nunique()), "params": params, "max_rounds": MAX_ROUNDS, "patience": PATIENCE,
+        "seed": seed, "feature_names": list(FEATURE_NAMES), **_training_record(train, train_directions),
+        "n_background": n_background, "input_digests": digests, "lightgbm_version": lgb.__version__,
         "train_seconds": round(time.perf_counter() - start, 3),
     }
     # The manifest is sealed last: a run killed in between leaves no manifest, so the model is retrained.
@@ -380,3 +353,29 @@ def _fit(n_background: int, train_pool: pd.DataFrame, train_directions: pd.DataF
     manifest_text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
     write_sealed(out / _MANIFEST, lambda p: p.write_text(manifest_text, encoding="utf-8"))
     return TrainedRanker(final, manifest, out)
+
+
+def _development(dev: pd.DataFrame, dev_pool: pd.DataFrame, dev_x: np.ndarray, dtrain: lgb.Dataset):
+    """The development set (rows interleaved preferred, counterpart per query, so the metric reads pairs) and
+    its stopping metric: strict preference averaged within, then across, source groups."""
+    pos = dev_x[_row_index(dev_pool, dev["qid"].to_numpy(), dev["preferred_pid"].to_numpy())]
+    neg = dev_x[_row_index(dev_pool, dev["qid"].to_numpy(), dev["counterpart_pid"].to_numpy())]
+    groups, n = dev["group"].to_numpy(), len(dev)
+    dval = lgb.Dataset(np.stack([pos, neg], axis=1).reshape(2 * n, -1), label=np.tile([1.0, 0.0], n),
+                       group=np.full(n, 2), reference=dtrain)
+
+    def dev_strict(preds: np.ndarray, _data: lgb.Dataset) -> tuple[str, float, bool]:
+        return "dev_strict", strict_by_groups(preds[0::2], preds[1::2], groups), True
+    return dval, dev_strict
+
+
+def _training_record(train: TrainingSet, train_directions: pd.DataFrame) -> dict[str, object]:
+    """What entered the loss, for the manifest: rows, queries, groups, labels, exclusions, sampled background."""
+    return {
+        "training_rows": int(len(train.labels)),
+        "training_queries": int(len(train.group_sizes)),
+        "training_groups": int(train_directions.set_index("qid").loc[np.unique(train.qids), "group"].nunique()),
+        "label_counts": {str(int(k)): int(v) for k, v in zip(*np.unique(train.labels, return_counts=True))},
+        "excluded_train_directions": int(len(train_directions) - len(train.group_sizes)),
+        "background": train.background,
+    }

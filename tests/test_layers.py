@@ -81,8 +81,8 @@ def test_production_code_never_imports_test_code() -> None:
 def test_type_only_imports_are_checked_too(tmp_path: Path) -> None:
     """An import under ``if TYPE_CHECKING:`` is seen by the layer and cycle checks (it is a dependency)."""
     probe = tmp_path / "probe.py"
-    probe.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness.session import Evaluation\n",
-                     encoding="utf-8")
+    probe.write_text("from typing import TYPE_CHECKING\n"
+                     "if TYPE_CHECKING:\n    from harness.session import Evaluation\n", encoding="utf-8")
     assert ("harness.session", 3, False, "    from harness.session import Evaluation") in _imports(probe)
 
 

@@ -274,9 +274,9 @@ class PointwiseKind(WindowKind):
                                                              lambda: ctx.forget("scorer-key", identity)))
 
     def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
-        from rankers.scorers.cache import CACHE_FILE, ScoreCache, score_with_cache  # sqlite store, no model
+        from rankers.scorers.cache import ScoreCache, score_with_cache  # sqlite store, no model
 
-        cache = ctx.shared(("score-cache",), lambda: ScoreCache(ctx.cache("scores") / CACHE_FILE))
+        cache = ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
         return score_with_cache(self.scorer(decl, ctx), inputs, cache, batch_size=CHUNK, desc=desc)
 
 
@@ -319,10 +319,6 @@ def register(kind: Kind) -> Kind:
                          f"{type(kind).__qualname__}")
     _registry[kind.name] = kind
     return kind
-
-
-def unregister(name: str) -> None:
-    _registry.pop(name, None)
 
 
 def registered() -> Iterator[Kind]:

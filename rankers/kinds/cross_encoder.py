@@ -1,4 +1,4 @@
-"""``kind = "cross_encoder"``: a transformers sequence-classification model as a window scorer (``docs/protocol.md#cross-encoder``).
+"""``kind = "cross_encoder"``: a sequence-classification model as a window scorer (``docs/protocol.md#cross-encoder``).
 
 ``model`` is a hub name or a local folder; ``model = "trained"`` is the embedded cross-encoder,
 fine-tuned here on the Train pools (the CI budget on a ``--subset-pairs`` run) and cached; its

@@ -25,12 +25,13 @@ class LambdaMART(PoolKind):
             raise DeclarationError(f"{where}: background must be an integer >= 0 (0 is E0), got {background!r}")
 
     def memo_key(self, decl: RankerDecl, ctx: Context, split: str) -> dict[str, Any]:
-        return {"pools": [ctx.pool_digest(s) for s in ("train", "development", split)], "data": ctx.study.data_provenance(),
-                "seed": ctx.seed, **self.code()}
+        return {"pools": [ctx.pool_digest(s) for s in ("train", "development", split)],
+                "data": ctx.study.data_provenance(), "seed": ctx.seed, **self.code()}
 
     def rank(self, decl: RankerDecl, ctx: Context, split: str) -> Ranking:
-        return self.trained(ctx, int(decl.options["background"])).rank(
-            ctx.pool(split), ctx.queries(split), ctx.study.corpus_for(split), decl.name, features=self.features(ctx, split))
+        trained = self.trained(ctx, int(decl.options["background"]))
+        return trained.rank(ctx.pool(split), ctx.queries(split), ctx.study.corpus_for(split), decl.name,
+                            features=self.features(ctx, split))
 
     @staticmethod
     def features(ctx: Context, split: str):

@@ -1,4 +1,4 @@
-"""The persistent text-score cache shared by every scorer (SPEC §3 "Every text score is cached").
+"""The persistent text-score cache shared by every scorer (``docs/protocol.md#caches``).
 
 One SQLite file in WAL mode: concurrent pytest-xdist workers can read and write it,
 an interrupted run keeps every committed chunk, and the tables can be rebuilt from it
@@ -38,7 +38,6 @@ from filelock import FileLock
 
 from fixtures.corpus import text_hash
 from fixtures.progress import stage
-from fixtures.settings import Settings
 from rankers.scorers.base import ScoreBatch, TextScorer
 
 SCHEMA_VERSION = 2
@@ -120,9 +119,9 @@ class ScoreCache:
             self._conn = self._recover(str(exc), recheck=True)
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> ScoreCache:
-        """The run's shared cache: ``<cache_dir>/scores/text_scores.v2.sqlite``."""
-        return cls(settings.cache("scores") / CACHE_FILE)
+    def in_folder(cls, folder: Path) -> ScoreCache:
+        """The shared cache of a run's score folder: ``<folder>/text_scores.v2.sqlite``."""
+        return cls(Path(folder) / CACHE_FILE)
 
     def _connect(self) -> sqlite3.Connection:
         """Open, create or verify the file; ``_Unusable`` when SQLite finds it corrupt or its layout differs."""
@@ -311,10 +310,6 @@ def _finite_or_none(score: float | None) -> float | None:
         return None
     score = float(score)
     return score if np.isfinite(score) else None
-
-
-def cache_key(model_key: str, pid: str, query: str, passage: str) -> CacheKey:
-    return (model_key, text_hash(query), pid, text_hash(passage))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The LLM grader: a fixed, versioned prompt asks for an integer 0–4 (SPEC §3 "LLM grader").
+"""The LLM grader: a fixed, versioned prompt asks for an integer 0–4 (``docs/protocol.md#grader``).
 
 Rubric (prompts ``grade_v1``/``grade_v2``): 0 unrelated; 1 condition contradicted or
 misattributed; 2 required evidence absent; 3 satisfied with an implicit detail; 4 explicitly

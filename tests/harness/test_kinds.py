@@ -16,7 +16,8 @@ from harness.session import Evaluation
 from rankers.base import Ranking, single_score_ranking
 from rankers.fusion import fusion_scores
 from rankers.kinds import kind, kinds
-from rankers.kinds.base import Context, DeclarationError, PoolKind, RankerDecl, Requirement, register, unregister
+from rankers.kinds.base import Context, DeclarationError, PoolKind, RankerDecl, Requirement
+from tests.support.kinds import registered
 
 SUBSET = {"subset_pairs": 24, "subset_seed": 0}  # the CI scope: its pools are in the shared cache after a CI run
 
@@ -45,8 +46,8 @@ class ReversedFusion(PoolKind):
 @pytest.fixture
 def reversed_kind():
     ReversedFusion.calls = []
-    yield register(ReversedFusion())
-    unregister(ReversedFusion.name)
+    with registered(ReversedFusion()) as kind:
+        yield kind
 
 
 def _profile(tmp_path: Path, extra: str = "") -> Path:

@@ -10,7 +10,13 @@ import sqlite3
 from collections.abc import Iterable
 from contextlib import closing
 
+from fixtures.corpus import text_hash
 from rankers.scorers.cache import CacheKey, ScoreCache
+
+
+def cache_key(model_key: str, pid: str, query: str, passage: str) -> CacheKey:
+    """The key a score of (query text, passage id, passage text) is stored under."""
+    return (model_key, text_hash(query), pid, text_hash(passage))
 
 
 def _connect(cache: ScoreCache) -> closing[sqlite3.Connection]:

@@ -12,7 +12,8 @@ import numpy as np
 
 from fixtures.artifacts import sha256_file
 from rankers.scorers.http import error_text
-from rankers.scorers.llm.generation import GRADE_TOKENS, BackendUnavailable, Generation, GenerationSettings, settings_key
+from rankers.scorers.llm.generation import (GRADE_TOKENS, BackendUnavailable, Generation, GenerationSettings,
+                                            settings_key)
 from rankers.scorers.prompts import GradePrompt, PromptTemplate
 
 # llama.cpp's OpenMP threads spin while waiting by default; on a shared CPU (more runnable threads

@@ -16,8 +16,8 @@ import pytest
 from fixtures import progress
 from fixtures.settings import Settings
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.cache import SCHEMA_VERSION, ScoreCache, ScoreCacheWarning, cache_key, score_with_cache
-from tests.support.score_cache import delete_stored, stored_count, stored_errors
+from rankers.scorers.cache import SCHEMA_VERSION, ScoreCache, ScoreCacheWarning, score_with_cache
+from tests.support.score_cache import cache_key, delete_stored, stored_count, stored_errors
 
 
 class CountingScorer:
@@ -183,7 +183,7 @@ def test_concurrent_writers_share_one_cache(tmp_path):
 
 
 def test_settings_location(tmp_path):
-    with ScoreCache.for_settings(Settings(cache_dir=tmp_path)) as c:
+    with ScoreCache.in_folder(Settings(cache_dir=tmp_path).cache("scores")) as c:
         assert c.path == tmp_path / "scores" / f"text_scores.v{SCHEMA_VERSION}.sqlite"
         assert c._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

@@ -115,7 +115,7 @@ def test_training_is_cached_deterministic_and_never_reads_held_out_splits(study,
 
 
 def test_altered_weights_are_named_discarded_and_retrained(study, backbone, tmp_path, monkeypatch):
-    """Issue 14: an edited cached model must never score; it is named (folder, file) and rebuilt."""
+    """An edited cached model must never score; it is named (folder, file) and rebuilt."""
     train_pool, dev_pool = fake_pool(study, "train", 0), fake_pool(study, "development", 1)
     cache = tmp_path
     a = train_cross_encoder(study, train_pool, dev_pool, cache, backbone=backbone, seed=5, budget=RECIPE)
