@@ -46,7 +46,7 @@ def parse_declaration(name: str, table: Mapping[str, Any], where: str) -> Ranker
         raise DeclarationError(f"{where}: unknown kind {table.get('kind')!r}; expected one of {sorted(kinds())}")
     options = {k: v for k, v in table.items() if k in spec.options}
     window = spec.is_window(options)
-    allowed = {**COMMON, **(WINDOW_ONLY if window or spec.window else {}), **spec.options}
+    allowed = {**COMMON, **(WINDOW_ONLY if spec.window else {}), **spec.options}
     for key, value in table.items():
         if key not in allowed:
             raise DeclarationError(f"{where}: unknown key {key!r} for kind {spec.name!r}; allowed: {sorted(allowed)}")

@@ -181,6 +181,7 @@ class Kind:
     #: A bounded integer score scale (the grader's 0-4): double-max counts and the tie-branch claims apply.
     max_score: ClassVar[float | None] = None
     doc: ClassVar[str] = ""
+    #: Whether its rankers can reorder a window (``is_window`` decides for one declaration's options).
     window: ClassVar[bool] = False
 
     def is_window(self, options: Mapping[str, Any]) -> bool:

@@ -17,7 +17,7 @@ class Fusion(PoolKind):
     def check(self, options, where: str) -> None:
         try:
             declared_rules(options.get("weights"), options.get("thresholds"))
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
             raise DeclarationError(f"{where}: {exc}") from None
 
     def rank(self, decl: RankerDecl, ctx: Context, split: str) -> Ranking:

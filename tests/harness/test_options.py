@@ -93,3 +93,23 @@ def test_a_results_dir_under_home_is_published_into_the_home_directory(tmp_path:
     assert (home / "x" / "test" / "table2.csv").is_file()
     assert f"results written to {home / 'x' / 'test'}" in result.stdout
     assert not (PROJECT_ROOT / "~").exists(), "a folder literally named ~ was created in the checkout"
+
+
+def test_a_ranker_this_machine_cannot_run_is_skipped_with_its_kinds_reason(tmp_path: Path) -> None:
+    """A declared requirement (here CUDA, from ``marks = ["gpu"]``) skips the ranker's rows with the reason."""
+    import torch  # only to know whether this machine has the device the declaration asks for
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: nothing to skip")
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[profile]\nname = "mine"\nextends = "embedded"\n'
+                    '[rankers.fusion_gpu]\nkind = "fusion"\nmarks = ["gpu"]\norder = 99\n', encoding="utf-8")
+    result = run_specs("--profile", str(mine), cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    ran = subprocess.run([sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "--benchmark-skip",
+                          "--profile", str(mine), "-k", "table2_row and fusion_gpu", "-rs", "-q"], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True, env={**os.environ, "NEVIR_CACHE_DIR": str(tmp_path / "cache")},
+                         timeout=600)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    assert re.search(r"SKIPPED .*fusion_gpu: a CUDA device is not available here", ran.stdout), ran.stdout[-3000:]
+    assert not (tmp_path / "cache" / "pools").exists()  # skipped before any work

@@ -104,9 +104,9 @@ class OpenAIBackend:
             return list(await asyncio.gather(*(run(m, t) for m, t in batch)))
 
 
-def _typed(value: Any, kinds: tuple[type, ...], where: str) -> Any:
-    if not isinstance(value, kinds) or isinstance(value, bool):
-        names = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+def _typed(value: Any, types: tuple[type, ...], where: str) -> Any:
+    if not isinstance(value, types) or isinstance(value, bool):
+        names = " or ".join("null" if k is type(None) else k.__name__ for k in types)
         raise MalformedReply(f"{where} is {type(value).__name__} {str(value)[:60]!r}, expected {names}")
     return value
 
