@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fixtures.settings import Settings, default_cache_dir
@@ -16,7 +17,8 @@ from harness.session import Evaluation
 from rankers.base import Ranking, single_score_ranking
 from rankers.fusion import fusion_scores
 from rankers.kinds import kind, kinds
-from rankers.kinds.base import Context, DeclarationError, PoolKind, RankerDecl, Requirement
+from rankers.kinds.base import Context, DeclarationError, PoolKind, RankerDecl, Requirement, WindowKind
+from rankers.scorers.cache import ScoredInputs
 from tests.support.kinds import registered
 
 SUBSET = {"subset_pairs": 24, "subset_seed": 0}  # the CI scope: its pools are in the shared cache after a CI run
@@ -111,3 +113,39 @@ def test_a_failing_kind_is_reported_against_its_declaration(reversed_kind, tmp_p
     with pytest.raises(Exception, match=r"mine.toml \[rankers.upside_down\]: cannot rank test: RuntimeError: the "
                                         r"reversing machine jammed"):
         evaluation.ranking("test", "upside_down")
+
+
+class ReversedWindow(WindowKind):
+    """A window kind that judges each query's ordered window in one call (as a listwise model would): the
+    window's last passage first. Defined here to show that such a kind needs nothing of the harness."""
+
+    name = "test_reversed_window"
+    calls: list[int] = []
+
+    def identity(self, decl: RankerDecl, ctx: Context) -> dict:
+        return {"kind": self.name, **self.code()}
+
+    def judge(self, decl: RankerDecl, ctx: Context, inputs, desc: str) -> ScoredInputs:
+        frame = pd.DataFrame(list(inputs), columns=["qid", "pid", "query", "passage"])
+        type(self).calls.append(int(frame["qid"].nunique()))  # one judgment per ordered window
+        position = frame.groupby("qid", sort=False).cumcount().astype(float)
+        out = frame[["qid", "pid"]].assign(score=position, error=None, usage=[{} for _ in range(len(frame))],
+                                           raw=None, cached=False)
+        return ScoredInputs(out, n_unique=len(frame), n_scored=len(frame), n_cached=0, model_key=self.name)
+
+
+def test_a_kind_judging_whole_windows_plugs_into_the_window_rule_unchanged(tmp_path) -> None:
+    ReversedWindow.calls = []
+    path = tmp_path / "mine.toml"
+    path.write_text('[profile]\nname = "mine"\nextends = "embedded"\n'
+                    f'[rankers.reversed_window]\nkind = "{ReversedWindow.name}"\norder = 45\n', encoding="utf-8")
+    with registered(ReversedWindow()):
+        evaluation = Evaluation(Settings(cache_dir=_cache_sharing_pools(tmp_path), **SUBSET), load_profile(str(path)))
+        ranking = evaluation.ranking("test", "reversed_window").frame
+        fusion = evaluation.ranking("test", "fusion").frame
+    assert ReversedWindow.calls == [fusion["qid"].nunique()]
+    for qid in fusion["qid"].unique()[:5]:
+        head = fusion[(fusion["qid"] == qid) & (fusion["rank"] <= 20)].sort_values("rank")["pid"].tolist()
+        mine = ranking[ranking["qid"] == qid].sort_values("rank")["pid"].tolist()
+        assert mine[:len(head)] == head[::-1] and mine[len(head):] == fusion[(fusion["qid"] == qid) & (
+            fusion["rank"] > 20)].sort_values("rank")["pid"].tolist()
