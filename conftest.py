@@ -3,11 +3,12 @@
 The profile is read and every option checked in ``pytest_configure``, before collection;
 specs are parametrized over the profile's declared rankers (``ranker``, ``window_ranker``,
 ``graded_ranker``), claims and pins, so a new declaration gets its rows and claims with no
-code change.
+code change. A parameter carries the pytest marks its rankers declare, and is skipped with
+the reason when this machine lacks what one of its rankers needs (its kind's requirements:
+llama-cpp-python for the CPU grader, CUDA for ``gpu`` rankers, an optional package).
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,12 +25,15 @@ from harness.claims import (check_claim_names, designated_twins, h2_claims, h3_c
                             tie_twins)
 from harness.options import add_options, read_profile, read_settings  # noqa: E402
 from harness.profile import Profile  # noqa: E402
+from rankers.registry import RankerDecl  # noqa: E402
 
 pytest_plugins = ["reports.plugin"]
 
 SPECS = Path(__file__).resolve().parent / "specs"
 SETTINGS = pytest.StashKey[Settings]()
 PROFILE = pytest.StashKey[Profile]()
+#: Per declared ranker, the reasons it cannot run on this machine (empty: it can), checked once.
+UNMET = pytest.StashKey[dict[str, tuple[str, ...]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,8 +45,11 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = read_settings(config)
     profile = read_profile(settings)
     check_claim_names(profile)
-    config.stash[SETTINGS] = settings
+    from reports.plugin import SETTINGS as PUBLISHING  # registered by pytest_plugins before configure
+
+    config.stash[SETTINGS] = config.stash[PUBLISHING] = settings
     config.stash[PROFILE] = profile
+    config.stash[UNMET] = {}
     worker = getattr(config, "workerinput", {}).get("workerid")
     # Capture is suspended during configure, so fd 2 is the terminal here; a duplicate stays usable under capture.
     progress.configure(os.fdopen(os.dup(2), "w", buffering=1), enabled=config.get_verbosity() >= 0,
@@ -78,13 +85,23 @@ def _stage_timings(request: pytest.FixtureRequest):
                 recorder.add("stages", split, row)
 
 
-def _param(value: object, marks: Iterable[str], id: str | None = None) -> pytest.param:
-    """A parameter carrying the pytest marks its rankers declare (llm, gpu, slow)."""
-    return pytest.param(value, marks=[getattr(pytest.mark, m) for m in sorted(set(marks))], id=id or str(value))
+def _unmet(config: pytest.Config, decl: RankerDecl) -> tuple[str, ...]:
+    """Why this machine cannot run a declared ranker (its requirements that are not met), checked once per run."""
+    unmet = config.stash[UNMET]
+    if decl.name not in unmet:
+        unmet[decl.name] = tuple(r.reason for r in decl.requirements() if not r.met())
+    return unmet[decl.name]
 
 
-def _rankers(decls) -> list:
-    return [_param(d.name, d.marks) for d in decls]
+def _param(config: pytest.Config, value: object, decls: Iterable[RankerDecl], id: str | None = None) -> pytest.param:
+    """A parameter carrying the pytest marks its rankers declare (llm, gpu, slow), skipped with the reason when
+    one of them cannot run here."""
+    decls = list(decls)
+    marks = [getattr(pytest.mark, m) for m in sorted({m for d in decls for m in d.marks})]
+    reasons = sorted({r for d in decls for r in _unmet(config, d)})
+    if reasons:
+        marks.append(pytest.mark.skip(reason=f"{', '.join(d.name for d in decls)}: {'; '.join(reasons)}"))
+    return pytest.param(value, marks=marks, id=id or str(value))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -93,7 +110,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if PROFILE not in config.stash or not metafunc.definition.path.is_relative_to(SPECS):
         return  # unit tests under tests/ parametrize themselves
     profile, settings = config.stash[PROFILE], config.stash[SETTINGS]
-    marks = {d.name: d.marks for d in profile.rankers.values()}
+    decls = profile.rankers
+
+    def _rankers(chosen: Iterable[RankerDecl]) -> list:
+        return [_param(config, d.name, [d]) for d in chosen]
+
     names = metafunc.fixturenames
     if "split" in names:
         metafunc.parametrize("split", list(settings.splits), scope="session")
@@ -113,21 +134,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         graded = set(h3_claims(profile).values())
         metafunc.parametrize("graded_ranker", _rankers(d for d in profile.window_rankers() if d.name in graded))
     if "h2_claim" in names:
-        metafunc.parametrize("h2_claim", [_param(n, marks[r]) for n, (r, _, _) in h2_claims(profile).items()])
+        metafunc.parametrize("h2_claim", [_param(config, n, [decls[r], decls[v]])
+                                          for n, (r, v, _) in h2_claims(profile).items()])
     if "comparison" in names:
-        metafunc.parametrize("comparison", [_param(c.name, (*marks[c.ranker], *marks[c.versus]))
+        metafunc.parametrize("comparison", [_param(config, c.name, [decls[c.ranker], decls[c.versus]])
                                             for c in profile.comparisons()])
     for fixture, twins in (("tie_twin", tie_twins), ("designated_twin", designated_twins)):
         if fixture in names:
-            metafunc.parametrize(fixture, [_param(key, marks[pair[0]]) for key, pair in twins(profile).items()])
+            metafunc.parametrize(fixture, [_param(config, key, [decls[r] for r in pair])
+                                           for key, pair in twins(profile).items()])
     if "ranked_population" in names:
-        populations: dict[str, set[str]] = {}
+        populations: dict[str, list[RankerDecl]] = {}
         for decl in profile.ordered():
-            populations.setdefault(decl.population, set()).update(decl.marks)
-        metafunc.parametrize("ranked_population", [_param(p, ms) for p, ms in populations.items()])
+            populations.setdefault(decl.population, []).append(decl)
+        metafunc.parametrize("ranked_population", [_param(config, p, ds) for p, ds in populations.items()])
     if "pin" in names:
         scope = settings.run_scope()
-        metafunc.parametrize("pin", [_param(p, marks[p.ranker], id=f"{p.split}-{p.ranker}-{p.measure}")
+        metafunc.parametrize("pin", [_param(config, p, [decls[p.ranker]], id=f"{p.split}-{p.ranker}-{p.measure}")
                                      for p in profile.pins if p.scope == scope and p.split in settings.splits])
 
 
@@ -136,27 +159,6 @@ def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None
     if collection_path.name.startswith("bench_") and config.getoption("benchmark_skip", False):
         return True
     return None
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Rankers whose runtime this machine lacks are skipped with the reason: the CPU grader without
-    llama-cpp-python (``NEVIR_SKIP_GRADER=1 bash .ci/setup``), ``gpu`` rankers without CUDA."""
-    if PROFILE in config.stash and importlib.util.find_spec("llama_cpp") is None:
-        local = {d.name for d in config.stash[PROFILE].rankers.values()
-                 if d.kind == "llm_grader" and d.options.get("backend") == "llamacpp"}
-        for item in items:
-            params = {str(v) for v in getattr(getattr(item, "callspec", None), "params", {}).values()}
-            if local & params or (local and item.get_closest_marker("llm")):
-                item.add_marker(pytest.mark.skip(reason="llama-cpp-python is not installed (set up without the CPU "
-                                                        "grader); `bash .ci/setup` installs it"))
-    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
-    if not gpu_items:
-        return
-    import torch  # heavy: only when a gpu-marked ranker is collected
-
-    if not torch.cuda.is_available():
-        for item in gpu_items:
-            item.add_marker(pytest.mark.skip(reason="declared with marks = ['gpu'] and no CUDA device is available"))
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:

@@ -68,10 +68,10 @@ def h2_claims(profile: Profile) -> dict[str, tuple[str, str, str]]:
     """Generated H2 claims: every window ranker vs its ``compare_to`` ranker -> (ranker, versus, measure)."""
     out: dict[str, tuple[str, str, str]] = {}
     for decl in profile.window_rankers():
-        if decl.compare_to and decl.compare_to != decl.name:
-            out[f"h2_{decl.name}_strict_gt_{decl.compare_to}"] = (decl.name, decl.compare_to, "strict")
+        if decl.baseline and decl.baseline != decl.name:
+            out[f"h2_{decl.name}_strict_gt_{decl.baseline}"] = (decl.name, decl.baseline, "strict")
             if not decl.designated_only:
-                out[f"h2_{decl.name}_mrr_gt_{decl.compare_to}"] = (decl.name, decl.compare_to, "mrr")
+                out[f"h2_{decl.name}_mrr_gt_{decl.baseline}"] = (decl.name, decl.baseline, "mrr")
     return out
 
 

@@ -2,7 +2,9 @@
 
 Every option and the profile are validated in ``pytest_configure`` (before collection,
 pools or models), and a bad one stops the run with one message naming the option or
-file, instead of failing after twenty minutes of pool building.
+file, instead of failing after twenty minutes of pool building. Every path option is
+expanded (``~``) and made absolute here, once (``path_option``); everything else — the
+session, the report plugin — reads the resulting ``Settings``, never the raw options.
 """
 from __future__ import annotations
 
@@ -52,6 +54,11 @@ def _writable(path: Path, what: str) -> str | None:
     return None
 
 
+def path_option(value: str | os.PathLike[str]) -> Path:
+    """A path as given on the command line or in the environment: ``~`` expanded, made absolute."""
+    return Path(value).expanduser().resolve()
+
+
 def read_settings(config: pytest.Config) -> Settings:
     """Settings from the options, or ``pytest.UsageError`` naming the first bad option."""
     opt = config.getoption
@@ -72,21 +79,24 @@ def read_settings(config: pytest.Config) -> Settings:
     sample = opt("grader_sample")
     if sample is not None and sample < 0:
         problems.append(f"--grader-sample must be >= 0 (0 = no sampling), got {sample}")
-    data_dir = Path(opt("data_dir")).expanduser() if opt("data_dir") else None
+    data_dir = path_option(opt("data_dir")) if opt("data_dir") else None
     if data_dir is not None and not data_dir.is_dir():
         problems.append(f"--data-dir {data_dir} is not a directory")
-    cache_dir = Path(opt("cache_dir")).expanduser() if opt("cache_dir") else default_cache_dir()
-    results_dir = Path(opt("results_dir")).expanduser()
+    cache_dir = path_option(opt("cache_dir") or default_cache_dir())
+    results_dir = path_option(opt("results_dir"))
     if not hasattr(config, "workerinput"):  # workers inherit the controller's checked directories
         for path, what in ((cache_dir, "--cache-dir"), (results_dir, "--results-dir")):
             problem = _writable(path, what)
             if problem:
                 problems.append(problem)
+    compare = opt("compare_to")
+    if compare and path_option(compare).is_dir():  # a results folder (else a run id under results/.history)
+        compare = str(path_option(compare))
     if problems:
         raise pytest.UsageError("; ".join(problems))
     return Settings(splits=splits, results_dir=results_dir, cache_dir=cache_dir, data_dir=data_dir,
                     profile=str(opt("profile")), subset_pairs=subset, subset_seed=opt("subset_seed"),
-                    grader_sample=sample)
+                    grader_sample=sample, compare_run=compare)
 
 
 def read_profile(settings: Settings) -> Profile:

@@ -2,7 +2,7 @@
 
 A ranking orders each query's full pool (``rank``, 1-based, the list position) and
 carries the strict-comparison key ``(k0, k1, k2)`` compared lexicographically
-(SPEC §3–4). Keeping keys apart from positions is what lets identifier
+(``docs/protocol.md#ties``). Keeping keys apart from positions is what lets identifier
 tie-breaking set positions without ever creating a strict success.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Ranking:
 
 
 def strictly_greater(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise lexicographic ``a > b`` over (k0, k1, k2) key rows: the one strict comparison (SPEC §4).
+    """Row-wise lexicographic ``a > b`` over (k0, k1, k2) key rows: the one strict comparison.
 
     Equal keys are ties, and a tie is never a success; list positions play no part.
     """

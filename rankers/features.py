@@ -1,4 +1,4 @@
-"""The 38 pool features of the learned rankers E0 and background N=8 (SPEC §3).
+"""The 38 pool features of the learned rankers E0 and background N=8 (``docs/protocol.md#lambdamart``).
 
 Every feature is computed from the complete candidate pool of a query, so the
 background candidates shape a designated passage's features (its within-query
@@ -14,7 +14,7 @@ Fill rules (a feature must be finite for LightGBM and for the strict comparison)
   the route returned nothing for the query;
 - route rank of a passage the route did not return: the route's saved depth + 1;
 - min-max normalized score of a missing passage: 0; a route whose returned scores
-  are all equal gives 1.0 to each (the fusion rule of SPEC §2);
+  are all equal gives 1.0 to each (the fusion rule, ``docs/protocol.md#fusion``);
 - z-score: population standard deviation within the query; a missing passage takes
   the query's lowest returned z-score for that route; a constant route gives 0;
 - lexical ratios with an empty denominator (a query without tokens or bigrams): 0.

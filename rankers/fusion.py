@@ -1,4 +1,4 @@
-"""Fixed fusion, the reference ranker (SPEC §2).
+"""Fixed fusion, the reference ranker (``docs/protocol.md#fusion``).
 
 Per query and route: keep a raw score only if it reaches the route threshold,
 apply log(1+s) to sparse and BM25, min–max normalize over the query's retained
@@ -52,7 +52,7 @@ def route_contributions(pool: pd.DataFrame, rule: RouteRule, qid_codes: np.ndarr
 
 def declared_rules(weights: Mapping[str, float] | None = None,
                    thresholds: Mapping[str, float] | None = None) -> tuple[RouteRule, ...]:
-    """The SPEC's rules with some weights or thresholds replaced (a declared fusion variant); unknown routes fail."""
+    """The protocol's rules with some weights or thresholds replaced (a declared fusion variant); unknown routes fail."""
     changes = {"weight": dict(weights or {}), "threshold": dict(thresholds or {})}
     for what, values in changes.items():
         unknown = sorted(set(values) - {r.route for r in FUSION_RULES})

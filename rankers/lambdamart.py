@@ -1,16 +1,16 @@
-"""Learned full-pool rankers: pair-trained E0 and background training N=8 (SPEC §3).
+"""Learned full-pool rankers: LambdaMART on pairs (E0) or with N background candidates (``docs/protocol.md#lambdamart``).
 
-Both are LightGBM ``lambdarank`` models over the 38 pool features of
-``rankers.features``, computed on each query's complete pool, and both score the
-whole pool at inference. They differ only in which rows enter the loss:
+Every variant is a LightGBM ``lambdarank`` model over the 38 pool features of
+``rankers.features``, computed on each query's complete pool, scoring the whole pool at
+inference. Variants differ only in which rows enter the loss, set by ``n_background``:
 
-- ``e0``: the two designated passages of each eligible Train direction, labels 1/0;
-  background candidates shape the features but carry no label;
-- ``bg8``: the same pair plus up to 8 background candidates sampled without
-  replacement from the rest of the query's pool with a per-query seed (derived from
-  the base seed and a stable hash of the qid, recorded in the manifest), labels
-  2/1/0 with gains [0, 1, 2]. A query with fewer than 8 background candidates takes
-  all it has.
+- ``e0`` (``n_background = 0``): the two designated passages of each eligible Train direction,
+  labels 1/0; background candidates shape the features but carry no label;
+- ``bg<N>`` (``n_background = N > 0``; the paper's N=8 is ``bg8``): the same pair plus up to N
+  background candidates sampled without replacement from the rest of the query's pool with a
+  per-query seed (derived from the base seed and a stable hash of the qid, recorded in the
+  manifest), labels 2/1/0 with gains [0, 1, 2]. A query with fewer than N background candidates
+  takes all it has.
 
 Eligibility (training and development): both designated passages are pool rows of
 that qid and the direction is not a structural conflict (``fixtures.populations``).
@@ -21,10 +21,10 @@ of its rows (see rank_objective.hpp, ``GetGradients``). Early stopping (patience
 at most 300 rounds) maximizes development strict preference averaged within, then
 across, source groups; a tie is a failure.
 
-A trained model is cached under ``cache_dir/<kind>-<inputs digest>/`` (LightGBM
+A trained model is cached under ``cache_dir/<variant>-<inputs digest>/`` (LightGBM
 model text truncated to the best iteration plus ``manifest.json``) and reused when
 every input — pools, directions, query texts, corpora, parameters, seed and the
-ranker code — is unchanged. Both files are sealed when written and their seals are
+ranker code (``fixtures.code``) — is unchanged. Both files are sealed when written and their seals are
 checked before LightGBM reads them: LightGBM aborts the interpreter on a truncated
 model file (a C++ fatal error, not an exception) and silently loads a same-length
 edit, so a file whose bytes changed is named, discarded and retrained, never loaded.
@@ -38,7 +38,6 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import lightgbm as lgb
 import numpy as np
@@ -46,24 +45,35 @@ import pandas as pd
 from filelock import FileLock
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, discard, write_sealed
+from fixtures.code import code_digest
 from fixtures.corpus import corpus_hash
 from fixtures.populations import annotate_population, eligible_directions
 from fixtures.settings import SEED
 from rankers.base import Ranking, single_score_ranking
 from rankers.features import FEATURE_NAMES, POOL_COLUMNS, pool_features
 
-Kind = Literal["e0", "bg8"]
-KINDS: tuple[str, ...] = ("e0", "bg8")
-N_BACKGROUND = 8
 MAX_ROUNDS = 300
 PATIENCE = 40
-#: Labels of (preferred, counterpart, sampled background) rows per kind; E0 has no background rows.
-LABELS: dict[str, tuple[int, int, int | None]] = {"e0": (1, 0, None), "bg8": (2, 1, 0)}
-_CODE_FILES = ("features.py", "fusion.py", "lambdamart.py")
+
+
+def variant_name(n_background: int) -> str:
+    """``e0`` for pair-only training, ``bg<N>`` for N background candidates per query."""
+    check_background(n_background)
+    return "e0" if n_background == 0 else f"bg{n_background}"
+
+
+def check_background(n_background: object) -> None:
+    if isinstance(n_background, bool) or not isinstance(n_background, int) or n_background < 0:
+        raise ValueError(f"background must be an integer >= 0 (0 is E0), got {n_background!r}")
+
+
+def labels(n_background: int) -> tuple[int, int, int | None]:
+    """Labels of (preferred, counterpart, sampled background) rows; E0 has no background rows."""
+    return (1, 0, None) if n_background == 0 else (2, 1, 0)
 
 
 def lgb_params(seed: int) -> dict[str, object]:
-    """The shared, fixed LightGBM configuration of both arms (SPEC §3); single-threaded and deterministic."""
+    """The shared, fixed LightGBM configuration of every variant; single-threaded and deterministic."""
     return {
         "objective": "lambdarank",
         "num_leaves": 7,
@@ -112,7 +122,7 @@ def background_seed(base_seed: int, qid: str) -> int:
 
 
 def sample_background(pool: pd.DataFrame, directions: pd.DataFrame, base_seed: int,
-                      n: int = N_BACKGROUND) -> dict[str, dict[str, object]]:
+                      n: int) -> dict[str, dict[str, object]]:
     """Per eligible qid: its seed and up to ``n`` pool pids outside the designated pair, without replacement.
 
     Candidates are taken in passage-id order before sampling, so the draw depends only on
@@ -137,21 +147,20 @@ def _row_index(pool: pd.DataFrame, qids: np.ndarray, pids: np.ndarray) -> np.nda
     return rows
 
 
-def training_set(kind: Kind, pool: pd.DataFrame, features: np.ndarray, directions: pd.DataFrame,
+def training_set(n_background: int, pool: pd.DataFrame, features: np.ndarray, directions: pd.DataFrame,
                  seed: int) -> TrainingSet:
-    """Loss rows of eligible directions: the designated pair (E0) or pair plus sampled background (bg8)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown ranker kind {kind!r}; expected one of {KINDS}")
+    """Loss rows of eligible directions: the designated pair (E0) or pair plus ``n_background`` sampled ones."""
+    name = variant_name(n_background)
     elig = usable_directions(pool, directions)
     if elig.empty:
-        raise ValueError(f"{kind}: no usable training query: none of the {len(directions)} directions has both "
+        raise ValueError(f"{name}: no usable training query: none of the {len(directions)} directions has both "
                          "designated passages in its pool without being a structural conflict")
-    preferred, counterpart, background_label = LABELS[kind]
+    preferred, counterpart, background_label = labels(n_background)
     rows = [pd.DataFrame({"qid": elig["qid"], "pid": elig["preferred_pid"], "label": preferred}),
             pd.DataFrame({"qid": elig["qid"], "pid": elig["counterpart_pid"], "label": counterpart})]
     background: dict[str, dict[str, object]] = {}
-    if kind == "bg8":
-        background = sample_background(pool, elig, seed)
+    if n_background:
+        background = sample_background(pool, elig, seed, n_background)
         bq = [q for q, b in background.items() for _ in b["pids"]]  # type: ignore[union-attr]
         bp = [p for b in background.values() for p in b["pids"]]  # type: ignore[union-attr]
         rows.append(pd.DataFrame({"qid": bq, "pid": bp, "label": background_label}))
@@ -177,13 +186,6 @@ def _frame_digest(frame: pd.DataFrame, columns: list[str], sort: list[str]) -> s
     return hashlib.sha256(pd.util.hash_pandas_object(sub, index=False).to_numpy().tobytes()).hexdigest()
 
 
-def _code_digest() -> str:
-    h = hashlib.sha256()
-    for name in _CODE_FILES:
-        h.update((Path(__file__).parent / name).read_bytes())
-    return h.hexdigest()
-
-
 def _corpus_of(directions: pd.DataFrame, corpora: Mapping[str, Mapping[str, str]] | Mapping[str, str],
                role: str) -> Mapping[str, str]:
     """The corpus a split retrieves from: ``corpora`` itself when it is one {pid: text} corpus, else by name."""
@@ -202,7 +204,7 @@ def _corpus_of(directions: pd.DataFrame, corpora: Mapping[str, Mapping[str, str]
 _DIRECTION_COLUMNS = ["qid", "pair_id", "split", "preferred_pid", "counterpart_pid", "group", "conflict"]
 
 
-def input_digests(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
+def input_digests(n_background: int, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
                   dev_directions: pd.DataFrame, queries: Mapping[str, str], train_corpus: Mapping[str, str],
                   dev_corpus: Mapping[str, str], seed: int) -> dict[str, str]:
     """Digest of every input a trained model depends on; the model is reused only when all match."""
@@ -215,10 +217,11 @@ def input_digests(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.Dat
         "queries": hashlib.sha256(json.dumps({q: queries.get(q) for q in qids}, sort_keys=True).encode()).hexdigest(),
         "train_corpus": corpus_hash(dict(train_corpus)),
         "dev_corpus": corpus_hash(dict(dev_corpus)),
-        "code": _code_digest(),
-        "config": hashlib.sha256(json.dumps({"kind": kind, "params": lgb_params(seed), "max_rounds": MAX_ROUNDS,
-                                             "patience": PATIENCE, "n_background": N_BACKGROUND,
-                                             "lightgbm": lgb.__version__}, sort_keys=True).encode()).hexdigest(),
+        "code": code_digest(__name__),
+        "config": hashlib.sha256(json.dumps({"variant": variant_name(n_background), "params": lgb_params(seed),
+                                             "max_rounds": MAX_ROUNDS, "patience": PATIENCE,
+                                             "n_background": n_background, "lightgbm": lgb.__version__},
+                                            sort_keys=True).encode()).hexdigest(),
     }
     digests["combined"] = hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()
     return digests
@@ -226,7 +229,7 @@ def input_digests(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.Dat
 
 @dataclass(frozen=True)
 class TrainedRanker:
-    """A fitted E0 or bg8 booster (truncated to its best iteration) and its manifest."""
+    """A fitted LambdaMART booster (truncated to its best iteration) and its manifest."""
 
     booster: lgb.Booster
     manifest: dict[str, object]
@@ -256,7 +259,7 @@ class TrainedRanker:
         Works for any pool, including queries with a single candidate.
         """
         return single_score_ranking(pool, self.scores(pool, queries, corpus, features), name,
-                                    kind=self.manifest["kind"], n_trees=self.n_trees)
+                                    variant=self.manifest["variant"], n_trees=self.n_trees)
 
 
 _MODEL, _MANIFEST = "model.txt", "manifest.json"
@@ -278,67 +281,57 @@ def load_ranker(path: Path) -> TrainedRanker:
     return TrainedRanker(booster, manifest, path)
 
 
-def train_ranker(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
+def train_ranker(n_background: int, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
                  dev_directions: pd.DataFrame, queries: Mapping[str, str],
                  corpora: Mapping[str, Mapping[str, str]] | Mapping[str, str], cache_dir: Path,
                  seed: int = SEED) -> TrainedRanker:
-    """Train (or reuse from ``cache_dir``) the ``kind`` ranker with development early stopping.
+    """Train (or reuse from ``cache_dir``) the variant with ``n_background`` background candidates per query.
 
     ``corpora`` is either the one {pid: text} corpus Train and development share (the
     Train+Validation corpus) or a mapping of corpus names (the directions' ``corpus``
     column, as ``Study.corpora``) to corpora. Raises ValueError when no Train or
     development direction is usable.
     """
-    if kind not in KINDS:
-        raise ValueError(f"unknown ranker kind {kind!r}; expected one of {KINDS}")
+    name = variant_name(n_background)
     train_corpus = _corpus_of(train_directions, corpora, "train")
     dev_corpus = _corpus_of(dev_directions, corpora, "development")
-    digests = input_digests(kind, train_pool, train_directions, dev_pool, dev_directions, queries,
+    digests = input_digests(n_background, train_pool, train_directions, dev_pool, dev_directions, queries,
                             train_corpus, dev_corpus, seed)
-    out = Path(cache_dir) / f"{kind}-{digests['combined'][:20]}"
+    out = Path(cache_dir) / f"{name}-{digests['combined'][:20]}"
     out.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out / ".lock")):
         if (out / _MANIFEST).exists() and (out / _MODEL).exists():
             try:
                 cached = load_ranker(out)
             except ArtifactCorrupt as exc:
-                warnings.warn(f"{exc}; discarded the cached {kind} ranker in {out} and retraining it", stacklevel=2)
+                warnings.warn(f"{exc}; discarded the cached {name} ranker in {out} and retraining it", stacklevel=2)
                 discard(out / _MODEL)
                 discard(out / _MANIFEST)
             else:
                 if cached.manifest.get("input_digests") == digests:
                     return cached
-        ranker = _fit(kind, train_pool, train_directions, dev_pool, dev_directions, queries, train_corpus,
+        ranker = _fit(n_background, train_pool, train_directions, dev_pool, dev_directions, queries, train_corpus,
                       dev_corpus, seed, digests, out)
     return ranker
 
 
-def _fit(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
+def _fit(n_background: int, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
          dev_directions: pd.DataFrame, queries: Mapping[str, str], train_corpus: Mapping[str, str],
          dev_corpus: Mapping[str, str], seed: int, digests: dict[str, str], out: Path) -> TrainedRanker:
+    """Train with development early stopping, keep the best iteration, and save model and manifest sealed."""
     start = time.perf_counter()
     train_pool = train_pool.sort_values(["qid", "pid"], kind="mergesort").reset_index(drop=True)
     dev_pool = dev_pool.sort_values(["qid", "pid"], kind="mergesort").reset_index(drop=True)
-    train = training_set(kind, train_pool, pool_features(train_pool, queries, train_corpus), train_directions, seed)
+    name = variant_name(n_background)
+    train = training_set(n_background, train_pool, pool_features(train_pool, queries, train_corpus), train_directions,
+                         seed)
     dev = usable_directions(dev_pool, dev_directions)
     if dev.empty:
-        raise ValueError(f"{kind}: no usable development direction for early stopping")
-    dev_x = pool_features(dev_pool, queries, dev_corpus)
-    pos = dev_x[_row_index(dev_pool, dev["qid"].to_numpy(), dev["preferred_pid"].to_numpy())]
-    neg = dev_x[_row_index(dev_pool, dev["qid"].to_numpy(), dev["counterpart_pid"].to_numpy())]
-    dev_groups = dev["group"].to_numpy()
-    n_dev = len(dev)
-
+        raise ValueError(f"{name}: no usable development direction for early stopping")
     params = lgb_params(seed)
     dtrain = lgb.Dataset(train.features, label=train.labels, weight=train.weights, group=train.group_sizes,
                          feature_name=list(FEATURE_NAMES), params=params, free_raw_data=False)
-    # Development rows interleaved (preferred, counterpart) per query so the metric reads pairs.
-    dval = lgb.Dataset(np.stack([pos, neg], axis=1).reshape(2 * n_dev, -1), label=np.tile([1.0, 0.0], n_dev),
-                       group=np.full(n_dev, 2), reference=dtrain)
-
-    def dev_strict(preds: np.ndarray, _data: lgb.Dataset) -> tuple[str, float, bool]:
-        return "dev_strict", strict_by_groups(preds[0::2], preds[1::2], dev_groups), True
-
+    dval, dev_strict = _development(dev, dev_pool, pool_features(dev_pool, queries, dev_corpus), dtrain)
     history: dict[str, dict[str, list[float]]] = {}
     booster = lgb.train(params, dtrain, num_boost_round=MAX_ROUNDS, valid_sets=[dval], valid_names=["development"],
                         feval=dev_strict, callbacks=[lgb.early_stopping(PATIENCE, first_metric_only=True, verbose=False),
@@ -348,28 +341,11 @@ def _fit(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, d
     final = lgb.Booster(model_str=model_text)
     curve = history["development"]["dev_strict"]
     manifest: dict[str, object] = {
-        "kind": kind,
-        "n_trees": final.num_trees(),
-        "best_iteration": best,
-        "rounds_run": len(curve),
-        "dev_strict_best": curve[best - 1],
-        "dev_strict_curve": curve,
-        "dev_queries": n_dev,
-        "dev_groups": int(pd.Series(dev_groups).nunique()),
-        "params": params,
-        "max_rounds": MAX_ROUNDS,
-        "patience": PATIENCE,
-        "seed": seed,
-        "feature_names": list(FEATURE_NAMES),
-        "training_rows": int(len(train.labels)),
-        "training_queries": int(len(train.group_sizes)),
-        "training_groups": int(train_directions.set_index("qid").loc[np.unique(train.qids), "group"].nunique()),
-        "label_counts": {str(int(k)): int(v) for k, v in zip(*np.unique(train.labels, return_counts=True))},
-        "excluded_train_directions": int(len(train_directions) - len(train.group_sizes)),
-        "background": train.background,
-        "n_background": N_BACKGROUND if kind == "bg8" else 0,
-        "input_digests": digests,
-        "lightgbm_version": lgb.__version__,
+        "variant": name, "n_trees": final.num_trees(), "best_iteration": best, "rounds_run": len(curve),
+        "dev_strict_best": curve[best - 1], "dev_strict_curve": curve, "dev_queries": len(dev),
+        "dev_groups": int(dev["group"].nunique()), "params": params, "max_rounds": MAX_ROUNDS, "patience": PATIENCE,
+        "seed": seed, "feature_names": list(FEATURE_NAMES), **_training_record(train, train_directions),
+        "n_background": n_background, "input_digests": digests, "lightgbm_version": lgb.__version__,
         "train_seconds": round(time.perf_counter() - start, 3),
     }
     # The manifest is sealed last: a run killed in between leaves no manifest, so the model is retrained.
@@ -377,3 +353,29 @@ def _fit(kind: Kind, train_pool: pd.DataFrame, train_directions: pd.DataFrame, d
     manifest_text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
     write_sealed(out / _MANIFEST, lambda p: p.write_text(manifest_text, encoding="utf-8"))
     return TrainedRanker(final, manifest, out)
+
+
+def _development(dev: pd.DataFrame, dev_pool: pd.DataFrame, dev_x: np.ndarray, dtrain: lgb.Dataset):
+    """The development set (rows interleaved preferred, counterpart per query, so the metric reads pairs) and
+    its stopping metric: strict preference averaged within, then across, source groups."""
+    pos = dev_x[_row_index(dev_pool, dev["qid"].to_numpy(), dev["preferred_pid"].to_numpy())]
+    neg = dev_x[_row_index(dev_pool, dev["qid"].to_numpy(), dev["counterpart_pid"].to_numpy())]
+    groups, n = dev["group"].to_numpy(), len(dev)
+    dval = lgb.Dataset(np.stack([pos, neg], axis=1).reshape(2 * n, -1), label=np.tile([1.0, 0.0], n),
+                       group=np.full(n, 2), reference=dtrain)
+
+    def dev_strict(preds: np.ndarray, _data: lgb.Dataset) -> tuple[str, float, bool]:
+        return "dev_strict", strict_by_groups(preds[0::2], preds[1::2], groups), True
+    return dval, dev_strict
+
+
+def _training_record(train: TrainingSet, train_directions: pd.DataFrame) -> dict[str, object]:
+    """What entered the loss, for the manifest: rows, queries, groups, labels, exclusions, sampled background."""
+    return {
+        "training_rows": int(len(train.labels)),
+        "training_queries": int(len(train.group_sizes)),
+        "training_groups": int(train_directions.set_index("qid").loc[np.unique(train.qids), "group"].nunique()),
+        "label_counts": {str(int(k)): int(v) for k, v in zip(*np.unique(train.labels, return_counts=True))},
+        "excluded_train_directions": int(len(train_directions) - len(train.group_sizes)),
+        "background": train.background,
+    }

@@ -1,4 +1,4 @@
-"""Another system's TREC run, evaluated in the suite's fixed pool (issue 11 "trec_run").
+"""Another system's TREC run, evaluated in the suite's fixed pool (``docs/protocol.md#trec-runs``).
 
 A run file (``qid Q0 pid rank score tag``, whitespace-separated, one line per ranked
 passage) is turned into a :class:`~rankers.base.Ranking` over the pool, so it is measured

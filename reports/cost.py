@@ -1,4 +1,4 @@
-"""Cost accounting and cached-score replays (SPEC §4 "Cost", paper §V-C).
+"""Cost accounting and cached-score replays (``docs/protocol.md#measures``, paper §V-C).
 
 Everything here reads the score cache only: the K=3 window and the two
 conditional-reranking rules are replays that never call a model, so they cost nothing
@@ -15,8 +15,6 @@ from rankers.window import window_rerank
 #: Rule A skips reranking when fusion's top passage leads the runner-up by at least this much
 #: on the [0, 1] fused scale (a confident fusion winner).
 MARGIN_SKIP = 0.25
-COST_COLUMNS = ("stage", "judgments", "requests", "input_tokens", "output_tokens", "wall_s", "unavailable",
-                "missing_usage", "strict", "n", "judgments_saved_pct")
 
 
 def _usage_sum(usage: pd.Series, key: str) -> tuple[float, int]:
@@ -25,7 +23,8 @@ def _usage_sum(usage: pd.Series, key: str) -> tuple[float, int]:
 
 
 def stage_cost(stage: str, frame: pd.DataFrame) -> dict[str, object]:
-    """One scoring stage: judgments (planned inputs), requests (unique inputs), tokens, wall-clock, gaps.
+    """One cost row (``stage``: the scoring scope, e.g. pair_only or window): judgments (planned inputs),
+    requests (unique inputs), tokens, wall-clock, gaps.
 
     Usage comes from the cache, i.e. from when each input was actually scored, so a rerun
     served from the cache reports the original cost, not zero.

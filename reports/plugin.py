@@ -5,7 +5,8 @@ them back to the controller); only the controller writes, once, in
 ``pytest_sessionfinish`` (``reports.writer.publish``), and rows are sorted by declared keys
 so a parallel run writes the same files as a serial one. This module is pytest glue only:
 tables live in ``reports.tables``, writing in ``reports.writer``, run history in
-``reports.history``.
+``reports.history``. Paths and the run to compare with come from the run's validated
+``Settings`` (``SETTINGS``, stored by the root conftest), never from the raw options.
 """
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fixtures.settings import default_cache_dir
+from fixtures.settings import Settings
 from reports.claims import holm_by_family
 from reports.tables import TABLES
 
 REPORT_KEY = "nevir-report"
+#: The run's settings as ``harness.options`` read, checked and expanded them (the root conftest stores them).
+SETTINGS = pytest.StashKey[Settings]()
 
 
 def _jsonable(value: Any) -> Any:
@@ -105,9 +108,9 @@ class ReportPlugin:
         from reports.history import compare_runs, run_id, save_to_history  # pandas I/O only at session end
         from reports.writer import PublishError, publish  # heavy: matplotlib, only when publishing
 
-        results_dir = Path(self.config.getoption("results_dir"))
-        cache = self.config.getoption("cache_dir", None)
-        context = {"exitstatus": int(exitstatus), "figure_cache": Path(cache or default_cache_dir()) / "figures"}
+        settings = self.config.stash[SETTINGS]
+        results_dir = settings.results_dir
+        context = {"exitstatus": int(exitstatus), "figure_cache": settings.cache_dir / "figures"}
         ident = run_id(self.tables())
         for split, tables in self.tables().items():
             if "table2" not in tables:  # a benchmark-only or unrelated selection must not replace real results
@@ -120,9 +123,8 @@ class ReportPlugin:
                 self.failed.append(str(exc))
                 continue
             save_to_history(results_dir, ident, split, self.published[split])
-            other = self.config.getoption("compare_to", None)
-            if other:
-                self.comparison[split] = compare_runs(results_dir, other, split, tables.get("table2"))
+            if settings.compare_run:
+                self.comparison[split] = compare_runs(results_dir, settings.compare_run, split, tables.get("table2"))
         if self.failed:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -137,7 +139,7 @@ class ReportPlugin:
                 terminalreporter.write_line(f"\n[{split}] {TABLES[table][0]}")
                 terminalreporter.write_line(terminal_tables(table, frame))
         for split, frame in self.comparison.items():
-            terminalreporter.write_line(f"\n[{split}] Comparison with {self.config.getoption('compare_to', None)}")
+            terminalreporter.write_line(f"\n[{split}] Comparison with {self.config.stash[SETTINGS].compare_run}")
             terminalreporter.write_line(terminal_tables("comparison", frame))
         for message in self.notices:
             terminalreporter.write_line(f"\nnot published: {message}")

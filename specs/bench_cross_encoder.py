@@ -7,7 +7,7 @@ NevIR development texts.
 
 "Raw" is the model alone: the same inputs tokenized beforehand, sorted by length over the
 whole set and padded into batches of the scorer's batch size, so it is the best the model
-can do. The stage ratios (stage inputs/s over raw inputs/s, target >= 0.8, issue 15) are
+can do. The stage ratios (stage inputs/s over raw inputs/s, target >= 0.8) are
 reported from wall time and from process CPU time: the machine is shared, and CPU time is
 what other processes disturb least.
 """

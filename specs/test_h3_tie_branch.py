@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fixtures.code import code_digest
 from fixtures.populations import eligible_directions
 from harness.claims import check_claim, designated_twins, h3_claims, tie_branch_result, tie_twins
-from harness.memo import source_digest
 from rankers.window import WINDOW_K
 from reports.claims import claim
 from reports.cost import replay_rows, stage_cost
@@ -82,7 +82,7 @@ def test_cost_and_replays(evaluation, split, window_ranker, report) -> None:
         return int(out["strict"].sum()), len(out)
 
     key = {"window": evaluation.ranking_key(split, window_ranker), "pool": evaluation.pool_digest(split),
-           "code": source_digest("reports/cost.py", "reports/measures.py", "rankers/window.py")}
+           "code": code_digest("reports.cost", "reports.measures", "rankers.window")}
     rows = evaluation.memo.get("replays", key, lambda: replay_rows(
         reference, evaluation.window_scores(split, window_ranker), evaluation.pool(split), strict_of))
     for row in rows:

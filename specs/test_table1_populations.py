@@ -1,4 +1,4 @@
-"""Table I: planned directions, structural conflicts, source groups, coverage and eligibility (SPEC §1).
+"""Table I: planned directions, conflicts, source groups, coverage and eligibility (``docs/protocol.md#populations``).
 
 Every requested split's report carries all four populations, because Train and
 development feed the learned rankers whatever split is evaluated.
@@ -23,7 +23,8 @@ def test_table1_population(evaluation, split, population, report) -> None:
     planned = annotated
     assert len(planned) == 2 * planned["pair_id"].nunique()
     if not evaluation.is_subset:
-        assert len(planned) == PLANNED[population], f"{population}: planned {len(planned)} != SPEC {PLANNED[population]}"
+        assert len(planned) == PLANNED[population], \
+            f"{population}: planned {len(planned)} != the protocol's {PLANNED[population]}"
     conflicts = set(planned.loc[planned["conflict"], "qid"])
     assert not (set(planned.loc[planned["eligible"], "qid"]) & conflicts), "a structural conflict is eligible"
     assert planned["eligible"].sum() == (planned["covered"] & ~planned["conflict"]).sum()

@@ -11,9 +11,9 @@ import math
 from pathlib import Path
 
 from fixtures.artifacts import sha256_file
+from fixtures.code import code_digest
 from fixtures.populations import eligible_directions
 from harness.claims import check_gate
-from harness.memo import source_digest
 from reports.outputs import stash_frame, stash_run
 from reports.stats import pairwise_table
 from reports.trec import mrr_from_files, write_qrels
@@ -44,7 +44,7 @@ def test_table2_row(evaluation, split, ranker, report, tmp_path: Path) -> None:
     qrels = write_qrels(directions, tmp_path / "qrels.txt")
     # Recomputed from the files alone; remembered per (run bytes, qrels bytes), so a warm run rereads neither.
     independent = evaluation.memo.get("mrr-from-files", {"run": sha256_file(run), "qrels": sha256_file(qrels),
-                                                         "code": source_digest("reports/trec.py")},
+                                                         "code": code_digest("reports.trec")},
                                       lambda: mrr_from_files(run, qrels))
     assert math.isclose(independent, row["mrr"], rel_tol=1e-12), f"{ranker}: MRR {row['mrr']} vs files {independent}"
 

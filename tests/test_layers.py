@@ -1,10 +1,11 @@
-"""Layers point one way and nothing imports in a circle (issue: rankers as declared objects, clean layers).
+"""Layers point one way and nothing imports in a circle.
 
 data (fixtures: NevIR, splits, groups, populations, samples) → pools (fixtures: models, routes,
 pools) → rankers → reports → harness → conftest/specs. Every import in the project's source,
-at module level or inside a function, is read with ``ast``; an import that points to a
-higher layer, an import cycle between modules, or a function-level import without a
-one-line reason comment fails here, naming the file and line.
+at module level, inside a function or under ``if TYPE_CHECKING:`` (a type-only import is still a
+dependency a reader must follow), is read with ``ast``; an import that points to a higher layer,
+an import cycle between modules, production code importing test code, or a function-level import
+without a one-line reason comment fails here, naming the file and line.
 """
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ from fixtures.settings import PROJECT_ROOT
 
 PACKAGES = ("fixtures", "rankers", "reports", "harness")
 #: fixtures modules that form the pools layer (everything else in fixtures is the data layer).
-POOL_MODULES = ("fixtures.models", "fixtures.routes", "fixtures.pools", "fixtures.gguf", "fixtures.llama_server",
-                "fixtures.rerank_server", "fixtures.loopback")
+POOL_MODULES = ("fixtures.models", "fixtures.routes", "fixtures.pools", "fixtures.gguf")
 LAYERS = ("data", "pools", "rankers", "reports", "harness")
 
 
@@ -50,8 +50,6 @@ def _imports(path: Path) -> list[tuple[str, int, bool, str]]:
                 out.extend((a.name, child.lineno, in_function, lines[child.lineno - 1]) for a in child.names)
             elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
                 out.append((child.module, child.lineno, in_function, lines[child.lineno - 1]))
-            elif isinstance(child, ast.If) and isinstance(child.test, ast.Name) and child.test.id == "TYPE_CHECKING":
-                continue  # annotations only: never executed
             visit(child, nested)
 
     visit(tree, False)
@@ -71,6 +69,21 @@ def test_no_import_points_to_a_higher_layer() -> None:
             if theirs is not None and LAYERS.index(theirs) > LAYERS.index(mine):
                 upward.append(f"{path.relative_to(PROJECT_ROOT)}:{line}: {mine} imports {module} ({theirs})")
     assert not upward, "imports pointing up the layers:\n" + "\n".join(upward)
+
+
+def test_production_code_never_imports_test_code() -> None:
+    """Test servers and probes live in ``tests/support``; the suite's packages must run without them."""
+    found = [f"{path.relative_to(PROJECT_ROOT)}:{line}: {module}" for path in _sources()
+             for module, line, _, _ in _imports(path) if module.split(".")[0] == "tests"]
+    assert not found, "production modules importing tests:\n" + "\n".join(found)
+
+
+def test_type_only_imports_are_checked_too(tmp_path: Path) -> None:
+    """An import under ``if TYPE_CHECKING:`` is seen by the layer and cycle checks (it is a dependency)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from typing import TYPE_CHECKING\n"
+                     "if TYPE_CHECKING:\n    from harness.session import Evaluation\n", encoding="utf-8")
+    assert ("harness.session", 3, False, "    from harness.session import Evaluation") in _imports(probe)
 
 
 def test_no_import_cycle_between_modules() -> None:

@@ -1,7 +1,7 @@
 """The pointwise text-scorer interface shared by the cross-encoder and the LLM grader.
 
 A scorer sees (query text, passage text) and nothing else: no pair identity, label
-or other candidate (SPEC §3). Unavailable scores are NaN with a reason, never
+or other candidate (``docs/protocol.md#window-rule``). Unavailable scores are NaN with a reason, never
 silently dropped.
 """
 from __future__ import annotations

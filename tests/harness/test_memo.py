@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness.memo import Memo, MemoWarning, digest, items_digest
-from harness.session import LazyScorer
+from rankers.kinds.base import LazyScorer
 
 
 def test_a_memo_computes_once_per_key_and_recomputes_an_altered_value(tmp_path: Path) -> None:

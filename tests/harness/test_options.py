@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.settings import PROJECT_ROOT
+from fixtures.settings import PROJECT_ROOT, default_cache_dir
+from harness.options import path_option
 
 
 def run_specs(*args: str, cache: Path) -> subprocess.CompletedProcess:
@@ -70,3 +71,45 @@ def test_valid_options_collect_the_declared_rankers(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     for ranker in ("fusion", "e0", "bg8", "ce", "grader", "grader_e0"):
         assert f"test_table2_row[test-{ranker}]" in result.stdout
+
+
+def test_path_options_are_expanded_and_made_absolute_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert path_option("~/x") == tmp_path / "x" and path_option("rel") == tmp_path / "rel"
+
+
+def test_a_results_dir_under_home_is_published_into_the_home_directory(tmp_path: Path) -> None:
+    """``--results-dir=~/x`` (not expanded by a shell) publishes into $HOME/x, and every reader uses that path."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "NEVIR_CACHE_DIR": str(default_cache_dir()), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "--benchmark-skip",
+                             "-m", "not llm", "--subset-pairs", "24", "--subset-seed", "0", "--splits", "test",
+                             "-k", "table2_row and fusion and not fusion_sample", "--results-dir=~/x", "-q"],
+                            cwd=PROJECT_ROOT, capture_output=True, text=True, env=env, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (home / "x" / "test" / "table2.csv").is_file()
+    assert f"results written to {home / 'x' / 'test'}" in result.stdout
+    assert not (PROJECT_ROOT / "~").exists(), "a folder literally named ~ was created in the checkout"
+
+
+def test_a_ranker_this_machine_cannot_run_is_skipped_with_its_kinds_reason(tmp_path: Path) -> None:
+    """A declared requirement (here CUDA, from ``marks = ["gpu"]``) skips the ranker's rows with the reason."""
+    import torch  # only to know whether this machine has the device the declaration asks for
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: nothing to skip")
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[profile]\nname = "mine"\nextends = "embedded"\n'
+                    '[rankers.fusion_gpu]\nkind = "fusion"\nmarks = ["gpu"]\norder = 99\n', encoding="utf-8")
+    result = run_specs("--profile", str(mine), cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    ran = subprocess.run([sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "--benchmark-skip",
+                          "--profile", str(mine), "-k", "table2_row and fusion_gpu", "-rs", "-q"], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True, env={**os.environ, "NEVIR_CACHE_DIR": str(tmp_path / "cache")},
+                         timeout=600)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    assert re.search(r"SKIPPED .*fusion_gpu: a CUDA device is not available here", ran.stdout), ran.stdout[-3000:]
+    assert not (tmp_path / "cache" / "pools").exists()  # skipped before any work

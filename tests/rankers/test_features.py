@@ -1,4 +1,4 @@
-"""The 38 pool features (SPEC §3) against values computed by hand on tiny pools."""
+"""The 38 pool features (docs/protocol.md#lambdamart) against values computed by hand on tiny pools."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""Fixed fusion (SPEC §2) against hand-computed numbers, one rule at a time."""
+"""Fixed fusion (docs/protocol.md#fusion) against hand-computed numbers, one rule at a time."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""E0 and background N=8 (SPEC §3): loss rows, labels, sampling, weights, stopping, caching, integrity, determinism."""
+"""E0 and background N (N=8, and any N): loss rows, labels, sampling, weights, stopping, caching, integrity, determinism."""
 from __future__ import annotations
 
 import json
@@ -16,10 +16,11 @@ import pandas as pd
 import pytest
 
 from rankers.features import pool_features
-from rankers.lambdamart import (MAX_ROUNDS, N_BACKGROUND, background_seed, source_weights, strict_by_groups,
-                                train_ranker, training_set)
+from rankers.lambdamart import (MAX_ROUNDS, background_seed, source_weights, strict_by_groups, train_ranker,
+                                training_set, variant_name)
 
 SPLIT_OF = {"trn": "train", "dev": "development"}
+N = 8  # the paper's background training
 
 
 def make_split(prefix: str, n_queries: int, n_background: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
@@ -63,9 +64,9 @@ def data():
             "queries": {**tq, **dq}, "corpora": {"tv": {**tc, **dc}}}
 
 
-def train(kind, data, cache_dir: Path, **over):
+def train(n_background: int, data, cache_dir: Path, **over):
     args = {**data, **over}
-    return train_ranker(kind, args["train_pool"], args["train_directions"], args["dev_pool"], args["dev_directions"],
+    return train_ranker(n_background, args["train_pool"], args["train_directions"], args["dev_pool"], args["dev_directions"],
                         args["queries"], args["corpora"], cache_dir, seed=over.get("seed", 13))
 
 
@@ -76,7 +77,7 @@ def features_of(data):
 def test_e0_loss_rows_are_only_the_designated_pair_with_full_pool_features(data):
     pool, d = data["train_pool"], data["train_directions"]
     x = features_of(data)
-    ts = training_set("e0", pool, x, d, seed=13)
+    ts = training_set(0, pool, x, d, seed=13)
     assert len(ts.labels) == 2 * len(d) and (ts.group_sizes == 2).all()
     by_row = pd.DataFrame({"qid": ts.qids, "pid": ts.pids, "label": ts.labels})
     pos = dict(zip(d["qid"], d["preferred_pid"]))
@@ -94,28 +95,46 @@ def test_ineligible_directions_never_enter_the_loss(data):
     missing_q, conflict_q = d.at[0, "qid"], d.at[1, "qid"]
     pool = pool[~((pool["qid"] == missing_q) & (pool["pid"] == d.at[0, "counterpart_pid"]))].reset_index(drop=True)
     d.loc[1, "conflict"] = True
-    ts = training_set("bg8", pool, pool_features(pool, data["queries"], data["corpora"]["tv"]), d, seed=13)
+    ts = training_set(N, pool, pool_features(pool, data["queries"], data["corpora"]["tv"]), d, seed=13)
     assert missing_q not in set(ts.qids) and conflict_q not in set(ts.qids)
     assert len(ts.group_sizes) == len(d) - 2
 
 
 def test_bg8_labels_and_sampling(data):
     pool, d = data["train_pool"], data["train_directions"]
-    ts = training_set("bg8", pool, features_of(data), d, seed=13)
+    ts = training_set(N, pool, features_of(data), d, seed=13)
     frame = pd.DataFrame({"qid": ts.qids, "pid": ts.pids, "label": ts.labels})
     for qid, rows in frame.groupby("qid"):
-        assert sorted(rows["label"]) == [0.0] * N_BACKGROUND + [1.0, 2.0]
+        assert sorted(rows["label"]) == [0.0] * N + [1.0, 2.0]
         direction = d.set_index("qid").loc[qid]
         bg = ts.background[qid]["pids"]
-        assert len(set(bg)) == N_BACKGROUND  # without replacement
+        assert len(set(bg)) == N  # without replacement
         assert not {direction["preferred_pid"], direction["counterpart_pid"]} & set(bg)
         assert set(bg) <= set(pool.loc[pool["qid"] == qid, "pid"])
         assert ts.background[qid]["seed"] == background_seed(13, qid)
     shuffled = pool.sample(frac=1.0, random_state=3).reset_index(drop=True)
-    again = training_set("bg8", shuffled, pool_features(shuffled, data["queries"], data["corpora"]["tv"]), d, seed=13)
+    again = training_set(N, shuffled, pool_features(shuffled, data["queries"], data["corpora"]["tv"]), d, seed=13)
     assert again.background == ts.background  # deterministic, independent of pool row order
-    other = training_set("bg8", pool, features_of(data), d, seed=14)
+    other = training_set(N, pool, features_of(data), d, seed=14)
     assert other.background != ts.background
+
+
+def test_any_background_count_trains_with_exactly_that_many(data, tmp_path):
+    """``background = 4`` is its own variant (bg4): four sampled rows per query, its own cache folder."""
+    pool, d = data["train_pool"], data["train_directions"]
+    ts = training_set(4, pool, features_of(data), d, seed=13)
+    assert all(len(b["pids"]) == 4 for b in ts.background.values()) and (ts.group_sizes == 6).all()
+    assert all(len(set(b["pids"])) == 4 for b in ts.background.values())  # without replacement
+    r = train(4, data, tmp_path)
+    assert r.path.name.startswith("bg4-") and r.manifest["variant"] == "bg4" and r.manifest["n_background"] == 4
+    assert r.manifest["label_counts"] == {"0": 60 * 4, "1": 60, "2": 60}
+    assert r.path != train(N, data, tmp_path).path
+
+
+@pytest.mark.parametrize("bad", [-1, True, 2.5, "8"])
+def test_a_background_that_is_not_a_count_is_refused(bad):
+    with pytest.raises(ValueError, match="background must be an integer >= 0"):
+        variant_name(bad)
 
 
 def test_bg8_takes_all_background_when_fewer_than_eight(data):
@@ -123,7 +142,7 @@ def test_bg8_takes_all_background_when_fewer_than_eight(data):
     qid = d.at[0, "qid"]
     keep = set(d.loc[0, ["preferred_pid", "counterpart_pid"]]) | {f"trn0b{j}" for j in range(5)}
     small = pool[(pool["qid"] != qid) | pool["pid"].isin(keep)].reset_index(drop=True)
-    ts = training_set("bg8", small, pool_features(small, data["queries"], data["corpora"]["tv"]), d, seed=13)
+    ts = training_set(N, small, pool_features(small, data["queries"], data["corpora"]["tv"]), d, seed=13)
     assert sorted(ts.background[qid]["pids"]) == [f"trn0b{j}" for j in range(5)]
     assert ts.group_sizes[list(dict.fromkeys(ts.qids)).index(qid)] == 7
 
@@ -137,7 +156,7 @@ def test_source_weights_balance_groups():
 def test_training_rows_carry_their_query_weight(data):
     pool, d = data["train_pool"], data["train_directions"].copy()
     d["group"] = np.where(np.arange(len(d)) < 6, "big", "small")  # 6 queries vs 54 queries
-    ts = training_set("bg8", pool, features_of(data), d, seed=13)
+    ts = training_set(N, pool, features_of(data), d, seed=13)
     w = pd.Series(ts.weights, index=ts.qids)
     big = w[w.index.isin(d["qid"][:6])]
     assert big.nunique() == 1 and big.iloc[0] == pytest.approx(60 / (2 * 6))
@@ -152,7 +171,7 @@ def test_strict_by_groups_ties_fail_and_groups_average_first():
 
 
 def test_e0_trains_stops_on_development_and_records_manifest(data, tmp_path):
-    r = train("e0", data, tmp_path)
+    r = train(0, data, tmp_path)
     m = r.manifest
     assert 1 <= m["n_trees"] <= MAX_ROUNDS and r.booster.num_trees() == m["n_trees"]
     assert m["rounds_run"] <= MAX_ROUNDS and m["training_rows"] == 2 * m["training_queries"] == 120
@@ -171,58 +190,58 @@ def test_e0_trains_stops_on_development_and_records_manifest(data, tmp_path):
 
 
 def test_a_single_shared_corpus_is_accepted(data, tmp_path):
-    by_name = train("e0", data, tmp_path)
-    shared = train("e0", data, tmp_path, corpora=data["corpora"]["tv"])
+    by_name = train(0, data, tmp_path)
+    shared = train(0, data, tmp_path, corpora=data["corpora"]["tv"])
     assert shared.path == by_name.path  # same inputs, same cached model
 
 
 def test_bg8_manifest_records_sampled_background(data, tmp_path):
-    r = train("bg8", data, tmp_path)
+    r = train(N, data, tmp_path)
     m = r.manifest
-    assert m["label_counts"] == {"0": 60 * N_BACKGROUND, "1": 60, "2": 60}
+    assert m["label_counts"] == {"0": 60 * N, "1": 60, "2": 60}
     assert set(m["background"]) == set(data["train_directions"]["qid"])
-    assert all(len(b["pids"]) == N_BACKGROUND for b in m["background"].values())
+    assert all(len(b["pids"]) == N for b in m["background"].values())
 
 
-@pytest.mark.parametrize("kind", ["e0", "bg8"])
-def test_two_trainings_give_identical_predictions(data, tmp_path, kind):
-    a = train(kind, data, tmp_path / "a")
-    b = train(kind, data, tmp_path / "b")
+@pytest.mark.parametrize("n_background", [0, N])
+def test_two_trainings_give_identical_predictions(data, tmp_path, n_background):
+    a = train(n_background, data, tmp_path / "a")
+    b = train(n_background, data, tmp_path / "b")
     args = (data["dev_pool"], data["queries"], data["corpora"]["tv"])
     np.testing.assert_array_equal(a.scores(*args), b.scores(*args))
     assert a.manifest["n_trees"] == b.manifest["n_trees"]
 
 
 def test_cached_model_is_reused_and_a_changed_input_retrains(data, tmp_path, monkeypatch):
-    first = train("e0", data, tmp_path)
+    first = train(0, data, tmp_path)
 
     def refuse(*_a, **_k):
         raise AssertionError("retrained although the inputs are unchanged")
 
     monkeypatch.setattr(lgb, "train", refuse)
-    again = train("e0", data, tmp_path)
+    again = train(0, data, tmp_path)
     assert again.path == first.path and again.manifest == first.manifest
     args = (data["dev_pool"], data["queries"], data["corpora"]["tv"])
     np.testing.assert_array_equal(again.scores(*args), first.scores(*args))
     with pytest.raises(AssertionError, match="retrained"):
-        train("e0", data, tmp_path, seed=99)
+        train(0, data, tmp_path, seed=99)
 
 
 def test_no_usable_training_query_is_a_clear_error(data, tmp_path):
     conflicted = data["train_directions"].assign(conflict=True)
     with pytest.raises(ValueError, match="no usable training query"):
-        train("e0", data, tmp_path, train_directions=conflicted)
+        train(0, data, tmp_path, train_directions=conflicted)
 
 
 def test_non_finite_pool_value_is_named(data, tmp_path):
     bad = data["train_pool"].copy()
     bad.loc[3, "bm25_score"] = np.inf
     with pytest.raises(ValueError, match="feature 'bm25_score' is not finite"):
-        train("e0", data, tmp_path, train_pool=bad)
+        train(0, data, tmp_path, train_pool=bad)
 
 
 def test_single_candidate_pool_is_ranked(data, tmp_path):
-    r = train("e0", data, tmp_path)
+    r = train(0, data, tmp_path)
     one = data["dev_pool"].iloc[[0]]
     ranking = r.rank(one, data["queries"], data["corpora"]["tv"], "e0")
     assert ranking.frame["rank"].tolist() == [1]
@@ -242,7 +261,7 @@ def _same_length_edit(path: Path, marker: str) -> bytes:
 
 @pytest.mark.parametrize("damage", ["model leaf value", "manifest seed", "seals missing"])
 def test_an_altered_cached_ranker_is_named_and_retrained_to_identical_bytes(data, tmp_path, damage):
-    first = train("e0", data, tmp_path)
+    first = train(0, data, tmp_path)
     model, manifest = first.path / "model.txt", first.path / "manifest.json"
     original = model.read_bytes()
     args = (data["dev_pool"], data["queries"], data["corpora"]["tv"])
@@ -260,7 +279,7 @@ def test_an_altered_cached_ranker_is_named_and_retrained_to_identical_bytes(data
             p.unlink()
         named = manifest
     with pytest.warns(UserWarning, match=f"{re.escape(str(named))}.*retraining") as caught:
-        again = train("e0", data, tmp_path)
+        again = train(0, data, tmp_path)
     reason = "no digest was recorded" if damage == "seals missing" else "differs from the recorded"
     assert reason in str(caught[0].message)
     assert again.path == first.path and model.read_bytes() == original  # deterministic retraining
@@ -268,7 +287,7 @@ def test_an_altered_cached_ranker_is_named_and_retrained_to_identical_bytes(data
     np.testing.assert_array_equal(again.scores(*args), first.scores(*args))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # sealed again: the next run reuses it quietly
-        assert train("e0", data, tmp_path).manifest == again.manifest
+        assert train(0, data, tmp_path).manifest == again.manifest
 
 
 _RETRAIN_IN_CHILD = """
@@ -278,14 +297,14 @@ with open(sys.argv[1], "rb") as fh:
     d = pickle.load(fh)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    r = train_ranker("e0", d["train_pool"], d["train_directions"], d["dev_pool"], d["dev_directions"], d["queries"],
+    r = train_ranker(0, d["train_pool"], d["train_directions"], d["dev_pool"], d["dev_directions"], d["queries"],
                      d["corpora"], sys.argv[2], seed=13)
 print(json.dumps({"n_trees": r.n_trees, "warnings": [str(w.message) for w in caught]}))
 """
 
 
 def test_a_truncated_model_is_retrained_without_killing_the_interpreter(data, tmp_path):
-    first = train("e0", data, tmp_path / "models")
+    first = train(0, data, tmp_path / "models")
     model = first.path / "model.txt"
     original = model.read_bytes()
     model.write_bytes(original[:len(original) // 2])

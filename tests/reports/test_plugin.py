@@ -37,11 +37,19 @@ def test_unknown_table(report):
 '''
 
 CONFTEST = '''
+from pathlib import Path
+
 pytest_plugins = ["reports.plugin"]
 
 def pytest_addoption(parser):
     parser.addoption("--results-dir")
     parser.addoption("--splits", default="test")
+
+def pytest_configure(config):
+    from fixtures.settings import Settings
+    from reports.plugin import SETTINGS
+
+    config.stash[SETTINGS] = Settings(results_dir=Path(config.getoption("results_dir")))
 '''
 
 

@@ -120,7 +120,7 @@ def load_prompt(version: str) -> PromptTemplate:
     return parse_template(version, path.read_text(encoding="utf-8"), str(path))
 
 
-#: Token budgets of the data slots (SPEC §3 "LLM grader"): NevIR passages run to a few hundred
+#: Token budgets of the data slots (``docs/protocol.md#grader``): NevIR passages run to a few hundred
 #: tokens and queries to a few dozen, so these caps only bite on hostile or broken text; a
 #: 12k-token passage is cut to its first 1,024 tokens and counted as truncated.
 PASSAGE_TOKENS = 1024

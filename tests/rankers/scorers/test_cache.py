@@ -16,8 +16,8 @@ import pytest
 from fixtures import progress
 from fixtures.settings import Settings
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.cache import (SCHEMA_VERSION, CacheIncompleteError, ScoreCache, ScoreCacheWarning, cache_key,
-                                   score_with_cache)
+from rankers.scorers.cache import SCHEMA_VERSION, ScoreCache, ScoreCacheWarning, score_with_cache
+from tests.support.score_cache import cache_key, delete_stored, stored_count, stored_errors
 
 
 class CountingScorer:
@@ -81,7 +81,7 @@ def test_deleting_half_rescores_exactly_that_half(cache):
     inputs = make_inputs(12)
     score_with_cache(CountingScorer(), inputs, cache, progress=False)
     gone = inputs[::2]
-    assert cache.delete(cache_key("count-v1", p, q, t) for _, p, q, t in gone) == 6
+    assert delete_stored(cache, (cache_key("count-v1", p, q, t) for _, p, q, t in gone)) == 6
     scorer = CountingScorer()
     res = score_with_cache(scorer, inputs, cache, batch_size=4, progress=False)
     assert sorted(scorer.seen) == sorted((q, t) for _, _, q, t in gone)
@@ -98,7 +98,7 @@ def test_key_covers_model_and_texts(cache):
     edited = CountingScorer()
     score_with_cache(edited, [(*inputs[0][:3], inputs[0][3] + " edited")], cache, progress=False)
     assert edited.seen == [(inputs[0][2], inputs[0][3] + " edited")]
-    assert cache.count() == 7 and cache.count("count-v1") + cache.count("count-v2") == 7
+    assert stored_count(cache) == 7 and stored_count(cache, "count-v1") + stored_count(cache, "count-v2") == 7
 
 
 def test_unavailable_results_are_retried_on_the_next_run_by_default(cache):
@@ -126,13 +126,9 @@ def test_the_old_error_stays_stored_until_a_retry_replaces_it(cache):
     with pytest.raises(RuntimeError, match="scorer crashed"):
         score_with_cache(crashing, inputs, cache, progress=False)
     assert sorted(crashing.seen) == sorted((inputs[i][2], inputs[i][3]) for i in (1, 4))
-    # cache-only reads stored results as they are: the two inputs still carry their recorded reason
-    kept = score_with_cache(CountingScorer(), inputs, cache, cache_only=True, progress=False)
-    assert kept.frame["error"].fillna("").tolist() == ["", "timeout", "", "", "timeout", ""] and kept.n_scored == 0
-    # opting out keeps them unavailable without calling the scorer
-    never = CountingScorer()
-    res = score_with_cache(never, inputs, cache, progress=False, retry_unavailable=False)
-    assert never.calls == [] and res.n_unavailable == 2 and res.n_retried == 0
+    # the crash replaced nothing: the two inputs still carry their recorded reason
+    keys = [cache_key("count-v1", p, q, t) for _, p, q, t in inputs]
+    assert [e or "" for e in stored_errors(cache, keys)] == ["", "timeout", "", "", "timeout", ""]
 
 
 def test_non_finite_scores_become_unavailable_with_a_reason(cache):
@@ -143,22 +139,12 @@ def test_non_finite_scores_become_unavailable_with_a_reason(cache):
     assert res.frame["score"].isna().all() and res.frame["error"].tolist() == ["non-finite score"] * 2
 
 
-def test_cache_only_rebuilds_or_says_how_much_is_missing(cache):
-    inputs = make_inputs(8)
-    score_with_cache(CountingScorer(), inputs[:5], cache, progress=False)
-    never = CountingScorer()
-    with pytest.raises(CacheIncompleteError, match="3 of 8 unique inputs are not in"):
-        score_with_cache(never, inputs, cache, cache_only=True, progress=False)
-    res = score_with_cache(never, inputs[:5], cache, cache_only=True, progress=False)
-    assert never.calls == [] and res.n_cached == 5
-
-
 def test_a_scorer_raising_mid_run_keeps_earlier_batches(cache):
     inputs = make_inputs(10)
     crashing = CountingScorer(raise_on_call=3)
     with pytest.raises(RuntimeError, match="scorer crashed"):
         score_with_cache(crashing, inputs, cache, batch_size=3, progress=False)
-    assert cache.count("count-v1") == 6
+    assert stored_count(cache, "count-v1") == 6
     resume = CountingScorer()
     res = score_with_cache(resume, inputs, cache, batch_size=3, progress=False)
     assert len(resume.seen) == 4 and res.n_cached == 6
@@ -170,7 +156,7 @@ def test_misaligned_batches_are_refused(cache):
             return ScoreBatch(np.zeros(len(inputs) - 1), [None] * (len(inputs) - 1))
     with pytest.raises(ValueError, match="returned 2 scores / 2 errors for 3 inputs"):
         score_with_cache(Short(), make_inputs(3), cache, progress=False)
-    assert cache.count() == 0
+    assert stored_count(cache) == 0
 
 
 def _writer(path: str, worker: int, out) -> None:
@@ -193,11 +179,11 @@ def test_concurrent_writers_share_one_cache(tmp_path):
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     assert sorted(out.get(timeout=5) for _ in procs) == [(w, 40) for w in range(4)]
     with ScoreCache(tmp_path / "shared.sqlite") as c:
-        assert c.count("count-v1") == 30 + 4 * 10
+        assert stored_count(c, "count-v1") == 30 + 4 * 10
 
 
 def test_settings_location(tmp_path):
-    with ScoreCache.for_settings(Settings(cache_dir=tmp_path)) as c:
+    with ScoreCache.in_folder(Settings(cache_dir=tmp_path).cache("scores")) as c:
         assert c.path == tmp_path / "scores" / f"text_scores.v{SCHEMA_VERSION}.sqlite"
         assert c._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -260,7 +246,7 @@ def test_an_unreadable_cache_file_is_moved_aside_and_rescored(tmp_path, damage):
         assert len(aside) == 1 and aside[0].read_bytes() == damaged  # kept for inspection, not deleted
         scorer = CountingScorer()
         res = score_with_cache(scorer, inputs, c, progress=False)
-        assert len(scorer.seen) == 400 and res.n_scored == 400 and c.count() == 400
+        assert len(scorer.seen) == 400 and res.n_scored == 400 and stored_count(c) == 400
 
 
 def test_a_cache_damaged_while_open_recovers_mid_run(tmp_path):
@@ -274,7 +260,7 @@ def test_a_cache_damaged_while_open_recovers_mid_run(tmp_path):
         scorer = CountingScorer()
         with pytest.warns(ScoreCacheWarning, match="is unusable"):
             res = score_with_cache(scorer, inputs, c, batch_size=500, progress=False)
-        assert res.n_scored == 3000 and res.frame["score"].notna().all() and c.count() == 3000
+        assert res.n_scored == 3000 and res.frame["score"].notna().all() and stored_count(c) == 3000
     assert len(list(tmp_path.glob("scores.sqlite.corrupt-*"))) == 1
 
 
@@ -317,7 +303,7 @@ def test_concurrent_openers_of_a_corrupt_cache_recover_it_once(tmp_path):
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     assert len(list(tmp_path.glob("shared.sqlite.corrupt-*"))) == 1  # one process moved it; the rest used the fresh one
     with ScoreCache(path) as c:
-        assert c.count("count-v1") == 40
+        assert stored_count(c, "count-v1") == 40
 
 
 class LengthSortedScorer(CountingScorer):
@@ -355,8 +341,10 @@ def test_progress_is_a_stage_with_rate_eta_and_unavailable_count(cache, monkeypa
     assert out[0] == "ce window test ... started (6 inputs)"
     assert re.fullmatch(r"ce window test: 3/6 inputs \(50%\), \S+ inputs/s, ETA \S+ \S+, unavailable 1", out[1])
     assert re.fullmatch(r"ce window test: done, 6 inputs in \S+ s \(\S+ inputs/s\), unavailable 2", out[-1])
+    score_with_cache(CountingScorer(), inputs, cache, batch_size=3, desc="ce window test")  # retries the two
+    lines.seek(0)
     lines.truncate(0)
-    score_with_cache(CountingScorer(), inputs, cache, batch_size=3, desc="ce window test", retry_unavailable=False)
+    score_with_cache(CountingScorer(), inputs, cache, batch_size=3, desc="ce window test")
     assert lines.getvalue() == ""  # nothing to score: no stage
 
 
@@ -383,7 +371,7 @@ def test_a_run_killed_mid_scoring_keeps_committed_chunks_and_resumes(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the file is sound: no row or file is discarded
         with ScoreCache(path) as c:
-            assert c.count("count-v1") == 6
+            assert stored_count(c, "count-v1") == 6
             resume = CountingScorer()
             res = score_with_cache(resume, make_inputs(10), c, batch_size=3, progress=False)
     assert len(resume.seen) == 4 and res.n_cached == 6 and res.frame["score"].notna().all()

@@ -11,7 +11,6 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, sha256_file
 from fixtures.models import splade_tiny_path
-from fixtures.settings import Settings
 from fixtures.study import build_study
 from rankers.fusion import fusion_scores
 from rankers.scorers import ce_training
@@ -79,7 +78,7 @@ def test_training_is_cached_deterministic_and_never_reads_held_out_splits(study,
     asked: list[str] = []
     real_split = type(study).split
     monkeypatch.setattr(type(study), "split", lambda self, name: asked.append(name) or real_split(self, name))
-    a = train_cross_encoder(study, train_pool, dev_pool, Settings(cache_dir=tmp_path / "a"), backbone=backbone,
+    a = train_cross_encoder(study, train_pool, dev_pool, tmp_path / "a", backbone=backbone,
                             seed=5, budget=RECIPE)
     assert set(asked) <= {"train", "development"}
 
@@ -99,27 +98,27 @@ def test_training_is_cached_deterministic_and_never_reads_held_out_splits(study,
 
     # reuse: the same inputs never retrain
     monkeypatch.setattr(ce_training, "_train", lambda *args, **kw: pytest.fail("retrained a cached model"))
-    again = train_cross_encoder(study, train_pool, dev_pool, Settings(cache_dir=tmp_path / "a"), backbone=backbone,
+    again = train_cross_encoder(study, train_pool, dev_pool, tmp_path / "a", backbone=backbone,
                                 seed=5, budget=RECIPE)
     assert again.path == a.path and again.manifest == m
     monkeypatch.undo()
 
     # determinism: a fresh cache reproduces the weights bit for bit; another seed does not
-    b = train_cross_encoder(study, train_pool, dev_pool, Settings(cache_dir=tmp_path / "b"), backbone=backbone,
+    b = train_cross_encoder(study, train_pool, dev_pool, tmp_path / "b", backbone=backbone,
                             seed=5, budget=RECIPE)
     assert b.path.name == a.path.name
     assert (a.path / "model.safetensors").read_bytes() == (b.path / "model.safetensors").read_bytes()
     monkeypatch.setattr(ce_training, "_train", lambda *args, **kw: pytest.fail("stop after the identity"))
     with pytest.raises(pytest.fail.Exception, match="stop after the identity"):
-        train_cross_encoder(study, train_pool, dev_pool, Settings(cache_dir=tmp_path / "a"), backbone=backbone,
+        train_cross_encoder(study, train_pool, dev_pool, tmp_path / "a", backbone=backbone,
                             seed=6, budget=RECIPE)  # another seed is another model
 
 
 def test_altered_weights_are_named_discarded_and_retrained(study, backbone, tmp_path, monkeypatch):
-    """Issue 14: an edited cached model must never score; it is named (folder, file) and rebuilt."""
+    """An edited cached model must never score; it is named (folder, file) and rebuilt."""
     train_pool, dev_pool = fake_pool(study, "train", 0), fake_pool(study, "development", 1)
-    settings = Settings(cache_dir=tmp_path)
-    a = train_cross_encoder(study, train_pool, dev_pool, settings, backbone=backbone, seed=5, budget=RECIPE)
+    cache = tmp_path
+    a = train_cross_encoder(study, train_pool, dev_pool, cache, backbone=backbone, seed=5, budget=RECIPE)
     weights = a.path / "model.safetensors"
     good = weights.read_bytes()
     bad = bytearray(good)
@@ -132,14 +131,14 @@ def test_altered_weights_are_named_discarded_and_retrained(study, backbone, tmp_
     real = ce_training._train
     monkeypatch.setattr(ce_training, "_train", lambda *args, **kw: trained.append(1) or real(*args, **kw))
     with pytest.warns(UserWarning, match=rf"{a.path.name}.*model\.safetensors.*discarded .* retraining"):
-        b = train_cross_encoder(study, train_pool, dev_pool, settings, backbone=backbone, seed=5, budget=RECIPE)
+        b = train_cross_encoder(study, train_pool, dev_pool, cache, backbone=backbone, seed=5, budget=RECIPE)
     assert trained == [1] and b.path == a.path
     assert weights.read_bytes() == good  # deterministic retraining restores the exact weights
 
     # a folder saved without a seal (before sealing existed) is refused the same way
     (a.path / "manifest.json.sha256").unlink()
     with pytest.warns(UserWarning, match="no digest was recorded"):
-        train_cross_encoder(study, train_pool, dev_pool, settings, backbone=backbone, seed=5, budget=RECIPE)
+        train_cross_encoder(study, train_pool, dev_pool, cache, backbone=backbone, seed=5, budget=RECIPE)
     assert trained == [1, 1]
     # an added file is as suspicious as an edited one
     (a.path / "adapter_model.safetensors").write_bytes(b"x")

@@ -11,7 +11,8 @@ import pytest
 from rankers.scorers.base import TextScorer
 from rankers.scorers.grader import (NEAR_TIE_MARGIN, PROMPT_VERSION, LLMGrader, grade_probs_from_logprobs,
                                     locate_grade, parse_grade, probability_record)
-from rankers.scorers.llm_backends import Generation, GenerationSettings, LLMBackend, truncate_chars
+from rankers.scorers.llm.generation import Generation, GenerationSettings, LLMBackend
+from rankers.scorers.llm.openai_compatible import truncate_chars
 from rankers.scorers.prompts import (GradePrompt, escape_control, escape_data, load_prompt, parse_template)
 
 QUERY = "Which film was not directed by a woman?"

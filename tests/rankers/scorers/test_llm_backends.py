@@ -21,8 +21,11 @@ import pandas as pd
 import pytest
 
 from rankers.scorers.grader import LLMGrader
-from rankers.scorers.llm_backends import (BackendUnavailable, GenerationSettings, LlamaCppBackend, LLMBackend,
-                                          OpenAIBackend, VLLMBackend, make_backend)
+from rankers.scorers.llm import make_backend
+from rankers.scorers.llm.generation import BackendUnavailable, GenerationSettings, LLMBackend
+from rankers.scorers.llm.llamacpp_backend import LlamaCppBackend
+from rankers.scorers.llm.openai_compatible import OpenAIBackend
+from rankers.scorers.llm.vllm_backend import VLLMBackend
 from rankers.scorers.prompts import GradePrompt, load_prompt
 
 PROMPT = load_prompt("grade_v2")
@@ -212,14 +215,14 @@ def test_openai_malformed_reply_is_an_unavailable_input_with_a_clear_error(reply
     backend = OpenAIBackend("http://llm.test/v1", "m", transport=transport)
     batch = LLMGrader(backend).score([("q", "p")])
     assert np.isnan(batch.scores[0])
-    assert batch.errors[0].startswith("backend: MalformedReply:") and message in batch.errors[0]
+    assert batch.errors[0].startswith("backend: malformed response: MalformedReply:") and message in batch.errors[0]
 
 
 def test_openai_non_json_body_is_an_error_not_a_crash():
     backend = OpenAIBackend("http://llm.test/v1", "m",
                             transport=httpx.MockTransport(lambda r: httpx.Response(200, text="<html>gateway</html>")))
     out = backend.generate(_prompts(1))
-    assert out[0].text is None and out[0].error.startswith("JSONDecodeError")
+    assert out[0].text is None and out[0].error.startswith("malformed response: JSONDecodeError")
 
 
 def test_openai_works_when_called_inside_an_event_loop():
@@ -463,7 +466,7 @@ def test_vllm_without_cuda_is_unavailable(monkeypatch):
 @pytest.fixture(scope="module")
 def smollm2_server(smollm2):
     model = smollm2
-    from fixtures.llama_server import LlamaServer, ServerUnavailable, check_server_available
+    from tests.support.llama_server import LlamaServer, ServerUnavailable, check_server_available
     try:
         check_server_available()
     except ServerUnavailable as exc:
@@ -540,7 +543,7 @@ def test_server_fault_mid_run_then_rescore_after_restart(smollm2_server, tmp_pat
 
         server.start()  # same port
         backend.transport = None
-        second = score_with_cache(grader, inputs, cache, batch_size=6, progress=False, retry_unavailable=True)
+        second = score_with_cache(grader, inputs, cache, batch_size=6, progress=False)
         assert second.n_scored == first.n_unavailable  # only the unavailable inputs were re-requested
         assert not any(isinstance(e, str) and e.startswith("backend:") for e in second.frame["error"])
         assert second.frame["raw"].notna().all()

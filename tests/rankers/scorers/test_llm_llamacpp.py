@@ -13,7 +13,8 @@ import pytest
 
 from fixtures.settings import PROJECT_ROOT
 from rankers.scorers.grader import LLMGrader
-from rankers.scorers.llm_backends import BackendUnavailable, LlamaCppBackend
+from rankers.scorers.llm.generation import BackendUnavailable
+from rankers.scorers.llm.llamacpp_backend import LlamaCppBackend
 from rankers.scorers.prompts import GradePrompt, load_prompt
 
 PROMPT = load_prompt("grade_v2")
@@ -135,7 +136,7 @@ def test_evaluation_starts_only_at_the_prompts_own_chunk_boundaries(backend):
 _CHILD = """
 import json, sys
 from rankers.scorers.grader import LLMGrader
-from rankers.scorers.llm_backends import LlamaCppBackend
+from rankers.scorers.llm.llamacpp_backend import LlamaCppBackend
 path, sha, threads, inputs = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 batch = LLMGrader(LlamaCppBackend(path, revision=sha, n_threads=threads)).score([tuple(x) for x in inputs])
 print(json.dumps([[float(s).hex(), [p.hex() for p in u["grade_probs"]]] for s, u in zip(batch.scores, batch.usage)]))

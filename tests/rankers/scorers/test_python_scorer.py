@@ -1,4 +1,4 @@
-"""Declared Python scorers: both kinds from real modules written to disk, and one clear error per bad declaration."""
+"""Declared Python scorers: both shapes from real modules written to disk, and one clear error per bad declaration."""
 from __future__ import annotations
 
 import itertools
@@ -123,9 +123,9 @@ QUERIES = {"q1": "who was born in paris", "q2": "which film won"}
 CORPUS = {"a": "born in lyon", "b": "born in paris", "c": "x", "d": "the film won"}
 
 
-def test_text_scorer_is_the_window_kind_with_options_and_a_full_key(module):
+def test_text_scorer_is_a_window_scorer_with_options_and_a_full_key(module):
     loaded = load_python_scorer(f"{module}:Overlap", {"weight": 2.0}, ranker="mine")
-    assert loaded.kind == "window" and isinstance(loaded.scorer, TextScorer)
+    assert loaded.is_window and isinstance(loaded.scorer, TextScorer)
     batch = loaded.scorer.score([("born in paris", "born in lyon"), ("film", "the film won"), ("a", "b")])
     np.testing.assert_array_equal(batch.scores, [4.0, 2.0, 0.0])  # 2 words x 2, 1 word x 2, none
     assert loaded.model_key == f'python|{module}:Overlap|{{"weight":2.0}}|overlap-v1|w2.0'
@@ -143,7 +143,7 @@ def test_plain_float_lists_are_accepted_and_nan_gets_a_reason(module, tmp_path):
 
 def test_pool_scorer_ranks_the_pool_and_never_sees_labels(module):
     loaded = load_python_scorer(f"{module}:ByBM25", {"missing": -1.0})
-    assert loaded.kind == "pool" and isinstance(loaded.scorer, PoolScorer)
+    assert not loaded.is_window and isinstance(loaded.scorer, PoolScorer)
     ranking = pool_ranking(loaded, POOL, QUERIES, CORPUS, "bm25copy")
     order = ranking.frame.groupby("qid")["pid"].apply(list).to_dict()
     assert order == {"q1": ["b", "c", "a"], "q2": ["d", "a"]}  # bm25 3 > 2 > 1; 5 > missing (-1)
@@ -186,7 +186,7 @@ def test_factory_errors_keep_the_original_exception(module):
     ("Both", r"with both score\(\) and score_pool\(\)"),
     ("NoKey", "model_key must be a non-empty string"),
 ])
-def test_returned_objects_of_no_usable_kind(module, factory, words):
+def test_returned_objects_of_no_usable_shape(module, factory, words):
     with pytest.raises(ScorerDeclarationError, match=words):
         load_python_scorer(f"{module}:{factory}")
 

@@ -8,14 +8,16 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-from fixtures.loopback import free_port
 from fixtures.models import splade_tiny_path
-from fixtures.rerank_server import RerankServerUnavailable, contract_rerank_server, infinity_executable, infinity_server
 from rankers.base import single_score_ranking
 from rankers.scorers.base import TextScorer
 from rankers.scorers.cache import ScoreCache, score_with_cache
-from rankers.scorers.rerank_api import RerankAPIScorer, RerankServerError, parse_rerank_response, validate_url
+from rankers.scorers.http import check_base_url
+from rankers.scorers.rerank_api import RerankAPIScorer, RerankServerError, parse_rerank_response
 from rankers.window import window_inputs, window_rerank
+from tests.support.loopback import free_port
+from tests.support.rerank_server import (RerankServerUnavailable, contract_rerank_server, infinity_executable,
+                                         infinity_server)
 
 
 def length_score(query: str, document: str) -> float:
@@ -94,7 +96,7 @@ def test_bad_urls_are_refused_at_construction_naming_the_url(url, words):
 
 
 def test_bad_options_are_refused():
-    assert validate_url("https://h.example:443/") == "https://h.example:443"
+    assert check_base_url("https://h.example:443/") == "https://h.example:443"
     with pytest.raises(ValueError, match="api 'cohere' unknown"):
         RerankAPIScorer("http://h:1", "m", api="cohere")
     with pytest.raises(ValueError, match="concurrency"):

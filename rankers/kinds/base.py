@@ -1,0 +1,326 @@
+"""What a ranker kind is: one object that knows everything about itself.
+
+A kind (``kind = "..."`` in a profile's ``[rankers.<name>]`` table) declares its option
+schema, checks option values when the profile is read, says what this machine must have to
+run it (``requirements``: a package, a CUDA device; the specs skip its rows with that reason
+when something is missing), builds its ranking or its judgments from a :class:`Context`, and
+names its identity for memos and caches: the code it runs (``fixtures.code``: its module and
+everything that module imports, never a hand list) and the inputs it reads.
+
+Two shapes, one base class each:
+
+- :class:`PoolKind`: orders every query's full pool (``rank``); memoized under ``memo_key``,
+  so a warm run reads the ranking instead of recomputing it;
+- :class:`WindowKind`: reorders the reference's top-20 window by the window rule
+  (``rankers.window``) from text judgments it makes with ``judge``: one score per (query,
+  passage) input, cached under a key the kind names. :class:`PointwiseKind` judges each input
+  on its own through the shared score cache; a kind that judges a whole ordered window or pairs
+  of passages overrides ``judge`` and names its own cache key (see ``docs/protocol.md#listwise``).
+
+The harness looks kinds up by name (``rankers.kinds.kind``) and never branches on one.
+"""
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import pandas as pd
+
+from fixtures.artifacts import sha256_file
+from fixtures.code import code_identity
+from fixtures.models import model_fingerprint
+from fixtures.study import Study
+from rankers.base import Ranking
+from rankers.scorers.base import TextScorer
+
+T = TypeVar("T")
+#: A declaration's population when it is evaluated on every eligible direction.
+ALL = "all"
+#: Markers a declaration may carry: pytest marks that select or skip its specs.
+MARKS = ("llm", "gpu", "slow")
+MODES = ("window", "designated")
+#: Inputs per committed chunk for scorers that do not choose their own (a multiple of the window, 20).
+CHUNK = 60
+
+_registry: dict[str, Kind] = {}
+
+
+class DeclarationError(ValueError):
+    """A ranker declaration is malformed; the message names where (file and table) and the key."""
+
+
+class KindBuildError(RuntimeError):
+    """A declared ranker could not be built; the message names the declaration."""
+
+
+# ---- requirements ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """Something this machine must have for a declared ranker to run; its absence skips the ranker's rows."""
+
+    what: str
+    met: Callable[[], bool]
+    hint: str
+
+    @property
+    def reason(self) -> str:
+        return f"{self.what} is not available here: {self.hint}"
+
+
+def needs_module(module: str, what: str, hint: str) -> Requirement:
+    """An importable package (looked up, not imported)."""
+    return Requirement(what, lambda: importlib.util.find_spec(module) is not None, hint)
+
+
+def _cuda() -> bool:
+    import torch  # heavy: only when a declared ranker needs CUDA
+
+    return bool(torch.cuda.is_available())
+
+
+CUDA = Requirement("a CUDA device", _cuda, "run on a machine with an NVIDIA GPU (torch.cuda.is_available() is False)")
+
+
+# ---- the declaration ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankerDecl:
+    """One declared ranker. ``options`` are its kind's own settings, exactly as declared; ``spec`` is the kind.
+
+    ``baseline`` is the ranker its Δ and claims are against (profile key ``compare_to``), restricted to
+    the same directions; ``reference`` is whose top 20 a window ranker reorders; ``tie_breaker`` whose
+    score breaks text-score ties.
+    """
+
+    name: str
+    kind: str
+    spec: Kind = field(compare=False, repr=False)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""
+    population: str = ALL
+    order: float = 1000.0
+    marks: tuple[str, ...] = ()
+    baseline: str | None = "fusion"
+    reference: str | None = None
+    tie_breaker: str | None = None
+    mode: str = "window"
+
+    @property
+    def is_window(self) -> bool:
+        return self.spec.is_window(self.options)
+
+    @property
+    def scorer_options(self) -> dict[str, Any]:
+        """The options that make its judgments (what a twin declaration must share to share them)."""
+        return self.spec.scorer_options(self.options)
+
+    @property
+    def designated_only(self) -> bool:
+        return self.is_window and self.mode == "designated"
+
+    @property
+    def max_score(self) -> float | None:
+        return self.spec.max_score
+
+    def requirements(self) -> tuple[Requirement, ...]:
+        """What this machine needs to run it: its kind's needs, and CUDA when declared with ``marks = ["gpu"]``."""
+        return (*self.spec.requirements(self.options), *((CUDA,) if "gpu" in self.marks else ()))
+
+
+# ---- what a kind reads -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a kind may read to build a ranking or judgments; the session computes each part once.
+
+    ``study`` is the data (directions, splits, corpora, provenance); the rest are functions, so a
+    kind that needs nothing of a split never builds it (its pool, its population, another
+    ranker's ranking), and a kind's tests can hand-build a context with only what the kind reads.
+    ``cache(*parts)`` is a folder under the run's cache directory; ``shared(key, build)`` one object
+    per key for the session; ``memo(label, key, compute)`` a value kept on disk under a content key;
+    ``stage(split, name)`` times a stage for the run manifest; ``where(decl)`` names a declaration's
+    file and table in messages.
+    """
+
+    study: Study
+    pool: Callable[[str], pd.DataFrame]
+    pool_digest: Callable[[str], str]
+    population: Callable[[str], pd.DataFrame]
+    queries: Callable[[str], dict[str, str]]
+    ranking: Callable[[str, str], Ranking]
+    ranking_key: Callable[[str, str], dict[str, Any] | None]
+    resolve_path: Callable[[str], Path]
+    cache: Callable[..., Path]
+    shared: Callable[[tuple, Callable[[], Any]], Any]
+    memo: Callable[[str, object, Callable[[], Any]], Any]
+    forget: Callable[[str, object], None]
+    stage: Callable[..., AbstractContextManager[dict[str, Any]]]
+    where: Callable[[RankerDecl], str]
+    seed: int
+    subset: bool
+
+
+# ---- kinds ---------------------------------------------------------------------------------------
+
+
+class Kind:
+    """A ranker kind: option schema, checks, requirements, identity; a subclass says how it ranks or judges."""
+
+    name: ClassVar[str]
+    #: Option name -> accepted Python types (TOML values); ``required`` must be present and non-empty.
+    options: ClassVar[Mapping[str, tuple[type, ...]]] = {}
+    required: ClassVar[tuple[str, ...]] = ()
+    #: A bounded integer score scale (the grader's 0-4): double-max counts and the tie-branch claims apply.
+    max_score: ClassVar[float | None] = None
+    doc: ClassVar[str] = ""
+    #: Whether its rankers can reorder a window (``is_window`` decides for one declaration's options).
+    window: ClassVar[bool] = False
+
+    def is_window(self, options: Mapping[str, Any]) -> bool:
+        return self.window
+
+    def check(self, options: Mapping[str, Any], where: str) -> None:
+        """Values the types alone do not rule out; raise ``DeclarationError`` naming ``where`` and the key."""
+
+    def requirements(self, options: Mapping[str, Any]) -> tuple[Requirement, ...]:
+        return ()
+
+    def scorer_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(options)
+
+    def code(self) -> dict[str, object]:
+        """The code part of every key this kind names: its module and everything it imports."""
+        return code_identity(type(self).__module__)
+
+    # Full-pool kinds
+    def rank(self, decl: RankerDecl, ctx: Context, split: str) -> Ranking:
+        raise NotImplementedError(f"kind {self.name!r} does not order full pools")
+
+    def memo_key(self, decl: RankerDecl, ctx: Context, split: str) -> dict[str, Any] | None:
+        """Everything the ranking of ``split`` depends on besides the declaration; None: never memoized."""
+        return None
+
+    # Window kinds
+    def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
+        raise NotImplementedError(f"kind {self.name!r} makes no text judgments")
+
+    def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
+        raise NotImplementedError(f"kind {self.name!r} makes no text judgments")
+
+    def read(self, decl: RankerDecl, scored: Any) -> dict[tuple[str, str], float]:
+        """(qid, pid) -> the score the window rule reads from this declaration's judgments."""
+        return scored.scores
+
+    def scorer(self, decl: RankerDecl, ctx: Context) -> TextScorer:
+        raise NotImplementedError(f"kind {self.name!r} has no text scorer")
+
+
+class PoolKind(Kind):
+    """Orders every query's full pool; memoized by default under the pool, the data and the kind's code."""
+
+    def memo_key(self, decl: RankerDecl, ctx: Context, split: str) -> dict[str, Any] | None:
+        return {"pool": ctx.pool_digest(split), "data": ctx.study.data_provenance(), **self.code()}
+
+
+class WindowKind(Kind):
+    """Reorders the reference's window from text judgments (``judge``); the window rule does the rest."""
+
+    window = True
+
+
+class PointwiseKind(WindowKind):
+    """Judges each (query, passage) input on its own, through the shared score cache.
+
+    A subclass builds the scorer (``build``); this class shares one scorer between declarations
+    with the same options, stands in for it lazily (a warm run reads its cache key from the memo
+    and never loads the model), and scores what the cache lacks.
+    """
+
+    def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
+        raise NotImplementedError
+
+    def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
+        """Code, libraries, options and the bytes of a local model: everything that decides the scorer's key."""
+        identity: dict[str, Any] = {"kind": self.name, "options": decl.scorer_options, **self.code()}
+        files = local_files(str(decl.options.get("model", "")))
+        if files is not None:
+            identity["model_files"] = files
+        return identity
+
+    def scorer(self, decl: RankerDecl, ctx: Context) -> TextScorer:
+        key = (decl.kind, tuple(sorted((k, repr(v)) for k, v in decl.scorer_options.items())))
+
+        def build() -> TextScorer:
+            try:
+                return ctx.shared(key, lambda: self.build(decl, ctx))
+            except Exception as exc:  # any failure of a declared scorer is reported against its declaration
+                raise KindBuildError(f"{ctx.where(decl)}: cannot build its scorer: {type(exc).__name__}: {exc}") \
+                    from exc
+
+        try:
+            identity = self.identity(decl, ctx)
+        except Exception as exc:  # e.g. a model folder that cannot be read
+            raise KindBuildError(f"{ctx.where(decl)}: cannot identify its scorer: {type(exc).__name__}: {exc}") \
+                from exc
+        model_key = ctx.memo("scorer-key", identity, lambda: build().model_key)
+        return ctx.shared(("lazy", *key), lambda: LazyScorer(model_key, build,
+                                                             lambda: ctx.forget("scorer-key", identity)))
+
+    def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
+        from rankers.scorers.cache import ScoreCache, score_with_cache  # sqlite store, no model
+
+        cache = ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
+        return score_with_cache(self.scorer(decl, ctx), inputs, cache, batch_size=CHUNK, desc=desc)
+
+
+class LazyScorer:
+    """A declared scorer known by its cache key; anything else (``score``, ``sort_key``) builds the real one."""
+
+    def __init__(self, model_key: str, build: Callable[[], Any], forget: Callable[[], None]) -> None:
+        self.model_key = model_key
+        self._build = build
+        self._forget = forget
+
+    def __getattr__(self, name: str) -> Any:
+        real = self._build()
+        if real.model_key != self.model_key:  # e.g. weights replaced in place: never mix their scores
+            self._forget()
+            raise RuntimeError(f"the scorer's cache key changed from {self.model_key!r} to {real.model_key!r} "
+                               "although its declared identity did not; the remembered key is forgotten, rerun")
+        return getattr(real, name)
+
+
+def local_files(value: str) -> object | None:
+    """The content identity of a local model folder (per-file digests) or file (sha256); None for a hub name."""
+    if not value:
+        return None
+    local = Path(value).expanduser()
+    if local.is_dir():
+        return model_fingerprint(str(local.resolve()))
+    if local.is_file():
+        return sha256_file(local)
+    return None
+
+
+# ---- the registry --------------------------------------------------------------------------------
+
+
+def register(kind: Kind) -> Kind:
+    """Make a kind known by its name (each module of ``rankers.kinds`` registers its own; a test may add one)."""
+    if kind.name in _registry and type(_registry[kind.name]) is not type(kind):
+        raise ValueError(f"kind {kind.name!r} is registered twice: {type(_registry[kind.name]).__qualname__} and "
+                         f"{type(kind).__qualname__}")
+    _registry[kind.name] = kind
+    return kind
+
+
+def registered() -> Iterator[Kind]:
+    return iter(list(_registry.values()))

@@ -1,0 +1,83 @@
+"""``kind = "llm_grader"``: an LLM asked for an integer grade 0-4 (``docs/protocol.md#grader``).
+
+``backend`` is ``llamacpp`` (a GGUF in-process on the CPU: the embedded default, needs
+llama-cpp-python), ``vllm`` (in-process on a GPU) or ``openai`` (any OpenAI-compatible server at
+``url``). ``grade = "expected"`` reads E[g] = sum of g * p(g) from the probabilities stored with the
+very judgments its argmax twin made (same options, hence the same cache key): no model call of
+its own. The scale is bounded (0-4), so the tie-branch claims apply to its argmax rankers.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fixtures.models import require_model
+from rankers.kinds.base import (CUDA, Context, DeclarationError, PointwiseKind, RankerDecl, Requirement, needs_module,
+                                register)
+from rankers.scorers.base import TextScorer
+
+_NUM = (int, float)
+#: Options that configure the grader (prompt and data budgets), not the generation backend.
+GRADER_KEYS = ("prompt", "passage_tokens", "query_tokens", "near_tie_margin")
+#: How a judgment becomes the window rule's score: the argmax grade, or the expected grade E[g].
+GRADES = ("argmax", "expected")
+BACKENDS = ("llamacpp", "vllm", "openai")
+LLAMA_CPP = needs_module("llama_cpp", "llama-cpp-python",
+                         "the CPU grader was not set up; `bash .ci/setup` installs it")
+VLLM = needs_module("vllm", "vllm", "pip install -e \".[gpu]\" on a GPU machine")
+
+
+class LLMGrader(PointwiseKind):
+    name = "llm_grader"
+    options = {"backend": (str,), "model": (str,), "url": (str,), "grade": (str,), "prompt": (str,),
+               "passage_tokens": (int,), "query_tokens": (int,), "near_tie_margin": _NUM, "n_threads": (int,),
+               "max_model_len": (int,), "max_tokens": (int,), "thinking": (bool,), "temperature": _NUM,
+               "seed": (int,), "concurrency": (int,), "timeout_s": _NUM, "logprobs": (int,)}
+    required = ("backend", "model")
+    max_score = 4.0
+    doc = "an LLM asked for an integer grade 0-4 (llamacpp, vllm or any OpenAI-compatible server)"
+
+    def check(self, options, where: str) -> None:
+        if options.get("grade", "argmax") not in GRADES:
+            raise DeclarationError(f"{where}: grade must be 'argmax' or 'expected', got {options['grade']!r}")
+        if options["backend"] not in BACKENDS:
+            raise DeclarationError(f"{where}: backend must be one of {list(BACKENDS)}, got {options['backend']!r}")
+        if options["backend"] == "openai" and not options.get("url"):
+            raise DeclarationError(f"{where}: backend 'openai' needs 'url' (an OpenAI-compatible /v1 base URL)")
+
+    def requirements(self, options) -> tuple[Requirement, ...]:
+        return {"llamacpp": (LLAMA_CPP,), "vllm": (VLLM, CUDA)}.get(options.get("backend"), ())
+
+    def scorer_options(self, options) -> dict[str, Any]:
+        """All but ``grade``, which only says how a judgment is read: argmax and expected twins share judgments."""
+        return {k: v for k, v in options.items() if k != "grade"}
+
+    def read(self, decl: RankerDecl, scored: Any) -> dict[tuple[str, str], float]:
+        if decl.options.get("grade", "argmax") == "argmax":
+            return scored.scores
+        from rankers.scorers.grader import expected_grade  # grader stack only for a declared grader
+
+        values = [expected_grade(u) for u in scored.frame["usage"]]
+        return dict(zip(zip(scored.frame["qid"], scored.frame["pid"]), values))
+
+    def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
+        from rankers.scorers.grader import LLMGrader as Grader  # grader stack only when a grader is declared
+        from rankers.scorers.llm import make_backend  # runtimes load lazily inside
+        from rankers.scorers.llm.generation import GenerationSettings  # settings record, no runtime
+
+        options = decl.scorer_options
+        grading = {k: options.pop(k) for k in GRADER_KEYS if k in options}
+        settings, options = GenerationSettings.split_options(options)
+        backend, model, url = options.pop("backend"), str(options.pop("model")), options.pop("url", None)
+        if backend == "llamacpp":
+            from fixtures.gguf import gguf_model  # joins the GGUF parts on first use
+
+            gguf = gguf_model(model.removeprefix("builtin:"), ctx.cache())
+            engine = make_backend(backend, model=gguf.path, revision=gguf.sha256, settings=settings, **options)
+        elif backend == "openai":  # the profile check made sure it has a url
+            engine = make_backend(backend, model=model, base_url=url, settings=settings, **options)
+        else:
+            engine = make_backend(backend, model=require_model(model, decl.name), settings=settings, **options)
+        return Grader(engine, **grading)
+
+
+register(LLMGrader())

@@ -1,0 +1,64 @@
+"""``kind = "python"``: a researcher's own ranker as ``package.module:factory`` (``rankers.scorers.python_scorer``).
+
+The factory, called with the declaration's ``options`` as keywords, returns a text scorer
+(``window = true``, the default: a window reranker through the score cache) or a full-pool scorer
+(``window = false``). A full-pool ranking of user code is never memoized: its code may read anything.
+The scorer's identity names the factory module's source beside the options.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from rankers.base import Ranking
+from rankers.kinds.base import Context, KindBuildError, PointwiseKind, RankerDecl, register
+from rankers.scorers.base import TextScorer
+
+
+class Python(PointwiseKind):
+    name = "python"
+    options = {"factory": (str,), "window": (bool,), "options": (dict,)}
+    required = ("factory",)
+    doc = "package.module:factory returning a text scorer (window = true) or a full-pool scorer"
+
+    def is_window(self, options) -> bool:
+        return bool(options.get("window", True))
+
+    @staticmethod
+    def loaded(decl: RankerDecl, ctx: Context, window: bool):
+        """The factory's scorer, loaded once per (factory, options), checked to be of the declared shape."""
+        from rankers.scorers.python_scorer import load_python_scorer  # user code: imported only when declared
+
+        options = decl.options.get("options", {})
+        loaded = ctx.shared(("python", decl.options["factory"], repr(sorted(options.items()))),
+                            lambda: load_python_scorer(decl.options["factory"], options, ranker=decl.name))
+        if loaded.is_window != window:
+            raise KindBuildError(f"{ctx.where(decl)}: factory {decl.options['factory']!r} returned a "
+                                 f"{'window' if loaded.is_window else 'full-pool'} scorer, but the declaration says "
+                                 f"window = {window}")
+        return loaded
+
+    def rank(self, decl: RankerDecl, ctx: Context, split: str) -> Ranking:
+        from rankers.scorers.python_scorer import pool_ranking  # user code: imported only when declared
+
+        return pool_ranking(self.loaded(decl, ctx, window=False), ctx.pool(split), ctx.queries(split),
+                            ctx.study.corpus_for(split), decl.name)
+
+    def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
+        return self.loaded(decl, ctx, window=True).scorer
+
+    def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
+        return {**super().identity(decl, ctx), "factory_source": _module_source(decl.options["factory"])}
+
+
+def _module_source(factory: str) -> str | None:
+    """The source of the factory's module, looked up without importing it (None when it cannot be found)."""
+    try:
+        spec = importlib.util.find_spec(factory.split(":", 1)[0])
+    except (ImportError, ValueError):
+        return None
+    return Path(spec.origin).read_text(encoding="utf-8") if spec is not None and spec.origin else None
+
+
+register(Python())

@@ -1,0 +1,35 @@
+"""``kind = "rerankers"``: any pointwise model of the ``rerankers`` library (``rankers.scorers.rerankers_scorer``).
+
+An optional extra (``pip install -e ".[rerankers]"``); without it the ranker's rows are skipped with
+that reason. ``options`` go to the library's ``Reranker``; listwise types return no scores, so their
+inputs come back unavailable and the window falls back (see ``docs/protocol.md#listwise``).
+"""
+from __future__ import annotations
+
+from fixtures.models import require_model
+from rankers.kinds.base import Context, PointwiseKind, RankerDecl, Requirement, needs_module, register
+from rankers.scorers.base import TextScorer
+
+RERANKERS = needs_module("rerankers", "the rerankers package", "pip install -e \".[rerankers]\"")
+
+
+class Rerankers(PointwiseKind):
+    name = "rerankers"
+    options = {"model": (str,), "model_type": (str,), "batch_size": (int,), "options": (dict,)}
+    required = ("model",)
+    doc = "any model of the rerankers library"
+
+    def requirements(self, options) -> tuple[Requirement, ...]:
+        return (RERANKERS,)
+
+    def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
+        from rankers.scorers.rerankers_scorer import RerankersScorer  # optional extra: rerankers
+
+        options = dict(decl.options)
+        model = require_model(options.pop("model"), f"{decl.name} (rerankers)")
+        extra = {**options.pop("options", {}),
+                 **({"batch_size": options.pop("batch_size")} if "batch_size" in options else {})}
+        return RerankersScorer(model, options=extra, **options)
+
+
+register(Rerankers())

@@ -1,0 +1,100 @@
+"""The shipped ranker kinds: what each checks, needs, shares and reads, and the one code digest behind their keys."""
+from __future__ import annotations
+
+import importlib.util
+import math
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from fixtures import code
+from rankers.kinds import kind
+from rankers.kinds.base import DeclarationError, RankerDecl
+from rankers.registry import parse_declaration
+
+
+def test_the_grader_needs_llama_cpp_only_on_the_cpu_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    grader = kind("llm_grader")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a))
+    [needed] = grader.requirements({"backend": "llamacpp"})
+    assert not needed.met() and "llama-cpp-python is not available here" in needed.reason
+    assert grader.requirements({"backend": "openai", "url": "http://127.0.0.1:8000/v1"}) == ()
+    assert {r.what for r in grader.requirements({"backend": "vllm"})} == {"vllm", "a CUDA device"}
+
+
+def test_a_gpu_mark_or_a_cuda_device_option_needs_cuda() -> None:
+    ce = parse_declaration("ce", {"kind": "cross_encoder", "model": "m", "device": "cuda:0"}, "p [rankers.ce]")
+    fused = parse_declaration("f", {"kind": "fusion", "marks": ["gpu"]}, "p [rankers.f]")
+    assert [r.what for r in ce.requirements()] == ["a CUDA device"] == [r.what for r in fused.requirements()]
+    assert parse_declaration("f", {"kind": "fusion"}, "p").requirements() == ()
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"kind": "llm_grader", "backend": "openai", "model": "m"}, "backend 'openai' needs 'url'"),
+    ({"kind": "llm_grader", "backend": "llamacpp", "model": "m", "grade": "mean"}, "grade must be 'argmax'"),
+    ({"kind": "rerank_api", "url": "ftp://h/v1", "model": "m"}, "scheme must be http or https"),
+    ({"kind": "fusion", "thresholds": {"dense": "high"}}, "could not convert"),
+    ({"kind": "lambdamart", "background": -3}, "background must be an integer >= 0"),
+])
+def test_each_kind_checks_its_option_values_when_the_profile_is_read(table, message) -> None:
+    with pytest.raises(DeclarationError, match=message):
+        parse_declaration("r", table, "mine.toml [rankers.r]")
+
+
+def test_argmax_and_expected_grade_twins_share_judgments_and_read_them_differently() -> None:
+    argmax = parse_declaration("g", {"kind": "llm_grader", "backend": "llamacpp", "model": "m"}, "p")
+    expected = parse_declaration("e", {"kind": "llm_grader", "backend": "llamacpp", "model": "m",
+                                       "grade": "expected"}, "p")
+    assert argmax.scorer_options == expected.scorer_options  # one scorer, one cache key, no second model call
+    frame = pd.DataFrame({"qid": ["q", "q"], "pid": ["a", "b"], "score": [2.0, float("nan")],
+                          "usage": [{"grade_probs": [0.0, 0.0, 0.5, 0.5, 0.0]}, {}]})
+    scored = SimpleNamespace(frame=frame, scores={("q", "a"): 2.0, ("q", "b"): float("nan")})
+    assert kind("llm_grader").read(argmax, scored) is scored.scores
+    read = kind("llm_grader").read(expected, scored)
+    assert read[("q", "a")] == 2.5 and math.isnan(read[("q", "b")])
+
+
+def test_a_python_declaration_is_a_window_or_a_full_pool_ranker_by_its_window_option() -> None:
+    window = parse_declaration("w", {"kind": "python", "factory": "m:f"}, "p")
+    pool = parse_declaration("p", {"kind": "python", "factory": "m:f", "window": False}, "p")
+    assert window.is_window and window.reference == "fusion" and not pool.is_window and pool.reference is None
+    with pytest.raises(DeclarationError, match="apply to window rankers only"):
+        parse_declaration("p", {"kind": "python", "factory": "m:f", "window": False, "reference": "fusion"}, "p")
+
+
+def test_the_profile_key_compare_to_is_the_declarations_baseline() -> None:
+    decl = parse_declaration("r", {"kind": "fusion", "compare_to": "other"}, "p")
+    assert isinstance(decl, RankerDecl) and decl.baseline == "other"
+
+
+def test_a_code_digest_follows_imports_and_package_data_and_nothing_else() -> None:
+    files = {p.relative_to(code.PROJECT_ROOT).as_posix() for name, p in code._closure(("rankers.fusion",))[0].items()}
+    assert {"rankers/fusion.py", "rankers/base.py", "rankers/__init__.py"} <= files
+    assert "rankers/window.py" not in files and "harness/session.py" not in files
+    grader = code._closure(("rankers.scorers.grader",))[0]
+    assert any(p.name == "grade_v2.txt" for p in code._package_data(grader["rankers.scorers.prompts"]))
+    assert code.code_digest("rankers.fusion") != code.code_digest("rankers.base")
+    assert "lightgbm" in code.library_versions("rankers.lambdamart")
+
+
+def test_a_code_digest_changes_with_an_imported_module_and_not_with_an_unrelated_one(tmp_path, monkeypatch) -> None:
+    package = tmp_path / "pkgx"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkgx import b\n")
+    (package / "b.py").write_text("X = 1\n")
+    (package / "c.py").write_text("Y = 1\n")
+    monkeypatch.setattr(code, "PROJECT_ROOT", tmp_path)
+
+    def digest() -> str:
+        for cached in (code.code_digest, code._closure, code._imports):
+            cached.cache_clear()
+        return code.code_digest("pkgx.a")
+
+    first = digest()
+    (package / "c.py").write_text("Y = 2\n")
+    assert digest() == first
+    (package / "b.py").write_text("X = 2\n")
+    assert digest() != first
