@@ -294,14 +294,6 @@ def _clean(root: Path) -> None:
             link.unlink()
 
 
-def recover(root: Path) -> None:
-    """Clean up after killed publishers under ``root`` (their previous results were never touched)."""
-    root = Path(root)
-    if root.is_dir():
-        with FileLock(str(root / LOCK)):
-            _clean(root)
-
-
 def publish(root: Path, run_id: str, splits: dict[str, dict[str, pd.DataFrame]], context: dict[str, Any],
             should_stop: Callable[[], bool] = lambda: False) -> dict[str, Path]:
     """Stage every split of a run under ``<root>/.runs/<run_id>`` and swap them in together.

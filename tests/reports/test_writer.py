@@ -129,7 +129,7 @@ def test_a_run_being_staged_by_a_live_process_is_not_removed(tmp_path: Path) -> 
     with FileLock(str(other) + ".lock"):
         run(tmp_path, "r2", 4)
         assert other.is_dir()
-    writer.recover(tmp_path)
+    run(tmp_path, "r3", 5)  # its owner is gone now
     assert not other.exists()
 
 
@@ -154,7 +154,8 @@ def test_published_files_are_independent_copies_listed_with_their_digests(tmp_pa
     trec = _sealed(cache / "run-fusion.trec", "q1 Q0 p1 1 2 fusion\nq1 Q0 p2 2 1 fusion\n")
     pool = _sealed(cache / "pool.parquet", "not really parquet, copied as bytes")
     t = tables(3)
-    t["artifacts"] = pd.DataFrame([{"artifact": "run:fusion", "path": str(trec)}, {"artifact": "pool", "path": str(pool)}])
+    t["artifacts"] = pd.DataFrame([{"artifact": "run:fusion", "path": str(trec)},
+                                   {"artifact": "pool", "path": str(pool)}])
     out = publish(tmp_path / "results", "r1", {"test": t}, {"exitstatus": 0})["test"]
     for copy, source in ((out / "runs" / "fusion.trec", trec), (out / "pool.parquet", pool)):
         assert copy.stat().st_nlink == 1 and copy.stat().st_ino != source.stat().st_ino
