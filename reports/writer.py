@@ -21,7 +21,7 @@ import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +165,8 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
         lines += ["## Claims", "", _brief("claims", tables["claims"]).to_markdown(index=False), ""]
     if manifest.get("not_evaluated"):
         lines += ["## Failed or skipped (their rows are missing; everything else is published)", "",
-                  pd.DataFrame(manifest["not_evaluated"]).to_markdown(index=False), ""]
+                  *[f"- `{entry['test']}` {entry['outcome']}: {' '.join(str(entry['message']).split())}"
+                    for entry in manifest["not_evaluated"]], ""]
     lines += ["## Files", "",
               "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals); "
               "`table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; `cost.csv`; `claims.csv`",
@@ -318,34 +319,36 @@ def publish(root: Path, run_id: str, splits: dict[str, dict[str, pd.DataFrame]],
     except (OSError, Timeout) as exc:
         raise PublishError(f"cannot publish into {root} ({type(exc).__name__}: {exc}); "
                            "the previous results are left as they were") from exc
+    def checkpoint() -> None:
+        if should_stop():
+            raise PublishInterrupted(f"interrupted while publishing; {root} keeps the previous complete results "
+                                     f"(run {current_run(root)})")
+
     try:
         try:
             for split, tables in splits.items():
-                if should_stop():
-                    raise PublishInterrupted(f"interrupted while publishing; {root} keeps the previous complete "
-                                             f"results (run {current_run(root)})")
+                checkpoint()
                 out = staging / split
                 out.mkdir(parents=True)
                 _write(out, split, tables, {**context, **context.get("splits", {}).get(split, {}), "run_id": run_id})
-            if should_stop():
-                raise PublishInterrupted(f"interrupted while publishing; {root} keeps the previous complete results "
-                                         f"(run {current_run(root)})")
+            checkpoint()
             with FileLock(str(root / LOCK)):
                 for split in splits:  # links first: until the swap below they lead to the previous run's split
-                    link = root / split
-                    if not link.is_symlink():
-                        _replace_link(link, f"{CURRENT}/{split}")
+                    if not (root / split).is_symlink():
+                        _replace_link(root / split, f"{CURRENT}/{split}")
                 _replace_link(root / CURRENT, f"{RUNS}/{run_id}")  # the commit: one atomic rename
-                _clean(root)
         except PublishError:
             raise
         except Exception as exc:  # anything before the commit leaves the previous run published
             raise PublishError(f"publishing into {root} failed ({type(exc).__name__}: {exc}); "
                                f"{root} keeps the previous complete results (run {current_run(root)})") from exc
     finally:
-        if current_run(root) != run_id:
+        committed = current_run(root) == run_id
+        if not committed:
             shutil.rmtree(staging, ignore_errors=True)
         own.release()
-        if current_run(root) != run_id:
+        if not committed:
             Path(str(staging) + ".lock").unlink(missing_ok=True)
+    with suppress(OSError), FileLock(str(root / LOCK)):  # the replaced run; a leftover is removed next time
+        _clean(root)
     return {split: root / split for split in splits}
