@@ -14,7 +14,6 @@ their data, ``manifest.json``, and the contract files other tools read: ``qrels.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
