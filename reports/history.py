@@ -8,7 +8,9 @@ values ride along as a labeled reference column for Test.
 """
 from __future__ import annotations
 
+import os
 import re
+import secrets
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,7 +30,8 @@ COMPARISON_COLUMNS = ("ranker", "measure", "now", "then", "delta", "now_lo", "no
 
 
 def run_id(tables: dict[str, dict[str, pd.DataFrame]]) -> str:
-    """``<UTC time>-<commit>-<profile>-<scope>`` from the manifest rows of any split."""
+    """``<UTC time to the microsecond>-<commit>-<profile>-<scope>-<pid><random>`` from the manifest rows of any
+    split: sortable by time, readable, and unique across processes started together (pid and random bits)."""
     manifest: dict[str, object] = {}
     for split_tables in tables.values():
         if "manifest" in split_tables:
@@ -36,8 +39,9 @@ def run_id(tables: dict[str, dict[str, pd.DataFrame]]) -> str:
     commit = str(manifest.get("code_commit", "nocommit"))[:8]
     profile = manifest.get("profile", {}).get("name", "profile") if isinstance(manifest.get("profile"), dict) else "profile"
     scope = str(manifest.get("scope", "run"))
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{stamp}-{commit}-{profile}-{scope}")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    unique = f"{os.getpid()}{secrets.token_hex(3)}"
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{stamp}-{commit}-{profile}-{scope}-{unique}")
 
 
 def save_to_history(results_dir: Path, ident: str, split: str, published: Path) -> Path:

@@ -4,7 +4,9 @@ A ranker's TREC run, its per-direction outcomes and a split's annotated populati
 computed by whichever pytest process evaluates them (an xdist worker, say). They go into
 ``<cache>/results/`` under a name derived from their content, so writing them twice is
 harmless and a warm run finds them; the spec hands the path to the report, and only the
-publishing step (``reports.writer.publish``) turns them into ``results/<split>/`` files.
+publishing step (``reports.writer.publish``) turns them into ``results/<split>/`` files. Each is
+sealed (``fixtures.artifacts``): one whose bytes changed in the cache is written again here,
+and publishing refuses to copy one that changed after that.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fixtures.artifacts import atomic_write
+from fixtures.artifacts import ArtifactCorrupt, check_seal, write_sealed
 from rankers.base import Ranking
 from reports.trec import write_run
 
@@ -24,11 +26,19 @@ def _frame_digest(frame: pd.DataFrame) -> str:
     return h.hexdigest()[:24]
 
 
+def _intact(path: Path) -> bool:
+    try:
+        check_seal(path)
+    except (ArtifactCorrupt, OSError):
+        return False
+    return True
+
+
 def stash_frame(cache_dir: Path, stem: str, frame: pd.DataFrame) -> Path:
-    """``<cache>/results/<stem>-<digest>.parquet``, written once per content."""
+    """``<cache>/results/<stem>-<digest>.parquet``, written (sealed) once per content."""
     path = Path(cache_dir) / "results" / f"{stem}-{_frame_digest(frame)}.parquet"
-    if not path.is_file():
-        atomic_write(path, lambda p: frame.to_parquet(p, index=False))
+    if not _intact(path):
+        write_sealed(path, lambda p: frame.to_parquet(p, index=False))
     return path
 
 
@@ -36,6 +46,6 @@ def stash_run(cache_dir: Path, ranking: Ranking) -> Path:
     """The ranking's TREC run (full pool, final order, tagged with its name), written once per content."""
     digest = _frame_digest(ranking.frame[["qid", "pid", "rank"]])
     path = Path(cache_dir) / "results" / f"run-{ranking.name}-{digest}.trec"
-    if not path.is_file():
-        atomic_write(path, lambda p: write_run(ranking, p, tag=ranking.name))
+    if not _intact(path):
+        write_sealed(path, lambda p: write_run(ranking, p, tag=ranking.name))
     return path

@@ -3,10 +3,18 @@
 Rows travel on ``item.user_properties`` so they survive pytest-xdist (workers serialize
 them back to the controller); only the controller writes, once, in
 ``pytest_sessionfinish`` (``reports.writer.publish``), and rows are sorted by declared keys
-so a parallel run writes the same files as a serial one. This module is pytest glue only:
-tables live in ``reports.tables``, writing in ``reports.writer``, run history in
-``reports.history``. Paths and the run to compare with come from the run's validated
-``Settings`` (``SETTINGS``, stored by the root conftest), never from the raw options.
+so a parallel run writes the same files as a serial one. Failed and skipped tests travel the
+same way with their parameters and message, so a bad ranker is listed with its error.
+
+A run replaces the complete results only when it computed everything they need
+(docs/protocol.md#publishing): nothing deselected (``-k``, ``-m``, ``--deselect``, ``--lf``),
+no reporting spec file or test picked by path, every selected test run to its end, and per
+split the manifest, Table I and a Table II row (or a recorded failure or skip) for every
+declared ranker. Any other run is published whole under ``<results>/partial/`` instead,
+and the terminal says why and where. This module is pytest glue only: tables live in
+``reports.tables``, writing in ``reports.writer``, run history in ``reports.history``.
+Paths and the run to compare with come from the run's validated ``Settings`` (``SETTINGS``,
+stored by the root conftest), never from the raw options.
 """
 from __future__ import annotations
 
@@ -26,6 +34,12 @@ from reports.tables import TABLES
 REPORT_KEY = "nevir-report"
 #: The run's settings as ``harness.options`` read, checked and expanded them (the root conftest stores them).
 SETTINGS = pytest.StashKey[Settings]()
+#: A failed or skipped test's parameters and message, on its report (survives pytest-xdist like the rows).
+OUTCOME_KEY = "nevir-outcome"
+#: What a pytest-xdist worker tells the controller about its selection (``config.workeroutput``).
+SELECTION_KEY = "nevir-selection"
+#: Characters of a failure message kept for the report.
+MESSAGE_CHARS = 400
 
 
 def _jsonable(value: Any) -> Any:
@@ -69,25 +83,79 @@ def report(request: pytest.FixtureRequest) -> ReportRecorder:
     return ReportRecorder(request.node)
 
 
-class ReportPlugin:
-    """Collects rows on the controller and publishes every split's results at session end."""
+def _message(report: pytest.TestReport, call: pytest.CallInfo) -> str:
+    """The reason a test was skipped, or the first lines of the exception that failed it."""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    text = call.excinfo.exconly() if call.excinfo is not None else str(report.longrepr)
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + "…"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failed or skipped test carries its parameters and message to the controller (xdist-safe)."""
+    outcome = yield
+    report = outcome.get_result()
+    if (report.failed or report.skipped) and not hasattr(report, "wasxfail"):
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        report.user_properties.append((OUTCOME_KEY, {
+            "test": item.nodeid, "outcome": report.outcome, "params": {k: str(v) for k, v in params.items()},
+            "message": _message(report, call)}))
+
+
+class SelectionRecorder:
+    """How many tests this process deselected; an xdist worker hands the count to the controller."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.deselected = 0
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += len(items)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workeroutput"):
+            self.config.workeroutput[SELECTION_KEY] = {"deselected": self.deselected}
+
+
+class ReportPlugin:
+    """Collects rows on the controller and publishes every split's results at session end."""
+
+    def __init__(self, config: pytest.Config, selection: SelectionRecorder) -> None:
+        self.config = config
+        self.selection = selection
         self.rows: dict[tuple[str, str], dict[tuple, tuple[float, dict[str, Any]]]] = {}
+        self.outcomes: dict[str, dict[str, Any]] = {}
+        self.finished: set[str] = set()
+        self.reporting_files: set[str] = set()
+        self.worker_deselected = 0
         self.published: dict[str, Path] = {}
+        self.partial: list[str] = []
         self.comparison: dict[str, pd.DataFrame] = {}
         self.failed: list[str] = []
+        self.errors: list[str] = []
         self.notices: list[str] = []
+        self.interrupted: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or not report.passed:
+            self.finished.add(report.nodeid)
         for key, payload in report.user_properties:
+            if key == OUTCOME_KEY:
+                self.outcomes[payload["test"]] = payload
             if key != REPORT_KEY:
                 continue
+            self.reporting_files.add(report.nodeid.split("::")[0])
             table, split, row = payload["table"], payload["split"], payload["row"]
             ident = tuple(str(row[k]) for k in TABLES[table][1])
             order = payload.get("order")
             self.rows.setdefault((split, table), {})[ident] = (math.inf if order is None else float(order), row)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """pytest-xdist: a worker's deselection count (every worker collects, and deselects, the same tests)."""
+        selection = getattr(node, "workeroutput", {}).get(SELECTION_KEY, {})
+        self.worker_deselected = max(self.worker_deselected, int(selection.get("deselected", 0)))
 
     def frames(self) -> Iterator[tuple[str, str, pd.DataFrame]]:
         for (split, table), rows in sorted(self.rows.items()):
@@ -102,31 +170,107 @@ class ReportPlugin:
             by_split.setdefault(split, {})[table] = frame
         return by_split
 
+    def not_evaluated(self, split: str) -> list[dict[str, str]]:
+        """Failed and skipped tests of a split (or of every split), with their message."""
+        return [{"test": o["test"], "outcome": o["outcome"], "message": o["message"]}
+                for o in sorted(self.outcomes.values(), key=lambda o: o["test"])
+                if o["params"].get("split", split) == split]
+
+    def _narrowed(self) -> list[str]:
+        """Path arguments that pick some, not all, tests of a file or folder that reports rows."""
+        base = Path(self.config.invocation_params.dir)
+        reporting = [self.config.rootpath / f for f in self.reporting_files]
+        picked = []
+        for arg in self.config.args:
+            path = (base / arg.split("::")[0]).resolve()
+            if ("::" in arg or not path.is_dir()) and any(f.resolve() == path for f in reporting):
+                picked.append(arg)
+        for option in ("ignore", "ignore_glob"):
+            for ignored in self.config.getoption(option, None) or []:
+                if any(f.resolve().is_relative_to((base / ignored).resolve().parent) for f in reporting):
+                    picked.append(f"--{option.replace('_', '-')}={ignored}")
+        return picked
+
+    def gaps(self, session: pytest.Session, splits: dict[str, dict[str, pd.DataFrame]]) -> list[str]:
+        """Why this run did not compute everything its splits' outputs need (empty: it did)."""
+        gaps = []
+        deselected = max(self.selection.deselected, self.worker_deselected)
+        if deselected:
+            gaps.append(f"{deselected} test(s) deselected (-k, -m, --deselect or --lf)")
+        if self.config.getoption("lf", None):
+            gaps.append("--lf: only the tests that failed last time were run")
+        narrowed = self._narrowed()
+        if narrowed:
+            gaps.append(f"tests picked by path: {', '.join(narrowed)}")
+        unfinished = session.testscollected - len(self.finished)
+        if unfinished > 0:
+            gaps.append(f"{unfinished} selected test(s) did not run to their end (-x, --maxfail or a crash)")
+        for split, tables in splits.items():
+            missing = [t for t in ("manifest", "table1") if t not in tables]
+            if missing:
+                gaps.append(f"{split}: no {', '.join(missing)} rows")
+                continue
+            manifest = dict(zip(tables["manifest"]["key"], tables["manifest"]["value"]))
+            declared = list((manifest.get("profile") or {}).get("rankers", {}))
+            accounted = set(tables["table2"]["ranker"]) | {
+                v for o in self.outcomes.values() if o["params"].get("split", split) == split
+                for v in o["params"].values()}
+            unaccounted = [r for r in declared if r not in accounted]
+            if unaccounted:
+                gaps.append(f"{split}: no Table II row and no recorded failure for {unaccounted}")
+        return gaps
+
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.rows:
             return
+        from reports.writer import deferred_signals  # heavy: matplotlib, only when publishing
+
+        with deferred_signals() as received:
+            self._publish(session, int(exitstatus), should_stop=lambda: bool(received))
+        if received:
+            self.interrupted = ("the run was published whole before the interrupt" if self.published
+                                else "nothing was published; every split keeps the previous complete run")
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        elif self.failed or self.errors:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _publish(self, session: pytest.Session, exitstatus: int, should_stop) -> None:
         from reports.history import compare_runs, run_id, save_to_history  # pandas I/O only at session end
-        from reports.writer import PublishError, publish  # heavy: matplotlib, only when publishing
+        from reports.writer import INTERRUPTED, PARTIAL, PublishError, publish  # heavy: matplotlib
 
         settings = self.config.stash[SETTINGS]
         results_dir = settings.results_dir
-        context = {"exitstatus": int(exitstatus), "figure_cache": settings.cache_dir / "figures"}
-        ident = run_id(self.tables())
-        for split, tables in self.tables().items():
-            if "table2" not in tables:  # a benchmark-only or unrelated selection must not replace real results
-                self.notices.append(f"{split}: no Table II row in this run (benchmarks or a partial selection); "
-                                    f"{results_dir / split} is left as it was")
-                continue
+        if exitstatus == INTERRUPTED:
+            self.notices.append(f"the run was interrupted: nothing published; {results_dir} keeps the previous "
+                                "complete results")
+            return
+        tables = self.tables()
+        splits = {split: t for split, t in tables.items() if "table2" in t}
+        for split in sorted(set(tables) - set(splits)):  # benchmarks only, or no ranker selected
+            self.notices.append(f"{split}: no Table II row in this run (benchmarks or a partial selection); "
+                                f"nothing of it is published")
+        if not splits:
+            return
+        self.partial = self.gaps(session, splits)
+        root = results_dir / PARTIAL if self.partial else results_dir
+        ident = run_id(tables)
+        context = {"exitstatus": exitstatus, "figure_cache": settings.cache_dir / "figures",
+                   "splits": {s: {"not_evaluated": self.not_evaluated(s), "partial": self.partial} for s in splits}}
+        try:
+            self.published = publish(root, ident, splits, context, should_stop=should_stop)
+        except PublishError as exc:
+            self.failed.append(str(exc))
+        for split, path in self.published.items() if not self.partial else ():
             try:
-                self.published[split] = publish(results_dir, split, tables, {**context, "run_id": ident})
-            except PublishError as exc:
-                self.failed.append(str(exc))
-                continue
-            save_to_history(results_dir, ident, split, self.published[split])
-            if settings.compare_run:
-                self.comparison[split] = compare_runs(results_dir, settings.compare_run, split, tables.get("table2"))
-        if self.failed:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                save_to_history(results_dir, ident, split, path)
+            except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
+                self.errors.append(f"{split}: published, but not saved to the history ({type(exc).__name__}: {exc})")
+        other = settings.compare_run
+        for split, split_tables in splits.items() if other else ():
+            try:
+                self.comparison[split] = compare_runs(results_dir, other, split, split_tables["table2"])
+            except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
+                self.errors.append(f"{split}: no comparison with {other} ({type(exc).__name__}: {exc})")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.rows:
@@ -145,11 +289,22 @@ class ReportPlugin:
             terminalreporter.write_line(f"\nnot published: {message}")
         for message in self.failed:
             terminalreporter.write_line(f"\nRESULTS NOT PUBLISHED: {message}", red=True)
+        for message in self.errors:
+            terminalreporter.write_line(f"\nERROR at session end: {message}", red=True)
+        if self.interrupted:
+            terminalreporter.write_line(f"\nINTERRUPTED while publishing: {self.interrupted}", red=True)
+        if self.partial and self.published:
+            results_dir = self.config.stash[SETTINGS].results_dir
+            terminalreporter.write_line(
+                "\nPARTIAL RUN, published apart from the complete results: " + "; ".join(self.partial) +
+                f". {results_dir} keeps the last complete run.", yellow=True)
         for split, path in self.published.items():
             terminalreporter.write_line(f"\n[{split}] results written to {path}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    selection = SelectionRecorder(config)
+    config.pluginmanager.register(selection, "nevir-selection")
     if hasattr(config, "workerinput"):
         return  # xdist worker: rows go to the controller through the reports
-    config.pluginmanager.register(ReportPlugin(config), "nevir-report-plugin")
+    config.pluginmanager.register(ReportPlugin(config, selection), "nevir-report-plugin")

@@ -1,22 +1,33 @@
-"""Publishing one split's results: the single step that writes ``results/<split>/``.
+"""Publishing a run's results: the single step that writes ``results/<split>/``, for every split at once.
 
-Everything is written into a staging folder beside the results and swapped in whole when
-complete, so a run killed at any point leaves the previous complete results (or, for
-the instant of the swap, none) — never a mix of old and new files. An interrupted pytest
-session publishes nothing. Files: CSV + JSON per table, ``table2.tex``, ``report.md``,
-figures with their data, ``manifest.json``, and the contract files other tools read:
-``qrels.txt``, ``runs/<ranker>.trec``, ``pool.parquet``, ``directions.csv`` (SPEC §5).
+A run is published as one transaction (docs/protocol.md#publishing). Every split is written
+into ``<root>/.runs/<run id>/<split>/`` first; then one atomic rename repoints the
+``<root>/.current`` symlink at that folder, and ``<root>/<split>`` are symlinks to
+``.current/<split>``. So whatever stops the process (an exception, SIGINT, SIGTERM, SIGKILL,
+a full disk), every split under ``<root>`` comes from one complete run: the previous one,
+or this one. A SIGINT or SIGTERM while staging is deferred to the next checkpoint, which
+abandons the staged run. Published files are independent copies, checked against the seals
+of the cached artifacts they come from, and ``manifest.json`` lists the sha256 of every other
+published file. Files: CSV + JSON per table, ``table2.tex``, ``report.md``, figures with
+their data, ``manifest.json``, and the contract files other tools read: ``qrels.txt``,
+``runs/<ranker>.trec``, ``pool.parquet``, ``directions.csv`` (docs/protocol.md#outputs).
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from filelock import FileLock, Timeout
 
+from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, sha256_file
 from reports.figures import write_figures
 from reports.paper import paper_table2
 from reports.tables import TABLES, directions_table
@@ -32,10 +43,20 @@ BRIEF_COLUMNS = {
 INTERNAL = ("manifest", "stages", "artifacts")
 #: pytest's exit code of an interrupted session (Ctrl-C): nothing is published then.
 INTERRUPTED = 2
+#: Under a results root: the staged and published runs, the symlink naming the published one, the lock that
+#: serializes swaps and clean-ups, and the separate root of runs that did not compute every output.
+RUNS, CURRENT, LOCK, PARTIAL = ".runs", ".current", ".publish.lock", "partial"
+#: LaTeX's special characters and what stands for each in text.
+TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+               "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
 
 class PublishError(RuntimeError):
-    """The results of a split could not be published; the previous results are left as they were."""
+    """The run could not be published; every split keeps the previous complete results."""
+
+
+class PublishInterrupted(PublishError):
+    """SIGINT or SIGTERM arrived before the swap: the staged run was abandoned."""
 
 
 def _brief(table: str, frame: pd.DataFrame) -> pd.DataFrame:
@@ -61,6 +82,11 @@ def _ci(value: object, lo: object, hi: object, digits: int) -> str:
     return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
+def tex_escape(text: object) -> str:
+    """``text`` as LaTeX text: every special character (``& % $ # _ { } ~ ^ \\``) stands for itself."""
+    return "".join(TEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
 def table2_latex(frame: pd.DataFrame, split: str, profile: str, commit: str) -> str:
     """Table II as a booktabs table with readable headers, n per row, intervals and a caption."""
     def col(row: pd.Series, name: str) -> object:
@@ -71,18 +97,19 @@ def table2_latex(frame: pd.DataFrame, split: str, profile: str, commit: str) -> 
              r"Ranker & $n$ & Strict (\%) & Paired (\%) & MRR & Pref@1 (\%) & Ties & $\Delta$ strict (pts) \\",
              r"\midrule"]
     for _, row in frame.iterrows():
-        name = str(row["ranker"]).replace("_", r"\_")
         lines.append(" & ".join([
-            name, f"{int(row['n']):,}",
+            tex_escape(row["ranker"]), f"{int(row['n']):,}",
             _ci(row["strict_pct"], col(row, "strict_pct_lo"), col(row, "strict_pct_hi"), 2),
             _ci(row["paired_pct"], col(row, "paired_pct_lo"), col(row, "paired_pct_hi"), 2),
             _ci(row["mrr"], col(row, "mrr_lo"), col(row, "mrr_hi"), 4),
             _fmt(row["pref_at_1"], 2), f"{int(row['ties'])}",
             _ci(row["delta_pts"], row["delta_lo"], row["delta_hi"], 2)]) + r" \\")
-    caption = (f"Preference and position on NevIR {split} (profile {profile}, commit {commit}). "
+    caption = (f"Preference and position on NevIR {tex_escape(split)} (profile {tex_escape(profile)}, commit "
+               f"{tex_escape(commit)}). "
                r"Intervals: 95\% source-group bootstrap (2,000 resamples); $\Delta$ strict against the ranker's "
                r"reference on the same $n$ directions.")
-    lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{caption}}}", f"\\label{{tab:table2-{split}}}",
+    label = "".join(ch if ch.isalnum() else "-" for ch in split)
+    lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{caption}}}", f"\\label{{tab:table2-{label}}}",
               r"\end{table}", ""]
     return "\n".join(lines)
 
@@ -98,6 +125,8 @@ def _manifest(tables: dict[str, pd.DataFrame], context: dict[str, Any]) -> dict[
         manifest["artifacts"] = dict(zip(tables["artifacts"]["artifact"], tables["artifacts"]["path"]))
     manifest["run_id"] = context.get("run_id")
     manifest["pytest_exit_status"] = context.get("exitstatus")
+    manifest["not_evaluated"] = list(context.get("not_evaluated", []))
+    manifest["partial"] = list(context.get("partial", []))
     return manifest
 
 
@@ -108,27 +137,42 @@ def _artifact(tables: dict[str, pd.DataFrame], name: str) -> Path | None:
     return Path(paths[name]) if name in paths else None
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
+def _copy_sealed(source: Path, target: Path) -> None:
+    """An independent copy of a sealed cache artifact, refused unless its bytes are those the seal records."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
+    shutil.copyfile(source, target)
+    sealed = seal_path(source)
+    expected = sealed.read_text(encoding="utf-8").strip() if sealed.is_file() else None
+    actual = sha256_file(target)
+    if actual != expected:
+        raise ArtifactCorrupt(source, expected, actual, "cached result file")
+
+
+def _read_sealed(path: Path) -> pd.DataFrame:
+    check_seal(path, "cached result file")
+    return pd.read_parquet(path)
 
 
 def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path], manifest: dict[str, Any]) -> str:
     lines = [f"# Preference Is Not Position — {split}", "",
              f"Profile `{manifest.get('profile', {}).get('name', '?')}`, commit `{manifest.get('code_commit', '?')}`, "
              f"run `{manifest.get('run_id')}`.", ""]
+    if manifest.get("partial"):
+        lines += ["**Partial run**: this run did not compute every output of the split, so it was published apart "
+                  "from the complete results:", "", *[f"- {reason}" for reason in manifest["partial"]], ""]
     if "claims" in tables:
         lines += ["## Claims", "", _brief("claims", tables["claims"]).to_markdown(index=False), ""]
+    if manifest.get("not_evaluated"):
+        lines += ["## Failed or skipped (their rows are missing; everything else is published)", "",
+                  *[f"- `{entry['test']}` {entry['outcome']}: {' '.join(str(entry['message']).split())}"
+                    for entry in manifest["not_evaluated"]], ""]
     lines += ["## Files", "",
               "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals); "
               "`table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; `cost.csv`; `claims.csv`",
               "- `qrels.txt`, `runs/<ranker>.trec` (full pool, final order), `pool.parquet`, `directions.csv` "
               "(one row per planned direction, per-ranker outcomes)",
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
-              "models, seeds, samples, stage wall-clock)", ""]
+              "models, seeds, samples, stage wall-clock, the sha256 of every other file)", ""]
     for name, (title, _, _) in TABLES.items():
         if name in tables and name not in INTERNAL and name != "claims":
             lines += [f"## {title}", "", _brief(name, tables[name]).to_markdown(index=False, floatfmt=".4g"), ""]
@@ -141,6 +185,13 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
     for fig in figures:
         lines += [f"![{fig.stem}]({fig.name})", ""]
     return "\n".join(lines)
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every file under a published split folder but its manifest (relative POSIX paths)."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"}
 
 
 def _write(out: Path, split: str, tables: dict[str, pd.DataFrame], context: dict[str, Any]) -> None:
@@ -156,68 +207,147 @@ def _write(out: Path, split: str, tables: dict[str, pd.DataFrame], context: dict
                                                      str(manifest.get("code_commit", "?"))), encoding="utf-8")
     population = _artifact(tables, "population")
     if population is not None:
-        annotated = pd.read_parquet(population)
+        annotated = _read_sealed(population)
         write_qrels(annotated, out / "qrels.txt")
         rankers = list(tables["table2"]["ranker"]) if "table2" in tables else []
-        outcomes = {r: pd.read_parquet(p) for r in rankers if (p := _artifact(tables, f"outcomes:{r}")) is not None}
+        outcomes = {r: _read_sealed(p) for r in rankers if (p := _artifact(tables, f"outcomes:{r}")) is not None}
         directions_table(annotated, outcomes).to_csv(out / "directions.csv", index=False)
     pool = _artifact(tables, "pool")
     if pool is not None:
-        _link_or_copy(pool, out / "pool.parquet")
+        _copy_sealed(pool, out / "pool.parquet")
     for artifact in (tables["artifacts"]["artifact"] if "artifacts" in tables else []):
         if artifact.startswith("run:"):
-            _link_or_copy(_artifact(tables, artifact), out / "runs" / f"{artifact[4:]}.trec")
+            _copy_sealed(_artifact(tables, artifact), out / "runs" / f"{artifact[4:]}.trec")
     figures = write_figures(out, tables, context.get("figure_cache"))
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")
     (out / "report.md").write_text(_report_md(split, tables, figures, manifest), encoding="utf-8")
+    manifest["files"] = file_digests(out)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")
 
 
-def _alive(pid: int) -> bool:
+@contextmanager
+def deferred_signals() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM are recorded instead of acted on while publishing; the list says which arrived.
+
+    Publishing checks the list between steps (``publish``'s ``should_stop``) and abandons a
+    staged run cleanly, so an interrupt never leaves a traceback or a half-swapped results folder.
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, lambda signum, frame: received.append(signum))
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        yield received
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
-def recover(results_dir: Path, split: str) -> None:
-    """Clean up after a publisher that was killed: restore its previous results if the swap was cut short,
-    and remove its half-written staging folder."""
-    final = Path(results_dir) / split
-    for kind in ("previous", "staging"):
-        for path in sorted(Path(results_dir).glob(f".{kind}-{split}-*")):
-            pid = path.name.rsplit("-", 1)[-1]
-            if not pid.isdigit() or _alive(int(pid)):
-                continue
-            if kind == "previous" and not final.exists():
-                path.rename(final)
-            else:
-                shutil.rmtree(path, ignore_errors=True)
+def current_run(root: Path) -> str | None:
+    """The id of the run published under ``root`` (None when there is none)."""
+    link = Path(root) / CURRENT
+    return Path(os.readlink(link)).name if link.is_symlink() else None
 
 
-def publish(results_dir: Path, split: str, tables: dict[str, pd.DataFrame], context: dict[str, Any]) -> Path:
-    """Write a split's results into a staging folder and swap it in whole; returns ``results/<split>``."""
-    results_dir = Path(results_dir)
-    final = results_dir / split
+def _replace_link(link: Path, target: str) -> None:
+    """Point ``link`` at ``target`` in one atomic rename (readers see the old target or the new one)."""
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def _adopt_legacy(root: Path) -> None:
+    """Results of an older layout (``<root>/<split>`` real folders) become the published run, so the first swap
+    replaces them like any other run's."""
+    legacy = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+              and p.name != PARTIAL and (p / "table2.csv").is_file()]
+    if not legacy or current_run(root) is not None:
+        return
+    folder = root / RUNS / f"legacy-{os.getpid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in legacy:
+        split.rename(folder / split.name)
+    _replace_link(root / CURRENT, f"{RUNS}/{folder.name}")
+    for split in legacy:
+        _replace_link(split, f"{CURRENT}/{split.name}")
+
+
+def _clean(root: Path) -> None:
+    """Remove run folders that are neither published nor being staged by a live process (a killed publisher's
+    staging, the run a swap replaced), and split links that lead nowhere."""
+    runs, keep = root / RUNS, current_run(root)
+    for folder in sorted(runs.iterdir()) if runs.is_dir() else []:
+        if not folder.is_dir() or folder.name == keep:
+            continue
+        lock = FileLock(str(folder) + ".lock", timeout=0)
+        try:
+            with lock:
+                shutil.rmtree(folder, ignore_errors=True)
+        except Timeout:
+            continue  # another process is staging it
+        Path(str(folder) + ".lock").unlink(missing_ok=True)
+    for link in root.iterdir():
+        if link.is_symlink() and link.name != CURRENT and not link.exists():
+            link.unlink()
+
+
+def publish(root: Path, run_id: str, splits: dict[str, dict[str, pd.DataFrame]], context: dict[str, Any],
+            should_stop: Callable[[], bool] = lambda: False) -> dict[str, Path]:
+    """Stage every split of a run under ``<root>/.runs/<run_id>`` and swap them in together.
+
+    ``context`` holds what is common to the splits (``exitstatus``, ``figure_cache``) and, per
+    split, ``context["splits"][split]`` what is not (``not_evaluated``, ``partial``). Returns
+    ``<root>/<split>`` per split. ``should_stop`` is asked between steps; when it says so the
+    staged run is abandoned (``PublishInterrupted``) and ``root`` is left as it was.
+    """
+    root = Path(root)
     if context.get("exitstatus") == INTERRUPTED:
-        raise PublishError(f"{split}: the run was interrupted; {final} keeps the previous complete results")
-    recover(results_dir, split)
-    staging = results_dir / f".staging-{split}-{os.getpid()}"
-    previous = results_dir / f".previous-{split}-{os.getpid()}"
+        raise PublishError(f"the run was interrupted; {root} keeps the previous complete results")
+    staging = root / RUNS / run_id
     try:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        _write(staging, split, tables, context)
-        if final.exists():
-            final.rename(previous)
-        staging.rename(final)
-    except (OSError, ValueError, KeyError) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        if previous.exists() and not final.exists():
-            previous.rename(final)
-        raise PublishError(f"{split}: publishing into {results_dir} failed ({type(exc).__name__}: {exc}); "
-                           f"{final} keeps the previous results") from exc
-    shutil.rmtree(previous, ignore_errors=True)
-    return final
+        root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(root / LOCK)):
+            _adopt_legacy(root)
+            _clean(root)
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        own = FileLock(str(staging) + ".lock", timeout=0)
+        own.acquire()
+    except (OSError, Timeout) as exc:
+        raise PublishError(f"cannot publish into {root} ({type(exc).__name__}: {exc}); "
+                           "the previous results are left as they were") from exc
+    def checkpoint() -> None:
+        if should_stop():
+            raise PublishInterrupted(f"interrupted while publishing; {root} keeps the previous complete results "
+                                     f"(run {current_run(root)})")
+
+    try:
+        try:
+            for split, tables in splits.items():
+                checkpoint()
+                out = staging / split
+                out.mkdir(parents=True)
+                _write(out, split, tables, {**context, **context.get("splits", {}).get(split, {}), "run_id": run_id})
+            checkpoint()
+            with FileLock(str(root / LOCK)):
+                for split in splits:  # links first: until the swap below they lead to the previous run's split
+                    if not (root / split).is_symlink():
+                        _replace_link(root / split, f"{CURRENT}/{split}")
+                _replace_link(root / CURRENT, f"{RUNS}/{run_id}")  # the commit: one atomic rename
+        except PublishError:
+            raise
+        except Exception as exc:  # anything before the commit leaves the previous run published
+            raise PublishError(f"publishing into {root} failed ({type(exc).__name__}: {exc}); "
+                               f"{root} keeps the previous complete results (run {current_run(root)})") from exc
+    finally:
+        committed = current_run(root) == run_id
+        if not committed:
+            shutil.rmtree(staging, ignore_errors=True)
+        own.release()
+        if not committed:
+            Path(str(staging) + ".lock").unlink(missing_ok=True)
+    with suppress(OSError), FileLock(str(root / LOCK)):  # the replaced run; a leftover is removed next time
+        _clean(root)
+    return {split: root / split for split in splits}

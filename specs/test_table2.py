@@ -62,10 +62,22 @@ def test_coverage_gate(evaluation, split, report) -> None:
 
 
 def test_pairwise_differences(evaluation, split, ranked_population, report) -> None:
-    """Paired Δ strict and Δ MRR between every two rankers evaluated on the same directions (Holm per measure)."""
+    """Paired Δ strict and Δ MRR between every two rankers evaluated on the same directions (Holm per measure).
+
+    A ranker whose outcomes cannot be computed costs only its own rows: the others' table is
+    reported, then the test fails naming each one left out and why.
+    """
     names = [d.name for d in evaluation.profile.ordered() if d.population == ranked_population]
-    outcomes = {n: evaluation.outcomes(split, n) for n in names}
-    table = pairwise_table(outcomes, evaluation.directions_for(split, names[0]), seed=evaluation.settings.seed)
-    for i, row in enumerate(table.to_dict("records")):
-        report.add("pairwise", split, {**row, "population": ranked_population},
-                   order=evaluation.decl(row["first"]).order * 1e4 + i)
+    outcomes, broken = {}, {}
+    for name in names:
+        try:
+            outcomes[name] = evaluation.outcomes(split, name)
+        except Exception as exc:  # noqa: BLE001 - reported below against the ranker, after the others' rows
+            broken[name] = f"{type(exc).__name__}: {exc}"
+    if outcomes:
+        table = pairwise_table(outcomes, evaluation.directions_for(split, next(iter(outcomes))),
+                               seed=evaluation.settings.seed)
+        for i, row in enumerate(table.to_dict("records")):
+            report.add("pairwise", split, {**row, "population": ranked_population},
+                       order=evaluation.decl(row["first"]).order * 1e4 + i)
+    assert not broken, "left out of the pairwise table: " + "; ".join(f"{n}: {e}" for n, e in broken.items())

@@ -250,7 +250,7 @@ class PointwiseKind(WindowKind):
     def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
         """Code, libraries, options and the bytes of a local model: everything that decides the scorer's key."""
         identity: dict[str, Any] = {"kind": self.name, "options": decl.scorer_options, **self.code()}
-        files = local_files(str(decl.options.get("model", "")))
+        files = local_files(str(decl.options.get("model", "")), ctx.cache())
         if files is not None:
             identity["model_files"] = files
         return identity
@@ -298,13 +298,13 @@ class LazyScorer:
         return getattr(real, name)
 
 
-def local_files(value: str) -> object | None:
+def local_files(value: str, cache_dir: Path | None = None) -> object | None:
     """The content identity of a local model folder (per-file digests) or file (sha256); None for a hub name."""
     if not value:
         return None
     local = Path(value).expanduser()
     if local.is_dir():
-        return model_fingerprint(str(local.resolve()))
+        return model_fingerprint(str(local.resolve()), cache_dir)
     if local.is_file():
         return sha256_file(local)
     return None

@@ -31,6 +31,12 @@ def test_row(report, ranker):
 def test_claim(report):
     report.add("claims", "test", {"claim": "h_demo", "status": "holds", "expected": "> 0", "measured": "+1 pts"})
 
+def test_manifest(report):
+    report.add("manifest", "test", {"key": "profile", "value": {"name": "demo", "rankers": {r: {} for r in ORDER}}})
+
+def test_table1(report):
+    report.add("table1", "test", {"population": "test", "planned": 10})
+
 def test_unknown_table(report):
     with pytest.raises(KeyError, match="unknown report table"):
         report.add("table9", "test", {"x": 1})
@@ -57,7 +63,7 @@ def _run(pytester: pytest.Pytester, out: Path, *args: str) -> pd.DataFrame:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_spec=SPEC)
     result = pytester.runpytest_subprocess(f"--results-dir={out}", "-p", "no:cacheprovider", *args)
-    result.assert_outcomes(passed=7)
+    result.assert_outcomes(passed=9)
     assert "Preference Is Not Position: report" in result.stdout.str()
     return pd.read_csv(out / "test" / "table2.csv")
 

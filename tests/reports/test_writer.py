@@ -1,6 +1,7 @@
-"""Publishing a split: all files swapped in whole, or the previous complete results left untouched."""
+"""Publishing a run: every split swapped in together, or the previous complete results left untouched."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -10,91 +11,174 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from filelock import FileLock
 
+from fixtures.artifacts import seal, sha256_file
 from fixtures.settings import PROJECT_ROOT
 from reports import writer
 from reports.measures import TABLE2_ROW_COLUMNS
-from reports.writer import PublishError, publish, table2_latex
+from reports.writer import PublishError, PublishInterrupted, current_run, publish, table2_latex, tex_escape
+
+SPLITS = ("confirmation", "test")
 
 
-def tables(strict: int) -> dict[str, pd.DataFrame]:
+def tables(strict: int, name: str = "fusion", profile: str = "embedded") -> dict[str, pd.DataFrame]:
     row = dict.fromkeys(TABLE2_ROW_COLUMNS, float("nan"))
-    row.update({"ranker": "fusion", "n": 10, "strict": strict, "strict_pct": 10.0 * strict, "paired_pct": 20.0,
+    row.update({"ranker": name, "n": 10, "strict": strict, "strict_pct": 10.0 * strict, "paired_pct": 20.0,
                 "mrr": 0.5, "pref_at_1": 30.0, "ties": 1, "fallback": 0, "mean_rank_pos": 2.0, "mean_rank_neg": 3.0})
     return {"table2": pd.DataFrame([row]),
             "manifest": pd.DataFrame([{"key": "code_commit", "value": "abc"},
-                                      {"key": "profile", "value": {"name": "embedded"}}])}
+                                      {"key": "profile", "value": {"name": profile}}])}
 
 
-def test_publish_replaces_the_split_whole(tmp_path: Path) -> None:
-    first = publish(tmp_path, "test", tables(3), {"run_id": "r1", "exitstatus": 0})
-    assert pd.read_csv(first / "table2.csv")["strict"].tolist() == [3]
-    (first / "stray.txt").write_text("left by an older version")
-    publish(tmp_path, "test", tables(4), {"run_id": "r2", "exitstatus": 0})
-    assert pd.read_csv(tmp_path / "test" / "table2.csv")["strict"].tolist() == [4]
+def run(root: Path, ident: str, strict: int, **context) -> dict[str, Path]:
+    return publish(root, ident, {s: tables(strict) for s in SPLITS}, {"exitstatus": 0, **context})
+
+
+def published(root: Path) -> dict[str, tuple[str, list[int]]]:
+    """Per split: the run id in its manifest and its Table II strict counts."""
+    return {s: (json.loads((root / s / "manifest.json").read_text())["run_id"],
+                pd.read_csv(root / s / "table2.csv")["strict"].tolist()) for s in SPLITS}
+
+
+def test_every_split_is_swapped_in_together(tmp_path: Path) -> None:
+    first = run(tmp_path, "r1", 3)
+    assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
+    assert all(p.is_symlink() for p in first.values())
+    (first["test"] / "stray.txt").write_text("left by an older run")
+    run(tmp_path, "r2", 4)
+    assert published(tmp_path) == {s: ("r2", [4]) for s in SPLITS}
     assert not (tmp_path / "test" / "stray.txt").exists()  # nothing of the old run survives beside the new
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["test"]  # no staging or previous folder left
+    assert current_run(tmp_path) == "r2"
+    assert [p.name for p in (tmp_path / writer.RUNS).iterdir() if p.is_dir()] == ["r2"]  # the old run is gone
 
 
-def test_a_failure_while_writing_keeps_the_previous_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    publish(tmp_path, "test", tables(3), {"exitstatus": 0})
-    before = {p.name: p.read_bytes() for p in (tmp_path / "test").iterdir() if p.is_file()}
+def test_a_run_with_fewer_splits_leaves_no_split_of_the_previous_run(tmp_path: Path) -> None:
+    run(tmp_path, "r1", 3)
+    publish(tmp_path, "r2", {"test": tables(5)}, {"exitstatus": 0})
+    assert not (tmp_path / "confirmation").exists() and not (tmp_path / "confirmation").is_symlink()
+    assert pd.read_csv(tmp_path / "test" / "table2.csv")["strict"].tolist() == [5]
 
-    def broken(*args, **kwargs):
-        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(writer, "write_figures", broken)
-    with pytest.raises(PublishError, match="keeps the previous results"):
-        publish(tmp_path, "test", tables(9), {"exitstatus": 0})
-    after = {p.name: p.read_bytes() for p in (tmp_path / "test").iterdir() if p.is_file()}
-    assert after == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["test"]
+def test_a_failure_while_staging_any_split_keeps_every_previous_split(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    run(tmp_path, "r1", 3)
+    before = {s: (tmp_path / s / "table2.csv").read_bytes() for s in SPLITS}
+    calls = []
+
+    def broken_on_second_split(out, tables, cache=None):
+        calls.append(out)
+        if len(calls) == 2:
+            raise RuntimeError("deliberate failure in the last split")
+        return []
+
+    monkeypatch.setattr(writer, "write_figures", broken_on_second_split)
+    with pytest.raises(PublishError, match="deliberate failure.*keeps the previous complete results"):
+        run(tmp_path, "r2", 9)
+    assert {s: (tmp_path / s / "table2.csv").read_bytes() for s in SPLITS} == before
+    assert current_run(tmp_path) == "r1" and not (tmp_path / writer.RUNS / "r2").exists()
 
 
 def test_an_interrupted_session_publishes_nothing(tmp_path: Path) -> None:
-    publish(tmp_path, "test", tables(3), {"exitstatus": 0})
+    run(tmp_path, "r1", 3)
     with pytest.raises(PublishError, match="interrupted"):
-        publish(tmp_path, "test", tables(1), {"exitstatus": writer.INTERRUPTED})
-    assert pd.read_csv(tmp_path / "test" / "table2.csv")["strict"].tolist() == [3]
+        run(tmp_path, "r2", 1, exitstatus=writer.INTERRUPTED)
+    assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
 
 
-def test_sigkill_during_publication_leaves_the_previous_results(tmp_path: Path) -> None:
-    """A process killed mid-write (the old code left a 0-byte directions.csv) leaves old results intact."""
-    publish(tmp_path, "test", tables(3), {"exitstatus": 0})
-    before = (tmp_path / "test" / "table2.csv").read_bytes()
+def test_a_stop_request_between_splits_abandons_the_staged_run(tmp_path: Path) -> None:
+    run(tmp_path, "r1", 3)
+    asked = []
+    with pytest.raises(PublishInterrupted, match="keeps the previous complete results"):
+        publish(tmp_path, "r2", {s: tables(8) for s in SPLITS}, {"exitstatus": 0},
+                should_stop=lambda: asked.append(1) or len(asked) > 1)  # stop after the first split
+    assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
+    assert not (tmp_path / writer.RUNS / "r2").exists()
+
+
+def test_sigkill_during_staging_leaves_the_previous_run_and_the_next_run_cleans_up(tmp_path: Path) -> None:
+    run(tmp_path, "r1", 3)
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(PROJECT_ROOT)!r})
-        import pandas as pd
         from reports import writer
-        from tests.reports.test_writer import tables
-        real = writer.write_figures
-        def slow(*args):
-            print("writing", flush=True)
-            time.sleep(60)
-            return real(*args)
+        from tests.reports.test_writer import run
+        def slow(out, *args):
+            if out.parent.name == "r2" and out.name == "test":
+                print("staging the last split", flush=True)
+                time.sleep(60)
+            return []
         writer.write_figures = slow
-        writer.publish({str(tmp_path)!r}, "test", tables(7), {{"exitstatus": 0}})
+        run(writer.Path({str(tmp_path)!r}), "r2", 7)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT)
-    assert proc.stdout.readline().strip() == "writing"  # staging is half written now
+    assert proc.stdout.readline().strip() == "staging the last split"  # confirmation staged, test half written
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    assert (tmp_path / "test" / "table2.csv").read_bytes() == before
-    staging = [p.name for p in tmp_path.iterdir() if p.name.startswith(".staging")]
-    assert staging  # the half-written staging folder is left aside, never in place of the results
-    publish(tmp_path, "test", tables(8), {"exitstatus": 0})  # the next run cleans up and publishes normally
-    assert pd.read_csv(tmp_path / "test" / "table2.csv")["strict"].tolist() == [8]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["test"]
+    assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
+    assert (tmp_path / writer.RUNS / "r2").is_dir()  # left aside, never in place of the results
+    run(tmp_path, "r3", 8)  # the next run removes it and publishes normally
+    assert published(tmp_path) == {s: ("r3", [8]) for s in SPLITS}
+    assert sorted(p.name for p in (tmp_path / writer.RUNS).iterdir()) == ["r3", "r3.lock"]
 
 
-def test_a_swap_cut_short_is_restored_by_the_next_run(tmp_path: Path) -> None:
-    """Killed between moving the old results aside and moving the new ones in: the old come back."""
-    publish(tmp_path, "test", tables(3), {"exitstatus": 0})
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (tmp_path / "test").rename(tmp_path / f".previous-test-{int(dead.stdout)}")
-    writer.recover(tmp_path, "test")
-    assert pd.read_csv(tmp_path / "test" / "table2.csv")["strict"].tolist() == [3]
+def test_a_run_being_staged_by_a_live_process_is_not_removed(tmp_path: Path) -> None:
+    run(tmp_path, "r1", 3)
+    other = tmp_path / writer.RUNS / "other"
+    (other / "test").mkdir(parents=True)
+    with FileLock(str(other) + ".lock"):
+        run(tmp_path, "r2", 4)
+        assert other.is_dir()
+    run(tmp_path, "r3", 5)  # its owner is gone now
+    assert not other.exists()
+
+
+def test_results_of_the_older_layout_are_replaced_like_a_run(tmp_path: Path) -> None:
+    for split in SPLITS:
+        (tmp_path / split).mkdir()
+        (tmp_path / split / "table2.csv").write_text("ranker,strict\nold,1\n")
+    run(tmp_path, "r1", 3)
+    assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
+    assert [p.name for p in (tmp_path / writer.RUNS).iterdir() if p.is_dir()] == ["r1"]
+
+
+def _sealed(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    seal(path)
+    return path
+
+
+def test_published_files_are_independent_copies_listed_with_their_digests(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    trec = _sealed(cache / "run-fusion.trec", "q1 Q0 p1 1 2 fusion\nq1 Q0 p2 2 1 fusion\n")
+    pool = _sealed(cache / "pool.parquet", "not really parquet, copied as bytes")
+    t = tables(3)
+    t["artifacts"] = pd.DataFrame([{"artifact": "run:fusion", "path": str(trec)},
+                                   {"artifact": "pool", "path": str(pool)}])
+    out = publish(tmp_path / "results", "r1", {"test": t}, {"exitstatus": 0})["test"]
+    for copy, source in ((out / "runs" / "fusion.trec", trec), (out / "pool.parquet", pool)):
+        assert copy.stat().st_nlink == 1 and copy.stat().st_ino != source.stat().st_ino
+    with open(out / "runs" / "fusion.trec", "a") as fh:
+        fh.write("q1 Q0 p3 3 0 fusion\n")
+    assert trec.read_text().count("\n") == 2  # editing a published file leaves the cache as it was
+    manifest = json.loads((out / "manifest.json").read_text())
+    digests = {k: v for k, v in manifest["files"].items() if k != "runs/fusion.trec"}
+    assert {"table2.csv", "table2.tex", "report.md", "pool.parquet"} <= set(digests)
+    assert all(sha256_file(out / name) == digest for name, digest in digests.items())
+    assert manifest["files"]["runs/fusion.trec"] != sha256_file(out / "runs" / "fusion.trec")  # the edit shows
+
+
+def test_a_cached_file_altered_after_it_was_sealed_is_refused(tmp_path: Path) -> None:
+    trec = _sealed(tmp_path / "cache" / "run-fusion.trec", "q1 Q0 p1 1 1 fusion\n")
+    run(tmp_path / "results", "r1", 3)
+    with open(trec, "a") as fh:
+        fh.write("q9 Q0 p9 1 1 fusion\n")
+    t = tables(4)
+    t["artifacts"] = pd.DataFrame([{"artifact": "run:fusion", "path": str(trec)}])
+    with pytest.raises(PublishError, match=r"run-fusion\.trec.*altered or truncated"):
+        publish(tmp_path / "results", "r2", {"confirmation": tables(4), "test": t}, {"exitstatus": 0})
+    assert published(tmp_path / "results") == {s: ("r1", [3]) for s in SPLITS}
 
 
 def test_table2_latex_is_booktabs_with_n_intervals_and_caption() -> None:
@@ -105,3 +189,8 @@ def test_table2_latex_is_booktabs_with_n_intervals_and_caption() -> None:
     assert "strict\\_pct" not in tex and "Strict (\\%)" in tex
     assert "fusion & 10 & 30.00 [20.00, 40.00]" in tex and "1.00 [-0.50, 2.50]" in tex
     assert "NevIR test (profile embedded, commit abc123)" in tex
+
+
+def test_tex_escape_covers_every_special_character() -> None:
+    assert tex_escape("a&b%c#d$e_{}~^\\") == \
+        r"a\&b\%c\#d\$e\_\{\}\textasciitilde{}\textasciicircum{}\textbackslash{}"
