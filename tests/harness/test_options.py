@@ -90,8 +90,9 @@ def test_a_results_dir_under_home_is_published_into_the_home_directory(tmp_path:
                              "-k", "table2_row and fusion and not fusion_sample", "--results-dir=~/x", "-q"],
                             cwd=PROJECT_ROOT, capture_output=True, text=True, env=env, timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert (home / "x" / "test" / "table2.csv").is_file()
-    assert f"results written to {home / 'x' / 'test'}" in result.stdout
+    # A -k selection is a partial run: it is published whole under <results>/partial (docs/protocol.md#publishing).
+    assert (home / "x" / "partial" / "test" / "table2.csv").is_file()
+    assert f"results written to {home / 'x' / 'partial' / 'test'}" in result.stdout
     assert not (PROJECT_ROOT / "~").exists(), "a folder literally named ~ was created in the checkout"
 
 
