@@ -17,6 +17,10 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from fixtures.settings import pin_cpu_kernels  # noqa: E402
+
+pin_cpu_kernels()  # before anything loads torch: the same pools and scores on every AVX2 machine
+
 import pytest  # noqa: E402
 
 from fixtures import progress  # noqa: E402
