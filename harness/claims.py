@@ -182,16 +182,28 @@ class ClaimBook:
         return decidable(len(pd.unique(_groups(self.ev, split, owner))))
 
     @functools.cache
-    def family(self, split: str, family: str) -> dict[str, ClaimResult]:
-        members = [d for d in self.definitions.values() if d.family == family]
-        tests = [measure(self.ev, split, d) for d in members if self.measured_here(split, d.name)]
-        unmeasured = sum(self._decidable_by_design(split, d) for d in members if not self.measured_here(split, d.name))
-        return {r.name: r for r in hypotheses.decide_family(tests, unmeasured)}
+    def family(self, split: str, family: str) -> dict[str, ClaimResult | Exception]:
+        """Every claim of the family decided together; a member whose ranker cannot be computed keeps its error
+        (its own spec fails with it) and counts as untested, so the other members are still decided."""
+        tests, errors, unmeasured = [], {}, 0
+        for d in (d for d in self.definitions.values() if d.family == family):
+            if not self.measured_here(split, d.name):
+                unmeasured += self._decidable_by_design(split, d)
+                continue
+            try:
+                tests.append(measure(self.ev, split, d))
+            except Exception as exc:  # a broken declaration fails its own claims, not its family's others
+                errors[d.name] = exc
+                unmeasured += 1
+        return {**errors, **{r.name: r for r in hypotheses.decide_family(tests, unmeasured)}}
 
     def result(self, split: str, name: str) -> ClaimResult:
         if name not in self.definitions:
             raise KeyError(f"no claim named {name!r} in profile {self.ev.profile.path}; known: {sorted(self.definitions)}")
-        return self.family(split, self.definitions[name].family)[name]
+        outcome = self.family(split, self.definitions[name].family)[name]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
 
 def claim_book(ev: Evaluation, items: Iterable[pytest.Item] | None) -> ClaimBook:

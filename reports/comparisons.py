@@ -1,4 +1,4 @@
-"""Paired comparisons of rankers on the same directions, on measures looked up by name (docs/statistics.md#paired).
+"""Paired comparisons of rankers on the same directions, by named measure (docs/statistics.md#paired-comparisons).
 
 ``compare_on`` gives one named measure's ``PairedDifference`` (Δ, interval, SE, sign-flip
 test, null spread, MDE) between two rankers' outcomes, with the source group as unit;

@@ -112,3 +112,19 @@ def test_check_claim_asserts_only_reviewed_decisive_expectations() -> None:
     assert (row["status"], row["expected"], row["ranker"], row["versus"], row["measure"]) == (
         "holds", "", "e0", "fusion", "strict")
     assert row["p_adjusted"] <= 0.05 and math.isnan(row["lo"]) is False and len(report.rows) == 4
+
+
+def test_a_claim_whose_ranker_breaks_fails_alone(monkeypatch) -> None:
+    ev = FakeEvaluation()
+
+    def fake_measure(ev_, split, d):
+        if d.ranker == "bg8":
+            raise RuntimeError("bg8 cannot be trained")
+        return ClaimTest(d, 2.0, 1.0, 3.0, 0.5, 0.001, 0.999, 300, 60, "pts")
+
+    monkeypatch.setattr(claims, "measure", fake_measure)
+    book = ClaimBook(ev, None)
+    with pytest.raises(RuntimeError, match="bg8 cannot be trained"):
+        book.result("test", "h1_bg8_mrr_gt_e0")
+    held = book.result("test", "h1_e0_strict_gt_fusion")  # decided, with the two broken claims counted untested
+    assert held.status == "holds" and held.family_hypotheses == 8
