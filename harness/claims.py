@@ -182,7 +182,7 @@ class ClaimBook:
         return decidable(len(pd.unique(_groups(self.ev, split, owner))))
 
     @functools.cache
-    def family(self, split: str, family: str) -> dict[str, ClaimResult | Exception]:
+    def family(self, split: str, family: str) -> dict[str, ClaimResult | BaseException]:
         """Every claim of the family decided together; a member whose ranker cannot be computed keeps its error
         (its own spec fails with it) and counts as untested, so the other members are still decided."""
         tests, errors, unmeasured = [], {}, 0
@@ -192,7 +192,7 @@ class ClaimBook:
                 continue
             try:
                 tests.append(measure(self.ev, split, d))
-            except Exception as exc:  # a broken declaration fails its own claims, not its family's others
+            except (Exception, pytest.skip.Exception) as exc:  # a broken or skipped ranker: its own claims only
                 errors[d.name] = exc
                 unmeasured += 1
         return {**errors, **{r.name: r for r in hypotheses.decide_family(tests, unmeasured)}}
@@ -201,7 +201,7 @@ class ClaimBook:
         if name not in self.definitions:
             raise KeyError(f"no claim named {name!r} in profile {self.ev.profile.path}; known: {sorted(self.definitions)}")
         outcome = self.family(split, self.definitions[name].family)[name]
-        if isinstance(outcome, Exception):
+        if isinstance(outcome, BaseException):
             raise outcome
         return outcome
 
