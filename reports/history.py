@@ -246,6 +246,8 @@ def _paired_outcomes(ranker: str, now: pd.DataFrame | None, then: pd.DataFrame |
 
 def _verdict(measure: str, value: float, old: float, pair, margins: Mapping[str, float], seed: int) -> ChangeVerdict:
     nan = float("nan")
+    if pd.isna(old) and pd.isna(value):
+        return ChangeVerdict("unchanged", "measured in neither run", value, old, nan)
     if pd.isna(old) or pd.isna(value):
         return ChangeVerdict("undetermined", "not in both runs", value, old, nan)
     if pair is not None:

@@ -146,7 +146,7 @@ def test_no_effect_rarely_gives_a_verdict(null_runs, capsys) -> None:
 
 @pytest.mark.parametrize("shape", [k for k in DISCORDANCE if k != PRIMARY])
 def test_no_effect_at_the_other_observed_discordances(nevir_test: Design, shape: str, capsys) -> None:
-    runs = RUNS * 2 // 3
+    runs = RUNS * 2 // 5
     verdicts, _, _ = run(nevir_test, 0.0, SEED + 6, runs, DISCORDANCE[shape])
     rate = np.mean([v != "inconclusive" for v in verdicts])
     show(capsys, f"no effect, Test design ({shape} discordant), {runs} runs: holds + fails in {100 * rate:.2f}%")
@@ -169,7 +169,7 @@ def test_an_effect_of_the_reported_mde_holds_with_80_percent_power(null_runs, ne
 def test_a_grader_sized_sample_keeps_its_level(nevir_test: Design, capsys) -> None:
     """150 directions in whole groups (as the grader's sample): 38 groups, still at most α false verdicts."""
     rng = np.random.default_rng(SEED + 2)
-    false, runs = 0, RUNS * 2 // 3
+    false, runs = 0, RUNS * 2 // 5
     for i in range(runs):
         keep = np.sort(rng.choice(nevir_test.n_groups, 38, replace=False))
         pairs = np.isin(nevir_test.pair_group, keep)
@@ -218,7 +218,7 @@ def test_identical_outcomes_read_unchanged(nevir_test: Design, capsys) -> None:
 
 
 def test_samples_estimate_the_population_rate(evaluation, split, capsys) -> None:
-    """Every declared sample design, redrawn with 2,000 seeds on the real population and the session's fusion
+    """Every declared sample design, redrawn with 1,000 seeds on the real population and the session's fusion
     outcomes: the mean sample strict rate equals the population's, plus the ratio estimator's first-order bias,
     within 3 simulation SEs (docs/statistics.md#samples)."""
     q = eligible_directions(evaluation.population(split))
@@ -229,9 +229,9 @@ def test_samples_estimate_the_population_rate(evaluation, split, capsys) -> None
         size = evaluation.sample_size(name)
         if not size or size >= len(q):
             continue
-        rates = np.array([values[index.get_indexer(group_sample(q, size, seed))].mean() for seed in range(2000)])
+        rates = np.array([values[index.get_indexer(group_sample(q, size, seed))].mean() for seed in range(1000)])
         se, bias = rates.std(ddof=1) / math.sqrt(len(rates)), ratio_bias(q, strict, size)
         show(capsys, f"{split} sample {name!r} ({groups_for(q, size)} whole groups of {q['group'].nunique()}): mean "
-                     f"rate over 2,000 seeds {100 * rates.mean():.2f}% vs population {100 * population:.2f}% "
+                     f"rate over 1,000 seeds {100 * rates.mean():.2f}% vs population {100 * population:.2f}% "
                      f"(ratio bias {100 * bias:+.3f} pts, simulation SE {100 * se:.2f} pts)")
         assert abs(rates.mean() - population - bias) <= 3 * se + 1e-12
