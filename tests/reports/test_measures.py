@@ -173,7 +173,7 @@ def test_every_table2_column_has_one_definition():
     assert len(names) == len(set(names))
     assert ["ranker", *sorted(names)] == ["ranker", *sorted(TABLE2_ROW_COLUMNS[1:])]
     assert TABLE2_ROW_COLUMNS == (*TABLE2_COLUMNS, *TABLE2_INTERVAL_COLUMNS)
-    assert TABLE2_COLUMNS == (  # the SPEC §5 contract, names and order
+    assert TABLE2_COLUMNS == (  # the output contract (docs/protocol.md#outputs), names and order
         "ranker", "n", "strict", "strict_pct", "paired", "paired_n", "paired_pct", "mrr", "pref_at_1", "pref_at_3",
         "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10", "ties", "fallback", "delta_pts", "delta_lo",
         "delta_hi")
