@@ -1,53 +1,241 @@
-"""Claims and gates as pytest outcomes: record every claim, assert only reviewed, decisive expectations.
+"""Claims and gates as pytest outcomes: every claim recorded, only reviewed, decisive expectations asserted.
 
-A measured claim has three outcomes (SPEC §6): ``holds``, ``fails``, ``inconclusive``. The
-decision itself is reports.claims; this module is the pytest side: the row for the claims
-table is always recorded; a decisive result that contradicts the profile's reviewed
-expectation fails the test with old and new; an expected failure that still fails is an
-xfail carrying the numbers; an inconclusive claim is reported with its numbers and n and
-never asserted or expected-failed.
+What a claim is and how its family decides it lives in ``reports.hypotheses``; this module
+gathers each claim's outcomes from the session and turns verdicts into pytest outcomes
+(docs/statistics.md#claims):
+
+- a family is decided as a whole, once per process (``ClaimBook``): each claim spec reads its
+  own verdict from it, so a serial run and ``-n 2`` give the same verdicts. Claims of the
+  family that this run does not measure (deselected with ``-m``/``-k``, or skipped) count as
+  untested (p = 1): the family stays the declared one, and a partial run is never more
+  decisive than a full one;
+- the row for the claims table is always recorded; a decisive result that contradicts the
+  profile's reviewed expectation fails the test with old and new; an expected failure that
+  still fails is an xfail carrying the numbers; an inconclusive claim is reported with its
+  numbers and n and never asserted or expected-failed.
 """
 from __future__ import annotations
 
+import functools
+import tomllib
 import warnings
+from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from harness.profile import Profile
-from reports.bootstrap import Ratio, RatioDifference, group_bootstrap, paired_mde
-from reports.claims import ClaimResult, claim
-from reports.stats import compare
+from fixtures.populations import eligible_directions
+from harness.profile import PROFILE_DIR, Pin, Profile
+from rankers.window import WINDOW_K
+from reports import hypotheses
+from reports.hypotheses import (ClaimDefinition, ClaimResult, ClaimTest, DeclaredComparison, check_verdict,
+                                decidable, measure_comparison, measure_tie_branch)
+from reports.history import ChangeVerdict, paired_change, ranker_outcomes, reviewed_run, tolerance_change
+from reports.measures import paired_measure
+from reports.tie_branch import expected_grade_splits, tie_branches
 
 if TYPE_CHECKING:
     from harness.session import Evaluation
 
+#: Spec parameters that name a claim (or the ranker whose H3 claim it is), as conftest parametrizes them.
+CLAIM_PARAMETERS = ("comparison", "h2_claim", "graded_ranker", "tie_twin")
+
 
 class InconclusiveClaim(UserWarning):
-    """A claim whose interval contains its boundary or whose effect is below the detectable size."""
+    """A claim the profile reviewed as decisive that is now inconclusive."""
 
+
+class UndeterminedPin(UserWarning):
+    """A pinned value that neither changed nor is shown unchanged within its margin: review it."""
+
+
+# ---- the claims a profile implies --------------------------------------------------------------------------------
+
+def same_scorer(a, b) -> bool:
+    return hypotheses.same_scorer(a, b)
+
+
+def h2_claims(profile: Profile) -> dict[str, tuple[str, str, str]]:
+    """H2 claims of the profile's window rankers -> (ranker, versus, measure)."""
+    return hypotheses.h2_claims(profile.window_rankers())
+
+
+def h3_claims(profile: Profile) -> dict[str, str]:
+    """H3 claims of the profile's argmax rankers on a bounded grade scale -> ranker."""
+    return hypotheses.h3_claims(profile.window_rankers())
+
+
+def tie_twins(profile: Profile) -> dict[str, tuple[str, str]]:
+    """H3x claims -> (expected-grade ranker, argmax twin)."""
+    return hypotheses.tie_twins(profile.window_rankers())
+
+
+def designated_twins(profile: Profile) -> dict[str, tuple[str, str]]:
+    """Designated-pair rankers and their fully windowed twins: id -> (designated, window)."""
+    return hypotheses.designated_twins(profile.window_rankers())
+
+
+def _shipped(profile: Profile, table: str) -> frozenset[str]:
+    """Names a shipped profile (specs/profiles/*.toml) in the profile's extends chain declares under ``[table]``."""
+    names: set[str] = set()
+    for path in profile.chain:
+        if path.parent.resolve() == PROFILE_DIR.resolve():
+            names |= set(tomllib.loads(path.read_text(encoding="utf-8")).get(table, {}))
+    return frozenset(names)
+
+
+def definitions(profile: Profile) -> dict[str, ClaimDefinition]:
+    """Every claim of the profile in its family: the study's families for what the shipped profiles declare,
+    one family per ranker for a user's own (docs/statistics.md#families)."""
+    shipped_claims = _shipped(profile, "claims")
+    comparisons = [DeclaredComparison(c.name, c.family, c.ranker, c.versus, c.measure, c.direction,
+                                      c.name in shipped_claims) for c in profile.comparisons()]
+    return hypotheses.claim_definitions(comparisons, profile.window_rankers(), _shipped(profile, "rankers"))
+
+
+def check_claim_names(profile: Profile) -> None:
+    """Every claim the profile states an expectation for must be one the specs measure."""
+    known = set(definitions(profile))
+    for name in profile.claims:
+        base = name.split("@", 1)[0]
+        if base not in known:
+            raise pytest.UsageError(f"--profile: {profile.path} [claims.{name}]: no spec measures a claim named "
+                                    f"{base!r} for the declared rankers; known claims: {sorted(known)}")
+
+
+def selected_claims(profile: Profile, items: Iterable[pytest.Item]) -> frozenset[tuple[str, str]]:
+    """(split, claim) of every claim spec this run will execute (selected and not skipped at collection)."""
+    h3_of = {ranker: name for name, ranker in h3_claims(profile).items()}
+    out: set[tuple[str, str]] = set()
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "split" not in params or item.get_closest_marker("skip") is not None:
+            continue
+        for key in CLAIM_PARAMETERS:
+            if key in params:
+                out.add((params["split"], h3_of.get(params[key], params[key]) if key == "graded_ranker"
+                         else params[key]))
+    return frozenset(out)
+
+
+# ---- measuring and deciding ----------------------------------------------------------------------------------------
+
+def tie_branch_frame(ev: Evaluation, split: str, name: str) -> pd.DataFrame:
+    """A window ranker's directions by branch (equal / different text score / outside the window or fallback)."""
+    decl = ev.decl(name)
+    outcomes = ev.outcomes(split, name)
+    return tie_branches(eligible_directions(ev.directions_for(split, name)), outcomes,
+                        ev.ranking(split, decl.reference).frame, ev.window_scores(split, name),
+                        frozenset(outcomes.loc[outcomes["fallback"], "qid"]), k=WINDOW_K)
+
+
+def expected_grade_counts(ev: Evaluation, split: str, expected: str, argmax: str) -> tuple[pd.DataFrame, dict]:
+    """The argmax twin's branches and what the expected grade does with its equal-grade directions."""
+    per = tie_branch_frame(ev, split, argmax)
+    q = eligible_directions(ev.directions_for(split, argmax)).set_index("qid").loc[per["qid"]]
+    scores = ev.window_scores(split, expected)
+    e_pos = np.array([scores.get((a, b), np.nan) for a, b in zip(per["qid"], q["preferred_pid"])])
+    e_neg = np.array([scores.get((a, b), np.nan) for a, b in zip(per["qid"], q["counterpart_pid"])])
+    return per, expected_grade_splits(per, e_pos, e_neg)
+
+
+def _groups(ev: Evaluation, split: str, name: str, qids=None) -> np.ndarray:
+    q = eligible_directions(ev.directions_for(split, name)).set_index("qid")
+    return q["group"].to_numpy() if qids is None else q.loc[list(qids), "group"].to_numpy()
+
+
+def measure(ev: Evaluation, split: str, d: ClaimDefinition) -> ClaimTest:
+    """One claim measured on this run's outcomes."""
+    seed = ev.settings.seed
+    if d.kind == "tie_branch":
+        per = tie_branch_frame(ev, split, d.ranker)
+        return measure_tie_branch(d, per, _groups(ev, split, d.ranker, per["qid"]), seed)
+    if d.kind == "tie_resolution":  # H3x: on the argmax twin's equal-grade directions
+        per, counts = expected_grade_counts(ev, split, d.ranker, d.versus)
+        tied = per.loc[per["branch"] == "equal_score", "qid"]
+        note = (f"{len(tied)} equal-grade directions of {d.versus}: the expected grade splits {counts['split']}, "
+                f"right on {counts['split_right']} (the tie-break right on {counts['fusion_right_on_split']} of them)")
+        return measure_comparison(d, ev.outcomes_on(split, d.ranker, tied), ev.outcomes_on(split, d.versus, tied),
+                                  ev.directions_for(split, d.versus), seed, note)
+    first = ev.outcomes(split, d.ranker)
+    return measure_comparison(d, first, ev.outcomes_on(split, d.versus, first["qid"]),
+                              ev.directions_for(split, d.ranker), seed)
+
+
+class ClaimBook:
+    """Every claim of the session's profile, decided family by family on first use (see the module doc)."""
+
+    def __init__(self, ev: Evaluation, selected: frozenset[tuple[str, str]] | None) -> None:
+        self.ev = ev
+        self.definitions = definitions(ev.profile)
+        self.selected = selected
+
+    def measured_here(self, split: str, name: str) -> bool:
+        return self.selected is None or (split, name) in self.selected
+
+    def _decidable_by_design(self, split: str, d: ClaimDefinition) -> bool:
+        """An unmeasured claim's sample decides it or not by its groups alone (H3x: at most its twin's)."""
+        owner = d.versus if d.kind == "tie_resolution" else d.ranker
+        return decidable(len(pd.unique(_groups(self.ev, split, owner))))
+
+    @functools.cache
+    def family(self, split: str, family: str) -> dict[str, ClaimResult | BaseException]:
+        """Every claim of the family decided together; a member whose ranker cannot be computed keeps its error
+        (its own spec fails with it) and counts as untested, so the other members are still decided."""
+        tests, errors, unmeasured = [], {}, 0
+        for d in (d for d in self.definitions.values() if d.family == family):
+            if not self.measured_here(split, d.name):
+                unmeasured += self._decidable_by_design(split, d)
+                continue
+            try:
+                tests.append(measure(self.ev, split, d))
+            except (Exception, pytest.skip.Exception) as exc:  # a broken or skipped ranker: its own claims only
+                errors[d.name] = exc
+                unmeasured += 1
+        return {**errors, **{r.name: r for r in hypotheses.decide_family(tests, unmeasured)}}
+
+    def result(self, split: str, name: str) -> ClaimResult:
+        if name not in self.definitions:
+            raise KeyError(f"no claim named {name!r} in profile {self.ev.profile.path}; known: {sorted(self.definitions)}")
+        outcome = self.family(split, self.definitions[name].family)[name]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+def claim_book(ev: Evaluation, items: Iterable[pytest.Item] | None) -> ClaimBook:
+    """The session's one claim book (its verdicts are shared by every claim spec of this process)."""
+    return ev.shared(("claim-book",), lambda: ClaimBook(
+        ev, None if items is None else selected_claims(ev.profile, items)))
+
+
+# ---- pytest outcomes -----------------------------------------------------------------------------------------------
 
 def check_claim(profile: Profile, report, split: str, result: ClaimResult, subset: bool) -> None:
     """Record the claim row, then assert / xfail it as the profile's reviewed expectation says."""
     declared = profile.claim(result.name, split)
     expectation = declared.expectation(subset) if declared is not None else None
     expected = expectation.expect if expectation is not None else ""
-    report.add("claims", split, {**result.row(), "expected": expected, "profile": profile.name,
+    row = result.row()
+    check_verdict(row["status"], row["p_adjusted"], row["p_opposite_adjusted"], result.alpha, result.name)
+    report.add("claims", split, {**row, "expected": expected, "profile": profile.name,
                                  "scope": "subset" if subset else "full"})
     where = f"[{profile.name}{' subset' if subset else ''} / {split}] {result.name}"
     if result.status == "inconclusive":
         if expected:
             warnings.warn(InconclusiveClaim(f"{where} was reviewed as {expected!r} but is now inconclusive: "
-                                            f"{result.measured}"), stacklevel=2)
+                                            f"{result.summary()}"), stacklevel=2)
         return
     if not expected:
         return  # reported, not asserted: no reviewed expectation for this claim
     if result.status == expected:
         if expected == "fails":
-            pytest.xfail(f"{where} fails, as recorded: {result.measured} (profile: {expectation.reason})")
+            pytest.xfail(f"{where} fails, as recorded: {result.summary()} (profile: {expectation.reason})")
         return
-    pytest.fail(f"{where} now {result.status.upper()} ({result.measured}) but {profile.path.name} records "
+    pytest.fail(f"{where} now {result.status.upper()} ({result.summary()}) but {profile.path.name} records "
                 f"{expected!r}{f' ({expectation.reason})' if expectation.reason else ''}; review the profile")
 
 
@@ -64,108 +252,45 @@ def check_gate(profile: Profile, report, split: str, gate: str, value: float, su
     assert ok, f"[{profile.name} / {split}] gate {gate}{f' ({subject})' if subject else ''}: measured {value:.4g}, limit {limit:g}"
 
 
-def h2_claims(profile: Profile) -> dict[str, tuple[str, str, str]]:
-    """Generated H2 claims: every window ranker vs its ``compare_to`` ranker -> (ranker, versus, measure)."""
-    out: dict[str, tuple[str, str, str]] = {}
-    for decl in profile.window_rankers():
-        if decl.baseline and decl.baseline != decl.name:
-            out[f"h2_{decl.name}_strict_gt_{decl.baseline}"] = (decl.name, decl.baseline, "strict")
-            if not decl.designated_only:
-                out[f"h2_{decl.name}_mrr_gt_{decl.baseline}"] = (decl.name, decl.baseline, "mrr")
-    return out
+# ---- pins ------------------------------------------------------------------------------------------------------------
+
+def pin_baseline(ev: Evaluation, split: str) -> Path | None:
+    """The saved run the split's pins were reviewed on (``reports.history.reviewed_run``), looked up once."""
+    scope = ev.settings.run_scope()
+    pins = {(p.ranker, p.measure): p.value for p in ev.profile.pins if p.scope == scope and p.split == split}
+    return ev.shared(("pin-baseline", split), lambda: reviewed_run(
+        ev.settings.results_dir, ev.profile.name, scope, split, ev.pool_digest(split), pins))
 
 
-def h3_claims(profile: Profile) -> dict[str, str]:
-    """Generated H3 claims: every argmax window ranker on a bounded grade scale -> its name."""
-    return {f"h3_{d.name}_tie_branch_concentrates_failures": d.name for d in profile.window_rankers()
-            if d.max_score is not None and d.options.get("grade", "argmax") == "argmax"}
-
-
-def check_claim_names(profile: Profile) -> None:
-    """Every claim the profile states an expectation for must be one the specs measure."""
-    known = ({c.name for c in profile.comparisons()} | set(h2_claims(profile)) | set(h3_claims(profile))
-             | set(tie_twins(profile)))
-    for name in profile.claims:
-        base = name.split("@", 1)[0]
-        if base not in known:
-            raise pytest.UsageError(f"--profile: {profile.path} [claims.{name}]: no spec measures a claim named "
-                                    f"{base!r} for the declared rankers; known claims: {sorted(known)}")
-
-
-def comparison_result(ev: Evaluation, split: str, name: str, family: str, ranker: str, versus: str, measure: str,
-                      side: str) -> ClaimResult:
-    """``ranker`` vs ``versus`` on ``measure`` over the ranker's directions, decided by its paired interval."""
-    first = ev.outcomes(split, ranker)
-    second = ev.outcomes_on(split, versus, first["qid"])
-    row = compare(first, second, ev.directions_for(split, ranker), seed=ev.settings.seed, names=(ranker, versus))
-    if measure == "strict":
-        effect, lo, hi, mde, p, unit = (row["delta_pts"], row["delta_lo"], row["delta_hi"], row["mde_pts"],
-                                        row["p_strict"], "pts")
-    else:
-        effect, lo, hi, mde, p, unit = (row["delta_mrr"], row["delta_mrr_lo"], row["delta_mrr_hi"], row["mde_mrr"],
-                                        row["p_mrr"], "MRR")
-    mine = ev.row(split, ranker)
-    ref_mrr = (1.0 / second["rank_pos"].astype(float)).mean()
-    measured = (f"{ranker}: strict {mine['strict']}/{mine['n']} ({mine['strict_pct']:.2f}%), MRR {mine['mrr']:.4f}; "
-                f"{versus} on the same {len(second)} directions: strict {int(second['strict'].sum())} "
-                f"({100.0 * second['strict'].mean():.2f}%), MRR {ref_mrr:.4f}; "
-                f"Δ {effect:+.4g} {unit} [{lo:+.4g}, {hi:+.4g}], MDE {mde:.3g}, n={len(first)}")
-    return claim(name, family, effect, lo, hi, side, mde, len(first), unit=unit, p_value=p, measured=measured)
-
-
-def tie_branch_result(name: str, per_direction, n: int, groups, seed: int, ranker: str) -> ClaimResult:
-    """H3: the equal-score branch's share of non-successes exceeds its share of directions (group bootstrap)."""
-    equal = (per_direction["branch"] == "equal_score").to_numpy(dtype=float)
-    failed = (~per_direction["strict"].to_numpy(dtype=bool)).astype(float)
-    values = {"eq_fail": equal * failed, "fail": failed, "eq": equal, "n": np.ones(len(equal))}
-    statistic = RatioDifference(Ratio("eq_fail", "fail"), Ratio("eq", "n"))
+def pin_verdict(ev: Evaluation, pin: Pin) -> ChangeVerdict:
+    """A pinned value now: paired against the reviewed run's per-direction outcomes when the history holds them
+    (same pool snapshot), else by the pin's tolerance (docs/statistics.md#pins)."""
+    now = float(ev.row(pin.split, pin.ranker)[pin.measure])
+    baseline = pin_baseline(ev, pin.split)
+    then = None if baseline is None else ranker_outcomes(
+        ev.shared(("pin-directions", pin.split), lambda: pd.read_csv(baseline / "directions.csv")), pin.ranker)
+    mine = ev.outcomes(pin.split, pin.ranker)
     try:
-        ci = group_bootstrap(values, groups, {"h3": statistic}, seed=seed)["h3"]
-        # Per-direction influence of the share difference (delta method): its second moment floors the MDE.
-        share_fail, share_eq = (equal * failed).sum() / failed.sum(), equal.mean()
-        influence = (equal * failed - share_fail * failed) / failed.mean() - (equal - share_eq)
-        effect, lo, hi, mde = 100 * ci.point, 100 * ci.lo, 100 * ci.hi, 100 * paired_mde(ci.se, influence)
-    except ValueError:  # no failure in the population or in some resample: the shares are undefined
-        effect = lo = hi = mde = float("nan")
-    n_eq, n_fail = int(equal.sum()), int(failed.sum())
-    measured = (f"{ranker}: equal-score branch {n_eq}/{n} directions ({100 * n_eq / max(n, 1):.2f}%), "
-                f"{int((equal * failed).sum())}/{n_fail} non-successes; share difference {effect:+.2f} pts "
-                f"[{lo:+.2f}, {hi:+.2f}], MDE {mde:.2f}")
-    return claim(name, "H3", effect, lo, hi, ">", mde, n, p_value=float("nan"), measured=measured)
+        measure = paired_measure(pin.measure)
+    except KeyError:  # a pinned value without a per-direction test (n, paired): its tolerance decides
+        measure = None
+    if measure is None or then is None or set(then["qid"]) != set(mine["qid"]) \
+            or (measure.position and then["rank_pos"].isna().any()):
+        return tolerance_change(now, pin.value, pin.tolerance)
+    then = then.set_index("qid").loc[mine["qid"]].reset_index()
+    return paired_change(pin.measure, mine, then, _groups(ev, pin.split, pin.ranker, mine["qid"]),
+                         ev.profile.margins.get(measure.name), ev.settings.seed)
 
 
-def same_scorer(a, b) -> bool:
-    """Two window declarations that read the same judgments: kind and options alike except the grade rule."""
-    return a.kind == b.kind and a.scorer_options == b.scorer_options
-
-
-def tie_twins(profile: Profile) -> dict[str, tuple[str, str]]:
-    """Beyond the paper (issue 13): each expected-grade ranker and its argmax twin on the same directions.
-
-    Claim name -> (expected-grade ranker, argmax ranker). The twin shares scorer, population,
-    mode, reference and tie-breaker, so the two differ only in how a judgment becomes a score.
-    """
-    out: dict[str, tuple[str, str]] = {}
-    windows = profile.window_rankers()
-    for d in windows:
-        if d.options.get("grade") != "expected":
-            continue
-        for t in windows:
-            if (t.options.get("grade", "argmax") == "argmax" and same_scorer(d, t) and t.population == d.population
-                    and t.mode == d.mode and t.reference == d.reference and t.tie_breaker == d.tie_breaker):
-                out[f"h3_{d.name}_resolves_ties_of_{t.name}"] = (d.name, t.name)
-                break
-    return out
-
-
-def designated_twins(profile: Profile) -> dict[str, tuple[str, str]]:
-    """Each designated-pair ranker and a fully windowed twin (same scorer and grade rule): id -> (designated, window)."""
-    out: dict[str, tuple[str, str]] = {}
-    for d in profile.window_rankers():
-        if not d.designated_only:
-            continue
-        for w in profile.window_rankers():
-            if (not w.designated_only and same_scorer(d, w) and d.options.get("grade") == w.options.get("grade")
-                    and w.reference == d.reference and w.tie_breaker == d.tie_breaker):
-                out[f"{d.name}-vs-{w.name}"] = (d.name, w.name)
-    return out
+def check_pin(ev: Evaluation, report, pin: Pin) -> None:
+    """Record the pin's decision; fail the run when the value *changed*, warn when it is undetermined."""
+    verdict = pin_verdict(ev, pin)
+    report.add("claims", pin.split, {"claim": f"pin:{pin.ranker}.{pin.measure}", "family": "pin",
+                                     "status": verdict.decision, "expected": f"{pin.value:g} ± {pin.tolerance:g}",
+                                     "measured": verdict.message(), "profile": ev.profile.name, "scope": pin.scope})
+    where = f"[{ev.profile.name} / {pin.scope} / {pin.split}] pinned {pin.ranker}.{pin.measure}"
+    if verdict.decision == "undetermined":
+        warnings.warn(UndeterminedPin(f"{where}: {verdict.message()}; review the pin"), stacklevel=2)
+    assert verdict.decision != "changed", (
+        f"{where} {verdict.message()}. If the change is intended, review it and update "
+        f"[pins.{pin.scope}.{pin.split}] in {ev.profile.path}")

@@ -1,4 +1,4 @@
-"""Bounded window reranking: the one procedure every text scorer plugs into (SPEC §3).
+"""Bounded window reranking: the one procedure every text scorer plugs into (docs/protocol.md#window-rule).
 
 A pointwise text scorer reorders only the reference ranking's top k; text scores take
 priority inside that head, the tie-breaker's score breaks text-score ties, and the
@@ -90,7 +90,7 @@ def _lookup(text_scores: Mapping[tuple[str, str], float], head: pd.DataFrame) ->
 
 def window_rerank(reference: Ranking, text_scores: Mapping[tuple[str, str], float], k: int = WINDOW_K,
                   name: str = "window", tie_breaker: Ranking | None = None) -> Ranking:
-    """Rerank each query's top k of ``reference`` by text score (SPEC §3, paper §IV).
+    """Rerank each query's top k of ``reference`` by text score (docs/protocol.md#window-rule, paper §IV).
 
     Head: text score desc, then the tie-breaker's k0 desc (default: the reference,
     i.e. fusion), then pid asc; keys ``(1, s_text, s_tiebreak)``. Tail: reference order,
@@ -144,16 +144,21 @@ def window_rerank(reference: Ranking, text_scores: Mapping[tuple[str, str], floa
 
 def designated_outcomes(reference: Ranking, text_scores: Mapping[tuple[str, str], float], directions: pd.DataFrame,
                         k: int = WINDOW_K, tie_breaker: Ranking | None = None) -> pd.DataFrame:
-    """Window-rule outcomes of each direction from its two designated passages' scores alone.
+    """Outcomes of the window rule read from each direction's two designated passages' scores alone
+    (docs/protocol.md#designated-mode).
 
     The strict comparison of ``window_rerank`` depends only on the two designated
     passages: whether each lies in the reference's top k (window membership comes from the
     reference, not from text), their text scores, and the tie-breaker's and reference's
-    scores. So scoring just the designated pair gives the window's strict preference,
-    ties and fallback exactly, except that a query falls back here only when a
-    *designated* head score is unavailable (other window passages are never scored).
-    Positions in the reranked list are unknown: ``rank_pos``/``rank_neg`` are NA.
-    ``directions`` holds eligible directions (qid, preferred_pid, counterpart_pid).
+    scores. Where every score of the window is available, this gives the window's strict
+    preference and ties exactly. It differs from the window rule in one documented way:
+    the window falls back to the reference order when *any* of its k head scores is
+    unavailable, while designated mode knows only the two designated scores and falls back
+    only when one of *those* is (a "designated fallback", counted in ``fallback``). A
+    direction whose window would fall back for another passage's unavailable score is
+    therefore decided by the text scores here and by the reference there. Positions in the
+    reranked list are unknown: ``rank_pos``/``rank_neg`` are NA. ``directions`` holds
+    eligible directions (qid, preferred_pid, counterpart_pid).
     """
     if k < 1:
         raise ValueError(f"window size k must be >= 1, got {k}")

@@ -1,4 +1,4 @@
-"""Source-group bootstrap of statistics built from group-level sums (SPEC §4).
+"""Source-group bootstrap of statistics built from group-level sums (docs/statistics.md#intervals).
 
 Directions of one source group share passages or queries, so they are resampled
 together: each resample draws whole groups with replacement. Every statistic the
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -20,9 +19,6 @@ from fixtures.settings import SEED
 
 N_RESAMPLES = 2000
 CONFIDENCE = 0.95
-#: Two-sided level and power at which a minimum detectable effect is quoted (issue 12: α 0.05, 80% power).
-ALPHA = 0.05
-POWER = 0.80
 
 #: A statistic maps column totals (scalars for the point estimate, arrays over resamples) to its value(s).
 Statistic = Callable[[Mapping[str, np.ndarray]], np.ndarray]
@@ -125,62 +121,3 @@ def group_bootstrap(values: Mapping[str, np.ndarray], groups: np.ndarray | pd.Se
         se = float(replicates.std(ddof=1)) if n_resamples > 1 else float("nan")
         out[name] = BootstrapInterval(point, float(lo), float(hi), se, n_groups, n_resamples, seed, confidence)
     return out
-
-
-def group_bootstrap_delta(success: np.ndarray, reference: np.ndarray, groups: np.ndarray | pd.Series,
-                          n_resamples: int = N_RESAMPLES, seed: int = SEED,
-                          confidence: float = CONFIDENCE) -> BootstrapInterval:
-    """Percentile interval of mean(success) - mean(reference), resampling whole groups.
-
-    ``success`` and ``reference`` are per-direction 0/1 outcomes aligned with
-    ``groups``. The statistic of a resample is sum(Δ over drawn directions) / number
-    of drawn directions, i.e. the difference of pooled rates, so large groups weigh
-    by their size exactly as in the point estimate.
-    """
-    a = np.asarray(success, dtype=float)
-    b = np.asarray(reference, dtype=float)
-    if a.shape != b.shape:
-        raise ValueError(f"success and reference must be aligned 1-d arrays; got {a.shape}, {b.shape}")
-    values = {"delta": a - b, "n": np.ones(a.shape)}
-    return group_bootstrap(values, groups, {"delta": Ratio("delta", "n")}, n_resamples, seed, confidence)["delta"]
-
-
-def minimum_detectable_effect(se: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """(z_{1−α/2} + z_power) × se: the smallest true effect a two-sided level-α test detects with that power.
-
-    Normal approximation for an estimate with standard error ``se`` (here the
-    bootstrap SE of a Δ), so an effect below it reads as underpowered, not as absent.
-    """
-    if not 0 < alpha < 1 or not 0 < power < 1:
-        raise ValueError(f"need 0 < alpha < 1 and 0 < power < 1; got {alpha}, {power}")
-    z = NormalDist()
-    return (z.inv_cdf(1 - alpha / 2) + z.inv_cdf(power)) * se
-
-
-def planning_mde(n: int, discordance: float, alpha: float = ALPHA, power: float = POWER,
-                 design_effect: float = 1.0) -> float:
-    """Smallest Δ strict (rate units) a paired comparison of ``n`` directions detects, for planning a sample.
-
-    Per direction the difference of two 0/1 outcomes is −1, 0 or +1 and is non-zero
-    with probability ``discordance``; under H0 its variance is the discordance, so
-    SE(Δ) = sqrt(discordance × design_effect / n), where ``design_effect`` ≥ 1
-    inflates the variance for directions clustered in source groups. The MDE is
-    then (z_{1−α/2} + z_power) × SE, the same formula as the bootstrap-based MDE.
-    """
-    if n < 1 or not 0 <= discordance <= 1 or design_effect <= 0:
-        raise ValueError(f"need n >= 1, 0 <= discordance <= 1 and design_effect > 0; got {n}, {discordance}, {design_effect}")
-    return minimum_detectable_effect(float(np.sqrt(discordance * design_effect / n)), alpha, power)
-
-
-def paired_mde(se: float, differences: np.ndarray) -> float:
-    """MDE of a paired Δ: the larger of the bootstrap-SE MDE and the analytic one, ``planning_mde(n, mean(d²))``.
-
-    mean(d²) is the variance of the per-direction differences under "no effect" (for 0/1
-    outcomes: the share of discordant directions). A bootstrap over a handful of groups can
-    have no spread at all (every resample draws the same two groups' Δ), which would call any
-    effect detectable; the analytic floor keeps a 4-direction sample from deciding anything.
-    """
-    d = np.asarray(differences, dtype=float)
-    if len(d) == 0:
-        return float("nan")
-    return max(minimum_detectable_effect(se), planning_mde(len(d), float(np.mean(d * d))))

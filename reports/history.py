@@ -1,32 +1,53 @@
-"""Run history and comparisons: every published run's tables are kept under a run id and can be compared.
+"""Run history and comparisons between runs: changed, unchanged or undetermined, direction by direction.
 
 ``results/.history/<run id>/<split>/`` keeps the small files of each published run (tables,
-manifest, report; not the large runs or pool), so a code change that moves a number is
-visible: ``--compare-to <run id | results dir>`` prints Δ per ranker and measure, flagging
-differences that fall outside this run's 95% bootstrap interval. The paper's published
-values ride along as a labeled reference column for Test.
+``directions.csv`` with every ranker's per-direction outcomes, manifest, report; not the
+large runs or pool). Two runs are compared as a paired experiment when they share the pool
+snapshot, so both evaluated the same directions (docs/statistics.md#comparisons):
+
+- **changed**: the two-sided group sign-flip test of the per-direction differences rejects
+  at α 0.05;
+- **unchanged**: it does not, and the two one-sided tests (TOST) show |Δ| within the
+  measure's margin declared in the profile (``[margins]``: e.g. 1 point of strict preference,
+  0.01 MRR);
+- **undetermined**: neither.
+
+Without per-direction outcomes of both runs (an older run, another pool snapshot) the
+comparison is *unpaired*: it says so, and a pin falls back to its tolerance. The paper's
+published values ride along as a labeled reference column for Test.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import secrets
 import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
+from fixtures.settings import SEED
+from reports.measures import aggregate, outcome_columns, paired_measure
 from reports.paper import paper_table2
+from reports.stats import ALPHA, equivalence, paired_difference
 
 HISTORY = ".history"
 KEEP = ("*.csv", "*.json", "*.md", "*.tex")
-#: Table II measures compared across runs, with the interval columns that bound "noise".
-COMPARED = {"strict_pct": ("strict_pct_lo", "strict_pct_hi"), "mrr": ("mrr_lo", "mrr_hi"),
-            "paired_pct": ("paired_pct_lo", "paired_pct_hi"), "n": (None, None), "strict": (None, None),
-            "ties": (None, None), "fallback": (None, None)}
-COMPARISON_COLUMNS = ("ranker", "measure", "now", "then", "delta", "now_lo", "now_hi", "outside_interval", "paper")
+#: Table II measures compared across runs.
+COMPARED = ("n", "strict", "strict_pct", "mrr", "paired_pct", "ties", "fallback")
+#: Per-direction outcome fields a ranker leaves in directions.csv (``<ranker>__<field>``).
+FIELDS = ("strict", "rank_pos", "rank_neg", "tie", "fallback")
+COMPARISON_COLUMNS = ("ranker", "measure", "now", "then", "delta", "delta_lo", "delta_hi", "p_changed",
+                      "p_unchanged", "margin", "decision", "basis", "paper")
+
+Decision = Literal["changed", "unchanged", "undetermined"]
 
 
 def run_id(tables: dict[str, dict[str, pd.DataFrame]]) -> str:
@@ -54,47 +75,207 @@ def save_to_history(results_dir: Path, ident: str, split: str, published: Path) 
     return target
 
 
+@dataclass(frozen=True)
+class ChangeVerdict:
+    """One measure of one ranker, now against then: the decision and the numbers it rests on (Δ = now − then).
+
+    ``basis`` says how it was decided: ``paired`` (the tests above, on ``n`` common
+    directions) or ``tolerance`` (|Δ| against a pin's tolerance, without per-direction outcomes).
+    """
+
+    decision: Decision
+    basis: str
+    now: float
+    then: float
+    delta: float
+    lo: float = float("nan")
+    hi: float = float("nan")
+    p_changed: float = float("nan")
+    p_unchanged: float = float("nan")
+    margin: float = float("nan")
+    n: int = 0
+
+    def message(self) -> str:
+        """Old, new, Δ, interval and p-values in one line."""
+        text = f"{self.decision}: then {self.then:.6g}, now {self.now:.6g}, Δ {self.delta:+.6g}"
+        if self.basis == "paired":
+            text += (f" [{self.lo:+.4g}, {self.hi:+.4g}] on {self.n} common directions; paired sign-flip p "
+                     f"{self.p_changed:.2g}" + (f", TOST p {self.p_unchanged:.2g} within ±{self.margin:g}"
+                                                if math.isfinite(self.margin) else ", no margin declared"))
+        else:
+            text += f" ({self.basis})"
+        return text
+
+
+def decide_change(p_changed: float, p_unchanged: float, alpha: float = ALPHA) -> Decision:
+    """changed when the paired test rejects; unchanged when only the TOST does; undetermined otherwise."""
+    if p_changed <= alpha:
+        return "changed"
+    return "unchanged" if p_unchanged <= alpha else "undetermined"
+
+
+def paired_change(column: str, now: pd.DataFrame, then: pd.DataFrame, labels: np.ndarray, margin: float | None,
+                  seed: int = SEED) -> ChangeVerdict:
+    """A Table II ``column`` of one ranker, now vs then, from per-direction outcomes on the same qids (aligned).
+
+    Values, Δ and its interval are stated in the column's own unit (a count column counts
+    directions); the test and the margin are on the paired measure's scale (points, MRR).
+    """
+    measure = paired_measure(column)
+    if len(now) != len(then) or not np.array_equal(now["qid"].to_numpy(), then["qid"].to_numpy()):
+        raise ValueError("paired_change needs both runs' outcomes on the same directions, in the same order")
+    a, b = outcome_columns(now, "outcomes now"), outcome_columns(then, "outcomes then")
+    x, y = measure.values(a), measure.values(b)
+    diff = paired_difference(x, y, labels, measure.scale, seed=seed)
+    p_unchanged = equivalence(x, y, labels, margin, measure.scale, seed=seed).p if margin else float("nan")
+    n = len(now)
+    return ChangeVerdict(decide_change(diff.test.p_two_sided, p_unchanged if margin else 1.0), "paired",
+                         aggregate(column, a), aggregate(column, b), *(measure.in_column(column, v, n)
+                                                                       for v in (diff.effect, diff.lo, diff.hi)),
+                         diff.test.p_two_sided, p_unchanged, margin if margin else float("nan"), n)
+
+
+def tolerance_change(now: float, then: float, tolerance: float) -> ChangeVerdict:
+    """A pin without the reviewed run's per-direction outcomes: changed when it moved beyond its tolerance."""
+    moved = not (math.isfinite(now) and abs(now - then) <= tolerance)
+    return ChangeVerdict("changed" if moved else "unchanged", f"tolerance ±{tolerance:g}, unpaired", now, then,
+                         now - then)
+
+
+def ranker_outcomes(directions: pd.DataFrame, ranker: str) -> pd.DataFrame | None:
+    """A ranker's per-direction outcomes from a published ``directions.csv`` (eligible rows); None if absent."""
+    columns = [f"{ranker}__{f}" for f in FIELDS]
+    if any(c not in directions.columns for c in columns):
+        return None
+    rows = directions[directions[f"{ranker}__strict"].notna()]
+    out = rows[["qid", *columns]].rename(columns=dict(zip(columns, FIELDS))).reset_index(drop=True)
+    out["qid"] = out["qid"].astype(str)
+    for f in ("strict", "tie", "fallback"):
+        out[f] = out[f].astype(str).str.lower().map({"true": True, "false": False, "1": True, "0": False,
+                                                     "1.0": True, "0.0": False})
+    for f in ("rank_pos", "rank_neg"):
+        out[f] = pd.to_numeric(out[f]).astype("Int64")
+    return out
+
+
+def _read_manifest(folder: Path) -> dict:
+    path = folder / "manifest.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def pool_digest(manifest: Mapping) -> str | None:
+    """The pool snapshot a published split was evaluated on (its parquet's sha256), from its manifest."""
+    pool = manifest.get("pool")
+    return str(pool.get("parquet_sha256")) if isinstance(pool, Mapping) and pool.get("parquet_sha256") else None
+
+
+def reviewed_run(results_dir: Path, profile: str, scope: str, split: str, pool: str,
+                 pins: Mapping[tuple[str, str], float]) -> Path | None:
+    """The newest saved run of this profile, scope and pool snapshot whose Table II reproduces every pin of
+    the split exactly (counts equal, rates to the digits they are written with): the run a pin was reviewed
+    on, or one that cannot be told apart from it. None when the history holds no such run."""
+    root = Path(results_dir) / HISTORY
+    if not root.is_dir():
+        return None
+    for folder in sorted((p / split for p in root.iterdir() if (p / split / "directions.csv").is_file()),
+                         reverse=True):
+        manifest = _read_manifest(folder)
+        named = manifest.get("profile", {}).get("name") if isinstance(manifest.get("profile"), Mapping) else None
+        if named != profile or manifest.get("scope") != scope or pool_digest(manifest) != pool:
+            continue
+        try:
+            table = pd.read_csv(folder / "table2.csv").set_index("ranker")
+        except (OSError, ValueError, KeyError):
+            continue
+        if all(r in table.index and m in table.columns and abs(float(table.at[r, m]) - v) <= 5e-7
+               for (r, m), v in pins.items()):
+            return folder
+    return None
+
+
 def _locate(results_dir: Path, other: str, split: str) -> Path:
-    """The table2.csv of a run id in the history, or of another results directory (or its split folder)."""
-    candidates = [Path(results_dir) / HISTORY / other / split / "table2.csv", Path(other) / split / "table2.csv",
-                  Path(other) / "table2.csv"]
-    for path in candidates:
-        if path.is_file():
-            return path
+    """The folder of a run id's split in the history, or of another results directory (or its split folder)."""
+    candidates = [Path(results_dir) / HISTORY / other / split, Path(other) / split, Path(other)]
+    for folder in candidates:
+        if (folder / "table2.csv").is_file():
+            return folder
     known = sorted(p.name for p in (Path(results_dir) / HISTORY).glob("*")) if (Path(results_dir) / HISTORY).is_dir() else []
     raise FileNotFoundError(f"--compare-to {other!r}: no {split}/table2.csv as a saved run id or a results "
                             f"directory; saved runs: {known[-5:]}")
 
 
-def compare_tables(now: pd.DataFrame, then: pd.DataFrame, split: str) -> pd.DataFrame:
-    """Δ per ranker and measure between two Table IIs, flagged when outside this run's interval."""
-    paper = paper_table2(split)
+def compare_tables(now: pd.DataFrame, then: pd.DataFrame, split: str,
+                   now_directions: pd.DataFrame | None = None, then_directions: pd.DataFrame | None = None,
+                   margins: Mapping[str, float] | None = None, seed: int = SEED) -> pd.DataFrame:
+    """Per ranker and measure: now, then, Δ and the decision (paired where both runs' directions are given).
+
+    ``now_directions``/``then_directions`` are the two runs' ``directions.csv`` on the same pool
+    snapshot; a measure without a paired test (n, paired_pct) or a ranker missing from either
+    is compared unpaired: Δ only, decision ``undetermined`` unless the values are equal.
+    """
+    paper = paper_table2(split, int(now["n"].max()) if len(now) else None)
     paper_rows = paper.set_index("ranker") if paper is not None else None
     then_rows = then.set_index("ranker")
     rows = []
     for _, row in now.iterrows():
         name = row["ranker"]
-        for measure, (lo_col, hi_col) in COMPARED.items():
+        pair = _paired_outcomes(name, now_directions, then_directions)
+        for measure in COMPARED:
             if measure not in now.columns:
                 continue
             old = then_rows.at[name, measure] if name in then_rows.index and measure in then_rows.columns else np.nan
-            lo = row.get(lo_col, np.nan) if lo_col else np.nan
-            hi = row.get(hi_col, np.nan) if hi_col else np.nan
             value = row[measure]
-            outside = bool(pd.notna(old) and pd.notna(lo) and not (lo <= old <= hi))
+            verdict = _verdict(measure, value, old, pair, margins or {}, seed)
             ref = np.nan
             if paper_rows is not None and name in paper_rows.index and measure in paper_rows.columns:
                 ref = paper_rows.at[name, measure]
-            rows.append({"ranker": name, "measure": measure, "now": value, "then": old,
-                         "delta": value - old if pd.notna(old) and pd.notna(value) else np.nan,
-                         "now_lo": lo, "now_hi": hi, "outside_interval": outside, "paper": ref})
+            rows.append({"ranker": name, "measure": measure, "now": value, "then": old, "delta": verdict.delta,
+                         "delta_lo": verdict.lo, "delta_hi": verdict.hi, "p_changed": verdict.p_changed,
+                         "p_unchanged": verdict.p_unchanged, "margin": verdict.margin, "decision": verdict.decision,
+                         "basis": verdict.basis, "paper": ref})
     return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
 
 
+def _paired_outcomes(ranker: str, now: pd.DataFrame | None, then: pd.DataFrame | None):
+    """(now outcomes, then outcomes aligned to them, their groups), or None when the runs cannot be paired."""
+    if now is None or then is None:
+        return None
+    a, b = ranker_outcomes(now, ranker), ranker_outcomes(then, ranker)
+    if a is None or b is None or len(a) != len(b) or set(a["qid"]) != set(b["qid"]):
+        return None
+    b = b.set_index("qid").loc[a["qid"]].reset_index()
+    groups = now.set_index(now["qid"].astype(str))["group"].loc[a["qid"]].to_numpy()
+    return a, b, groups
+
+
+def _verdict(measure: str, value: float, old: float, pair, margins: Mapping[str, float], seed: int) -> ChangeVerdict:
+    nan = float("nan")
+    if pd.isna(old) and pd.isna(value):
+        return ChangeVerdict("unchanged", "measured in neither run", value, old, nan)
+    if pd.isna(old) or pd.isna(value):
+        return ChangeVerdict("undetermined", "not in both runs", value, old, nan)
+    if pair is not None:
+        try:
+            paired = paired_measure(measure)
+        except KeyError:
+            paired = None
+        if paired is not None and (not paired.position or all(o["rank_pos"].notna().all() for o in pair[:2])):
+            return paired_change(measure, pair[0], pair[1], pair[2], margins.get(paired.name), seed)
+    why = "unpaired" if pair is None else "no per-direction test for this measure"
+    return ChangeVerdict("unchanged" if value == old else "undetermined", why, value, old, value - old)
+
+
 def compare_runs(results_dir: Path, other: str, split: str, table2: pd.DataFrame | None) -> pd.DataFrame:
-    """This run's Table II against a saved run or another results directory."""
+    """This run's Table II (just published under ``results_dir``) against a saved run or another results directory,
+    paired when both runs' ``directions.csv`` exist and share the pool snapshot; margins from this run's manifest."""
     if table2 is None:
         return pd.DataFrame(columns=list(COMPARISON_COLUMNS))
-    return compare_tables(table2, pd.read_csv(_locate(results_dir, other, split)), split)
-
-
+    folder = _locate(results_dir, other, split)
+    here = Path(results_dir) / split
+    mine, theirs = _read_manifest(here), _read_manifest(folder)
+    paired = (pool_digest(mine) is not None and pool_digest(mine) == pool_digest(theirs)
+              and (here / "directions.csv").is_file() and (folder / "directions.csv").is_file())
+    now_dirs = pd.read_csv(here / "directions.csv") if paired else None
+    then_dirs = pd.read_csv(folder / "directions.csv") if paired else None
+    margins = mine.get("margins") if isinstance(mine.get("margins"), Mapping) else {}
+    return compare_tables(table2, pd.read_csv(folder / "table2.csv"), split, now_dirs, then_dirs, margins)

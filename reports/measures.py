@@ -1,4 +1,4 @@
-"""Preference and position measures over Q_c (SPEC §4), defined apart from their computation.
+"""Preference and position measures over Q_c (docs/protocol.md#measures), defined apart from their computation.
 
 In the spirit of ir_measures, each Table II column is a small typed record saying
 what it measures and how it aggregates; ``summarize`` is the one evaluator that
@@ -26,7 +26,8 @@ import pandas as pd
 from fixtures.populations import eligible_directions
 from fixtures.settings import SEED
 from rankers.base import KEY_COLUMNS, Ranking, strictly_greater
-from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap, paired_mde
+from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
+from reports.stats import PairedDifference, paired_difference
 
 OUTCOME_COLUMNS = ("qid", "rank_pos", "rank_neg", "strict", "tie", "fallback")
 
@@ -59,8 +60,8 @@ class PairMeasure:
 
 
 @dataclass(frozen=True)
-class ReferenceMeasure:
-    """A column comparing the ranker with a reference ranker over the same Q_c."""
+class BaselineMeasure:
+    """A column comparing the ranker with its baseline (``compare_to``) ranker over the same Q_c."""
 
     name: str
     doc: str
@@ -114,20 +115,20 @@ PAIR_MEASURES: tuple[PairMeasure, ...] = (
     PairMeasure("paired_n", "complete pairs"),
     PairMeasure("paired_pct", "paired accuracy, % of complete pairs"),
 )
-REFERENCE_MEASURES: tuple[ReferenceMeasure, ...] = (
-    ReferenceMeasure("delta_pts", "strict_pct minus the reference's, in points"),
-    ReferenceMeasure("delta_lo", "lower end of the 95% source-group bootstrap interval of delta_pts"),
-    ReferenceMeasure("delta_hi", "upper end of the 95% source-group bootstrap interval of delta_pts"),
-    ReferenceMeasure("delta_mrr", "mrr minus the reference's (NaN when either lacks full-pool ranks)"),
-    ReferenceMeasure("delta_mrr_lo", "lower end of the 95% source-group bootstrap interval of delta_mrr"),
-    ReferenceMeasure("delta_mrr_hi", "upper end of the 95% source-group bootstrap interval of delta_mrr"),
-    ReferenceMeasure("mde_pts", "smallest Δ strict (points) detectable at 80% power, two-sided α 0.05: "
-                                "(z_0.975 + z_0.80) × the larger of se_delta_pts and the share of discordant "
-                                "directions' sqrt(p/n) (reports.bootstrap.paired_mde)"),
-    ReferenceMeasure("se_delta_pts", "bootstrap standard error of delta_pts (SD of the 2,000 resampled Δ)"),
-    ReferenceMeasure("se_delta_mrr", "bootstrap standard error of delta_mrr"),
-    ReferenceMeasure("mde_mrr", "smallest Δ MRR detectable at 80% power, two-sided α 0.05: (z_0.975 + z_0.80) × the larger "
-                                "of se_delta_mrr and sqrt(mean(d²)/n) (reports.bootstrap.paired_mde)"),
+BASELINE_MEASURES: tuple[BaselineMeasure, ...] = (
+    BaselineMeasure("delta_pts", "strict_pct minus the baseline's on the same directions, in points"),
+    BaselineMeasure("delta_lo", "lower end of the 95% source-group bootstrap interval of delta_pts"),
+    BaselineMeasure("delta_hi", "upper end of the 95% source-group bootstrap interval of delta_pts"),
+    BaselineMeasure("delta_mrr", "mrr minus the baseline's (NaN when either lacks full-pool ranks)"),
+    BaselineMeasure("delta_mrr_lo", "lower end of the 95% source-group bootstrap interval of delta_mrr"),
+    BaselineMeasure("delta_mrr_hi", "upper end of the 95% source-group bootstrap interval of delta_mrr"),
+    BaselineMeasure("mde_pts", "smallest true Δ strict (points) a two-sided α 0.05 group sign-flip test detects with "
+                                "80% power: (z_0.975 + z_0.80) × sqrt(Σ_g D_g²) / n × 100, D_g the group's summed "
+                                "difference (docs/statistics.md#power)"),
+    BaselineMeasure("se_delta_pts", "bootstrap standard error of delta_pts (SD of the 2,000 resampled Δ)"),
+    BaselineMeasure("se_delta_mrr", "bootstrap standard error of delta_mrr"),
+    BaselineMeasure("mde_mrr", "smallest true Δ MRR detectable the same way: (z_0.975 + z_0.80) × sqrt(Σ_g D_g²) / n "
+                                "with D_g the group's summed reciprocal-rank difference"),
 )
 INTERVAL_MEASURES: tuple[IntervalMeasure, ...] = (
     *_interval("strict_pct", "directions"),
@@ -139,12 +140,12 @@ INTERVAL_MEASURES: tuple[IntervalMeasure, ...] = (
     *_interval("mean_rank_pos", "directions"),
     *_interval("mean_rank_neg", "directions"),
 )
-#: Table II column order (SPEC §5): the contract other tools read.
+#: Table II column order (docs/protocol.md#outputs): the contract other tools read.
 TABLE2_COLUMNS: tuple[str, ...] = (
     "ranker", "n", "strict", "strict_pct", "paired", "paired_n", "paired_pct", "mrr", "pref_at_1", "pref_at_3",
     "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10", "ties", "fallback", "delta_pts", "delta_lo", "delta_hi",
 )
-#: Uncertainty columns appended after the contract's (issue 12), in this order.
+#: Uncertainty columns appended after the contract's, in this order.
 TABLE2_INTERVAL_COLUMNS: tuple[str, ...] = (
     "strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi", "paired_pct_lo", "paired_pct_hi",
     "delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "mde_pts", "se_delta_pts", "se_delta_mrr", "mde_mrr",
@@ -153,6 +154,84 @@ TABLE2_INTERVAL_COLUMNS: tuple[str, ...] = (
 )
 #: Keys of a ``summarize`` row: the contract's columns, then the uncertainty columns.
 TABLE2_ROW_COLUMNS: tuple[str, ...] = (*TABLE2_COLUMNS, *TABLE2_INTERVAL_COLUMNS)
+
+
+@dataclass(frozen=True)
+class PairedMeasure:
+    """A measure two rankers, or two runs, are compared on direction by direction, looked up by ``name``.
+
+    Claims, Table II's Δ columns, pairwise comparisons, pins and run comparisons all use
+    these: ``of`` names the Table II measure whose per-direction value is differenced, and
+    Δ is that value's mean difference × 100 (points) for rates and counts, × 1 for means.
+    ``columns`` are the Table II columns the comparison speaks for (a pin on ``strict`` or
+    ``strict_pct`` is decided by the same test); ``delta_columns`` name its Table II Δ, interval
+    ends, SE and MDE, and ``p_column`` its p-value in pairwise.csv.
+    """
+
+    name: str
+    of: str
+    unit: str
+    columns: tuple[str, ...]
+    delta_columns: tuple[str, str, str, str, str] | None = None
+    p_column: str | None = None
+
+    @property
+    def source(self) -> DirectionMeasure:
+        return _BY_NAME[self.of]
+
+    @property
+    def scale(self) -> float:
+        return 1.0 if self.source.aggregate == "mean" else 100.0
+
+    @property
+    def position(self) -> bool:
+        return self.source.position
+
+    def values(self, cols: Columns) -> np.ndarray:
+        return np.asarray(self.source.value(cols), dtype=float)
+
+    def in_column(self, column: str, effect: float, n: int) -> float:
+        """A Δ in this measure's unit restated in a Table II column's own unit (a count column counts directions)."""
+        if column not in self.columns:
+            raise KeyError(f"{self.name!r} does not decide Table II column {column!r}; it decides {self.columns}")
+        return effect / self.scale * n if _BY_NAME[column].aggregate == "count" else effect
+
+
+_BY_NAME = {m.name: m for m in DIRECTION_MEASURES}
+PAIRED_MEASURES: tuple[PairedMeasure, ...] = (
+    PairedMeasure("strict", "strict_pct", "pts", ("strict", "strict_pct"),
+                  ("delta_pts", "delta_lo", "delta_hi", "se_delta_pts", "mde_pts"), "p_strict"),
+    PairedMeasure("mrr", "mrr", "MRR", ("mrr",),
+                  ("delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "se_delta_mrr", "mde_mrr"), "p_mrr"),
+    PairedMeasure("ties", "ties", "pts", ("ties",)),
+    PairedMeasure("fallback", "fallback", "pts", ("fallback",)),
+)
+_PAIRED_BY_NAME = {m.name: m for m in PAIRED_MEASURES}
+
+
+def aggregate(column: str, cols: Columns) -> float | int:
+    """A Table II direction measure's value over the given per-direction columns, by the column's name."""
+    m = _BY_NAME[column]
+    return _aggregate(np.asarray(m.value(cols), dtype=float), m.aggregate)
+
+
+def paired_measure(name: str) -> PairedMeasure:
+    """A paired measure by its name (``strict``, ``mrr``, ...) or by a Table II column it decides (``strict_pct``)."""
+    if name in _PAIRED_BY_NAME:
+        return _PAIRED_BY_NAME[name]
+    for m in PAIRED_MEASURES:
+        if name in m.columns:
+            return m
+    known = sorted({*_PAIRED_BY_NAME, *(c for m in PAIRED_MEASURES for c in m.columns)})
+    raise KeyError(f"no paired measure named {name!r}; known: {known}")
+
+
+def delta_row(measure: PairedMeasure, diff: PairedDifference | None) -> dict[str, float]:
+    """A paired difference as its Table II Δ columns (NaN when it could not be computed)."""
+    names = measure.delta_columns or ()
+    if diff is None:
+        return dict.fromkeys(names, float("nan"))
+    return dict(zip(names, (diff.effect, diff.lo, diff.hi, diff.se, diff.mde)))
 
 
 def direction_outcomes(ranking: Ranking, directions_annotated: pd.DataFrame) -> pd.DataFrame:
@@ -239,12 +318,12 @@ def outcome_columns(outcomes: pd.DataFrame, what: str = "outcomes") -> dict[str,
     return cols | ranks
 
 
-def _reference_columns(outcomes: pd.DataFrame, reference: pd.DataFrame) -> dict[str, np.ndarray]:
-    where = _positions(pd.Index(reference["qid"]), outcomes["qid"], "reference outcomes")
-    if (where < 0).any() or len(reference) != len(outcomes):
-        raise ValueError(f"reference outcomes cover a different Q_c (e.g. missing {outcomes['qid'][where < 0].head(3).tolist()}; "
-                         f"{len(reference)} vs {len(outcomes)} directions)")
-    return outcome_columns(reference.iloc[where], "reference outcomes")
+def _baseline_columns(outcomes: pd.DataFrame, baseline: pd.DataFrame) -> dict[str, np.ndarray]:
+    where = _positions(pd.Index(baseline["qid"]), outcomes["qid"], "baseline outcomes")
+    if (where < 0).any() or len(baseline) != len(outcomes):
+        raise ValueError(f"baseline outcomes cover a different Q_c (e.g. missing {outcomes['qid'][where < 0].head(3).tolist()}; "
+                         f"{len(baseline)} vs {len(outcomes)} directions)")
+    return outcome_columns(baseline.iloc[where], "baseline outcomes")
 
 
 def _aggregate(values: np.ndarray, how: Aggregate) -> float | int:
@@ -269,13 +348,14 @@ def _pair_population(dirs: pd.DataFrame, strict: np.ndarray, groups: str) -> pd.
     return pairs.assign(both=(pairs["hits"] == 2).astype(float))
 
 
-def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, reference: pd.DataFrame | None = None,
+def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, baseline: pd.DataFrame | None = None,
               groups: str = "group", n_resamples: int = N_RESAMPLES, seed: int = SEED,
               ranker: str | None = None) -> dict[str, object]:
     """One Table II row: keys exactly ``TABLE2_ROW_COLUMNS`` (contract columns, then intervals).
 
-    ``reference`` holds the reference ranker's outcomes over the same Q_c; the delta,
-    MDE and SE columns are NaN without one or for the reference itself. ``groups``
+    ``baseline`` holds the baseline (``compare_to``) ranker's outcomes over the same Q_c; the
+    Δ, MDE and SE columns (``paired_difference``, computed once per measure for every table
+    and claim) are NaN without one or for the baseline itself. ``groups``
     names the directions column used as bootstrap unit (``group``, or ``group_rules``
     for the sensitivity check). Direction-level intervals share one set of draws over
     the directions' groups; paired_pct resamples the complete pairs with their groups.
@@ -309,40 +389,31 @@ def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, refere
                and (has_ranks or not by_name[of].position)]
     values = {"n": cols["n"]} | {m.name: m.value(cols) for m in targets}
     statistics = {m.name: Ratio(m.name, "n") for m in targets}
-    is_reference = reference is None or reference is outcomes or reference.attrs.get("ranker", object()) == name
-    if not is_reference:
-        ref = _reference_columns(outcomes, reference)
-        values["d_strict"] = cols["strict"] - ref["strict"]
-        statistics["delta_pts"] = Ratio("d_strict", "n")
-        if has_ranks and "rank_pos" in ref:
-            values["d_rr"] = 1.0 / cols["rank_pos"] - 1.0 / ref["rank_pos"]
-            statistics["delta_mrr"] = Ratio("d_rr", "n")
     boot = group_bootstrap(values, dirs[groups].to_numpy(), statistics, n_resamples, seed)
     for m in targets:
         scale = 100.0 if m.aggregate == "pct" else 1.0
         row[f"{m.name}_lo"], row[f"{m.name}_hi"] = scale * boot[m.name].lo, scale * boot[m.name].hi
-    if "delta_pts" in boot:
-        d = boot["delta_pts"]
-        row["delta_pts"], row["delta_lo"], row["delta_hi"] = 100 * d.point, 100 * d.lo, 100 * d.hi
-        row["se_delta_pts"] = 100 * d.se
-        row["mde_pts"] = 100 * paired_mde(d.se, values["d_strict"])
-    if "delta_mrr" in boot:
-        d = boot["delta_mrr"]
-        row["delta_mrr"], row["delta_mrr_lo"], row["delta_mrr_hi"] = d.point, d.lo, d.hi
-        row["se_delta_mrr"], row["mde_mrr"] = d.se, paired_mde(d.se, values["d_rr"])
+    is_baseline = baseline is None or baseline is outcomes or baseline.attrs.get("ranker", object()) == name
+    if not is_baseline:
+        ref = _baseline_columns(outcomes, baseline)
+        labels = dirs[groups].to_numpy()
+        for measure in PAIRED_MEASURES:
+            if measure.delta_columns and (not measure.position or (has_ranks and "rank_pos" in ref)):
+                row.update(delta_row(measure, paired_difference(measure.values(cols), measure.values(ref), labels,
+                                                                measure.scale, n_resamples, seed=seed)))
     return {c: row[c] for c in TABLE2_ROW_COLUMNS}
 
 
-def corrections_regressions(outcomes: pd.DataFrame, reference: pd.DataFrame, directions_annotated: pd.DataFrame,
+def corrections_regressions(outcomes: pd.DataFrame, baseline: pd.DataFrame, directions_annotated: pd.DataFrame,
                             groups: str = "group") -> dict[str, int]:
-    """Directions the ranker fixes / breaks relative to the reference, and groups by sign of net gain.
+    """Directions the ranker fixes / breaks relative to its baseline, and groups by sign of net gain.
 
     Net gain of a group = its corrections minus its regressions; every group with an
     eligible direction is counted once, in exactly one of positive/zero/negative.
     """
     dirs = aligned_population(outcomes, directions_annotated)
     ours = outcome_columns(outcomes)["strict"].astype(bool)
-    ref = _reference_columns(outcomes, reference)["strict"].astype(bool)
+    ref = _baseline_columns(outcomes, baseline)["strict"].astype(bool)
     gain = pd.Series(ours.astype(int) - ref.astype(int)).groupby(dirs[groups].to_numpy()).sum()
     return {
         "corrections": int((ours & ~ref).sum()),

@@ -1,4 +1,4 @@
-"""Table I rows: planned, covered and eligible directions, groups and complete pairs (SPEC §1).
+"""Table I rows: planned, covered and eligible directions, groups and complete pairs (docs/protocol.md#populations).
 
 Q_c itself is decided in ``fixtures.populations``; this module only counts it.
 """

@@ -1,69 +1,60 @@
-"""Paired comparison of rankers on the same directions: Δ with intervals, p-values, Holm, MDE (issue 12).
+"""Group-level tests, power and equivalence: every p-value, MDE and "directions needed" of the suite.
 
-Two rankers evaluated on the same directions are compared direction by direction
-(Δ strict in points, Δ reciprocal rank), with the source-group bootstrap interval of
-``reports.bootstrap`` and a two-sided p-value from a **group sign-flip test**:
+Directions of one source group share passages or queries, so their outcomes are
+correlated; the group is the unit of every test here, exactly as it is the unit of the
+bootstrap (``reports.bootstrap``). An effect is a scaled sum of per-group contributions
+u_g (for a paired difference, D_g: the group's summed per-direction difference), and it
+is tested by flipping the signs of the u_g (docs/statistics.md#sign-flip-test):
 
-- Directions of one source group share passages or queries, so their outcome
-  differences are correlated; McNemar's test or a paired t-test over directions
-  would treat them as independent and overstate the evidence. The group is the
-  unit of the bootstrap, and it is the unit here too.
-- Under H0 the two rankers are exchangeable within each group: swapping their
-  labels in a group flips the sign of that group's summed difference. The
-  statistic is |Σ_g D_g| (n × |Δ|, n fixed), so large groups weigh by their size
-  exactly as in the pooled Δ. This is the per-topic randomization test IR uses
-  for system comparisons (Smucker, Allan & Carterette, CIKM 2007), with the
-  source group as the topic.
-- It is exact, not asymptotic: with few groups that differ (a 16-direction
-  grader sample) every sign vector is enumerated (groups with D_g = 0 flip to
-  the same value and are left out, which does not change the p-value); otherwise
-  a seeded Monte Carlo sample gives p = (1 + #{|T*| ≥ |T|}) / (1 + R), which is
-  never 0 and is a valid p-value (Phipson & Smyth 2010).
+- exact when the groups that differ allow at most ``EXACT_LIMIT`` sign vectors, every
+  vector enumerated; otherwise a seeded Monte Carlo sample with p = (1 + count) / (1 + R),
+  never 0 and a valid p-value (Phipson & Smyth 2010);
+- one-sided on either side (``p_greater``, ``p_less``) and two-sided, from the same
+  sign vectors;
+- its null standard deviation is sqrt(Σ_g u_g²) (times the effect's scale), which is
+  what the minimum detectable effect is built from (docs/statistics.md#power).
 
-Holm's step-down adjustment controls the family-wise error over a family of
-claims or comparisons without assuming independence between them.
+``paired_difference`` computes Δ, its source-group bootstrap interval and SE, the test,
+the null spread and the MDE of one measure on the same directions, once, for Table II,
+pairwise comparisons, claims, pins and run comparisons alike. ``equivalence`` is the
+two one-sided tests (TOST) that let "no change" be a decision (docs/statistics.md#tost).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
 from dataclasses import dataclass
-from itertools import combinations
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
 
-from fixtures.populations import eligible_directions
 from fixtures.settings import SEED
-from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap, paired_mde
-from reports.measures import outcome_columns
+from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
 
+#: Level of every decision and the power at which a minimum detectable effect is quoted.
+ALPHA = 0.05
+POWER = 0.80
 N_PERMUTATIONS = 10_000
 #: Enumerate every sign vector when the groups that differ allow at most this many (2^16: 16 groups).
 EXACT_LIMIT = 2 ** 16
 #: Sign vectors drawn per block of the Monte Carlo test, to bound memory (block × ⌈groups/8⌉ bytes and floats).
 _BLOCK = 2000
 
-#: A comparison row: the two rankers (Δ = first − second), directions, groups, directions whose strict outcome
-#: differs, Δ strict in points with its 95% interval, bootstrap SE and MDE (80% power, two-sided α 0.05), the
-#: sign-flip p-value, and the same for Δ MRR (NaN without full-pool ranks). ``pairwise_table`` adds Holm columns.
-COMPARISON_COLUMNS = (
-    "first", "second", "n", "n_groups", "discordant", "delta_pts", "delta_lo", "delta_hi", "se_delta_pts",
-    "mde_pts", "p_strict", "delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "se_delta_mrr", "mde_mrr", "p_mrr",
-)
-PAIRWISE_COLUMNS = (*COMPARISON_COLUMNS, "p_strict_holm", "p_mrr_holm")
-
 
 @dataclass(frozen=True)
 class SignFlipTest:
-    """Two-sided group sign-flip test of Σ_g D_g = 0.
+    """Group sign-flip test of Σ_g u_g = 0, on both sides and two-sided, from one set of sign vectors.
 
-    ``n_groups`` counts the groups with a non-zero difference (the only ones whose
-    sign matters); ``exact`` says whether all 2^n_groups sign vectors were
-    enumerated (``n_permutations`` of them) or a seeded sample was drawn.
+    ``p_greater`` tests against Σ u_g > 0 (P(T* ≥ T)), ``p_less`` against Σ u_g < 0
+    (P(T* ≤ T)), ``p_two_sided`` P(|T*| ≥ |T|). ``n_groups`` counts the groups with a non-zero
+    contribution (the only ones whose sign matters); ``exact`` says whether all 2^n_groups sign
+    vectors were enumerated (``n_permutations`` of them) or a seeded sample was drawn.
     """
 
     statistic: float
-    p_value: float
+    p_greater: float
+    p_less: float
+    p_two_sided: float
     n_groups: int
     exact: bool
     n_permutations: int
@@ -81,40 +72,58 @@ def _byte_table(d: np.ndarray) -> np.ndarray:
     return bits @ padded.reshape(-1, 8).T
 
 
-def sign_flip_test(group_differences: np.ndarray, n_permutations: int = N_PERMUTATIONS, seed: int = SEED,
+def sign_flip_test(contributions: np.ndarray, n_permutations: int = N_PERMUTATIONS, seed: int = SEED,
                    exact_limit: int = EXACT_LIMIT) -> SignFlipTest:
-    """p-value of |Σ D_g| under random sign flips of each group's summed difference D_g (see the module doc)."""
-    d_all = np.asarray(group_differences, dtype=float)
-    if d_all.ndim != 1 or not np.isfinite(d_all).all():
-        raise ValueError(f"group differences must be a finite 1-d array; got shape {d_all.shape}")
+    """p-values of T = Σ u_g under random sign flips of each group's contribution u_g (see the module doc)."""
+    u_all = np.asarray(contributions, dtype=float)
+    if u_all.ndim != 1 or not np.isfinite(u_all).all():
+        raise ValueError(f"group contributions must be a finite 1-d array; got shape {u_all.shape}")
     if n_permutations < 1:
         raise ValueError(f"n_permutations must be >= 1; got {n_permutations}")
-    d = d_all[d_all != 0]
-    observed = float(d.sum())
-    m = len(d)
+    u = u_all[u_all != 0]
+    observed = float(u.sum())
+    m = len(u)
     if m == 0:
-        return SignFlipTest(observed, 1.0, 0, True, 1)
+        return SignFlipTest(observed, 1.0, 1.0, 1.0, 0, True, 1)
     # Sums of the same numbers in another order may differ in the last bits; never count such a tie as smaller.
-    threshold = abs(observed) - 1e-9 * float(np.abs(d).sum())
+    tol = 1e-9 * float(np.abs(u).sum())
     if 2 ** m <= exact_limit:
-        flipped = ((np.arange(2 ** m)[:, None] >> np.arange(m)) & 1).astype(float) @ d
-        extreme = np.abs(observed - 2.0 * flipped) >= threshold
-        return SignFlipTest(observed, float(extreme.mean()), m, True, 2 ** m)
-    table = _byte_table(d)
+        flipped = ((np.arange(2 ** m)[:, None] >> np.arange(m)) & 1).astype(float) @ u
+        t = observed - 2.0 * flipped
+        return SignFlipTest(observed, float((t >= observed - tol).mean()), float((t <= observed + tol).mean()),
+                            float((np.abs(t) >= abs(observed) - tol).mean()), m, True, 2 ** m)
+    table = _byte_table(u)
     columns = np.arange(table.shape[1])
     rng = np.random.default_rng(seed)
-    count = 0
+    greater = less = both = 0
     for start in range(0, n_permutations, _BLOCK):
         draws = rng.integers(0, 256, size=(min(_BLOCK, n_permutations - start), table.shape[1]), dtype=np.uint8)
-        flipped = table[draws, columns].sum(axis=1)
-        count += int((np.abs(observed - 2.0 * flipped) >= threshold).sum())
-    return SignFlipTest(observed, (1 + count) / (1 + n_permutations), m, False, n_permutations)
+        t = observed - 2.0 * table[draws, columns].sum(axis=1)
+        greater += int((t >= observed - tol).sum())
+        less += int((t <= observed + tol).sum())
+        both += int((np.abs(t) >= abs(observed) - tol).sum())
+    r = n_permutations + 1
+    return SignFlipTest(observed, (1 + greater) / r, (1 + less) / r, (1 + both) / r, m, False, n_permutations)
+
+
+def smallest_p(n_groups: int, n_permutations: int = N_PERMUTATIONS, exact_limit: int = EXACT_LIMIT) -> float:
+    """The smallest one-sided p-value a sign-flip test over ``n_groups`` groups can give, whatever the data.
+
+    2^-G when every sign vector is enumerated (only the all-same-sign outcome reaches it);
+    1 / (R + 1) for a Monte Carlo test. It depends on the design alone (how many groups the
+    sample holds), so a claim it rules out is set aside before any outcome is read.
+    """
+    if n_groups < 0:
+        raise ValueError(f"n_groups must be >= 0; got {n_groups}")
+    if n_groups == 0:
+        return 1.0
+    return 2.0 ** -n_groups if 2 ** n_groups <= exact_limit else max(2.0 ** -n_groups, 1.0 / (n_permutations + 1))
 
 
 def holm(p_values: np.ndarray | list[float]) -> np.ndarray:
     """Holm step-down adjusted p-values: sorted p_(i) × (m − i + 1), made monotone, capped at 1.
 
-    NaN entries (comparisons that could not be made) are left out of the family and stay NaN.
+    NaN entries (tests that could not be made) are left out of the family and stay NaN.
     """
     p = np.asarray(p_values, dtype=float)
     if p.ndim != 1:
@@ -133,82 +142,123 @@ def holm(p_values: np.ndarray | list[float]) -> np.ndarray:
     return out
 
 
-def _groups_of(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, groups: str) -> np.ndarray:
-    q = eligible_directions(directions_annotated)
-    if groups not in q.columns:
-        raise ValueError(f"directions frame has no bootstrap group column {groups!r}")
-    where = pd.Index(q["qid"]).get_indexer(outcomes["qid"])
-    if (where < 0).any():
-        raise ValueError(f"outcomes hold qids outside Q_c, e.g. {outcomes['qid'][where < 0].head(3).tolist()}")
-    return q[groups].to_numpy()[where]
+def z_sum(level: float, power: float = POWER) -> float:
+    """z_{1−level} + z_power: how many null SDs a one-sided level-``level`` test needs for that power."""
+    if not 0 < level < 1 or not 0 < power < 1:
+        raise ValueError(f"need 0 < level < 1 and 0 < power < 1; got {level}, {power}")
+    z = NormalDist()
+    return z.inv_cdf(1 - level) + z.inv_cdf(power)
 
 
-def compare(first: pd.DataFrame, second: pd.DataFrame, directions_annotated: pd.DataFrame, groups: str = "group",
-            n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS, seed: int = SEED,
-            names: tuple[str, str] | None = None) -> dict[str, object]:
-    """One row of ``COMPARISON_COLUMNS``: ``first`` minus ``second`` over their common directions.
+def minimum_detectable_effect(null_sd: float, level: float = ALPHA / 2, power: float = POWER) -> float:
+    """(z_{1−level} + z_power) × null SD: the smallest true effect a one-sided level-``level`` test finds
+    with that power (docs/statistics.md#power). NaN when the spread is unknown (null SD 0 or NaN:
+    no group differs, so the sample says nothing about the spread)."""
+    if not math.isfinite(null_sd) or null_sd <= 0:
+        return float("nan")
+    return z_sum(level, power) * null_sd
 
-    Both outcomes (``direction_outcomes`` frames, or pair-only ones without ranks)
-    must cover exactly the same qids. Δ strict is in points with its bootstrap
-    interval, SE and MDE; Δ MRR is NaN when either ranker lacks full-pool ranks.
-    Both p-values come from the group sign-flip test.
+
+def directions_needed(n: int, mde: float, effect: float) -> float:
+    """Directions (at this sample's mix of groups) that would give the MDE's power at the observed effect.
+
+    The null SD shrinks as 1/sqrt(n) when whole groups of the same kind are added, so the
+    MDE at n' directions is MDE × sqrt(n / n'); it equals |effect| at n' = n × (MDE / effect)².
+    NaN without an effect or an MDE.
     """
-    a_name, b_name = names if names is not None else (first.attrs.get("ranker"), second.attrs.get("ranker"))
-    if a_name is None or b_name is None:
-        raise ValueError("compare needs both ranker names: pass names= or outcomes from direction_outcomes")
-    for name, frame in ((a_name, first), (b_name, second)):
-        if frame["qid"].duplicated().any():
-            raise ValueError(f"outcomes of {name!r} repeat qids, e.g. {frame['qid'][frame['qid'].duplicated()].head(3).tolist()}")
-    where = pd.Index(second["qid"]).get_indexer(first["qid"])
-    if (where < 0).any() or len(first) != len(second):
-        only = sorted(set(first["qid"]) ^ set(second["qid"]))[:3]
-        raise ValueError(f"{a_name!r} and {b_name!r} are not evaluated on the same directions "
-                         f"({len(first)} vs {len(second)}; e.g. {only} in one only)")
-    labels = _groups_of(first, directions_annotated, groups)
-    a = outcome_columns(first, f"outcomes of {a_name!r}")
-    b = outcome_columns(second.iloc[where], f"outcomes of {b_name!r}")
-    values = {"n": a["n"], "d_strict": a["strict"] - b["strict"]}
-    statistics = {"strict": Ratio("d_strict", "n")}
-    if "rank_pos" in a and "rank_pos" in b:
-        values["d_rr"] = 1.0 / a["rank_pos"] - 1.0 / b["rank_pos"]
-        statistics["mrr"] = Ratio("d_rr", "n")
-    boot = group_bootstrap(values, labels, statistics, n_resamples, seed)
-    codes, uniques = pd.factorize(labels, sort=True)
-
-    def p_value(column: str) -> float:
-        sums = np.bincount(codes, weights=values[column], minlength=len(uniques))
-        return sign_flip_test(sums, n_permutations, seed).p_value
-
-    s = boot["strict"]
-    row: dict[str, object] = {
-        "first": a_name, "second": b_name, "n": len(first), "n_groups": len(uniques),
-        "discordant": int((values["d_strict"] != 0).sum()),
-        "delta_pts": 100 * s.point, "delta_lo": 100 * s.lo, "delta_hi": 100 * s.hi, "se_delta_pts": 100 * s.se,
-        "mde_pts": 100 * paired_mde(s.se, values["d_strict"]), "p_strict": p_value("d_strict"),
-        **dict.fromkeys(("delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "se_delta_mrr", "mde_mrr", "p_mrr"), float("nan")),
-    }
-    if "mrr" in boot:
-        r = boot["mrr"]
-        row.update({"delta_mrr": r.point, "delta_mrr_lo": r.lo, "delta_mrr_hi": r.hi, "se_delta_mrr": r.se,
-                    "mde_mrr": paired_mde(r.se, values["d_rr"]), "p_mrr": p_value("d_rr")})
-    return row
+    if not (math.isfinite(mde) and math.isfinite(effect)) or effect == 0 or n < 1:
+        return float("nan")
+    return float(math.ceil(n * (mde / abs(effect)) ** 2))
 
 
-def pairwise_table(outcomes_by_ranker: Mapping[str, pd.DataFrame], directions_annotated: pd.DataFrame,
-                   groups: str = "group", n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS,
-                   seed: int = SEED) -> pd.DataFrame:
-    """Every pair of rankers (in the given order, first before second) evaluated on identical direction sets.
+@dataclass(frozen=True)
+class GroupEffect:
+    """An effect that is ``scale`` × Σ_g u_g, its sign-flip test and its null spread (in the effect's units)."""
 
-    Pairs on different directions (a sampled ranker against a full-Q_c one) are left
-    out. The table is one family per measure: ``p_strict_holm`` and ``p_mrr_holm``
-    are Holm-adjusted over all of its rows.
+    effect: float
+    null_sd: float
+    test: SignFlipTest
+    n: int
+    n_groups: int
+
+
+def group_effect(contributions: np.ndarray, labels: np.ndarray, scale: float, n_permutations: int = N_PERMUTATIONS,
+                 seed: int = SEED) -> GroupEffect:
+    """Sum per-direction contributions by group, then test and measure their spread (see the module doc)."""
+    u = np.asarray(contributions, dtype=float)
+    codes, uniques = pd.factorize(np.asarray(labels), sort=True)
+    if len(codes) != len(u):
+        raise ValueError(f"contributions ({len(u)}) and group labels ({len(codes)}) must be aligned")
+    if (codes < 0).any():
+        raise ValueError("group labels contain missing values; every direction needs a source group")
+    sums = np.bincount(codes, weights=u, minlength=len(uniques))
+    return GroupEffect(scale * float(sums.sum()), scale * float(np.sqrt(np.sum(sums ** 2))),
+                       sign_flip_test(sums, n_permutations, seed), len(u), len(uniques))
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """first − second of one measure on the same directions, in the measure's units (``scale`` applied).
+
+    ``lo``/``hi``/``se``: the 95% source-group bootstrap interval and SE of Δ; ``null_sd``: the
+    sign-flip null SD sqrt(Σ_g D_g²) × scale / n; ``mde``: the two-sided-α MDE (one-sided α/2,
+    80% power) from it; ``test``: the group sign-flip test; ``discordant``: directions whose
+    values differ.
     """
-    rows = [compare(outcomes_by_ranker[a], outcomes_by_ranker[b], directions_annotated, groups, n_resamples,
-                    n_permutations, seed, names=(a, b))
-            for a, b in combinations(outcomes_by_ranker, 2)
-            if len(outcomes_by_ranker[a]) == len(outcomes_by_ranker[b])
-            and set(outcomes_by_ranker[a]["qid"]) == set(outcomes_by_ranker[b]["qid"])]
-    table = pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
-    table["p_strict_holm"] = holm(table["p_strict"].to_numpy(dtype=float))
-    table["p_mrr_holm"] = holm(table["p_mrr"].to_numpy(dtype=float))
-    return table[list(PAIRWISE_COLUMNS)]
+
+    effect: float
+    lo: float
+    hi: float
+    se: float
+    null_sd: float
+    mde: float
+    test: SignFlipTest
+    n: int
+    n_groups: int
+    discordant: int
+
+
+def paired_difference(first: np.ndarray, second: np.ndarray, labels: np.ndarray, scale: float = 1.0,
+                      n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS,
+                      seed: int = SEED) -> PairedDifference:
+    """Δ = scale × mean(first − second) over aligned per-direction values, with every statistic the suite reports."""
+    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"paired values must be aligned 1-d arrays; got {a.shape} and {b.shape}")
+    d = a - b
+    n = len(d)
+    boot = group_bootstrap({"d": d, "n": np.ones(n)}, labels, {"delta": Ratio("d", "n")}, n_resamples, seed)["delta"]
+    tested = group_effect(d, labels, scale / n, n_permutations, seed)
+    return PairedDifference(scale * boot.point, scale * boot.lo, scale * boot.hi, scale * boot.se, tested.null_sd,
+                            minimum_detectable_effect(tested.null_sd), tested.test, n, tested.n_groups,
+                            int((d != 0).sum()))
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Two one-sided tests that |Δ| < margin: ``p`` = max of the two; below α reads "unchanged"."""
+
+    margin: float
+    p_above_lower: float
+    p_below_upper: float
+
+    @property
+    def p(self) -> float:
+        return max(self.p_above_lower, self.p_below_upper)
+
+
+def equivalence(first: np.ndarray, second: np.ndarray, labels: np.ndarray, margin: float, scale: float = 1.0,
+                n_permutations: int = N_PERMUTATIONS, seed: int = SEED) -> Equivalence:
+    """TOST of −margin < Δ < margin (Δ = scale × mean(first − second)) by group sign-flip tests of the shifted sums.
+
+    Each bound is tested like Δ = 0 after moving it to 0: against Δ ≤ −margin the group
+    contributions are D_g + (margin / scale) × n_g, tested for a positive sum; against
+    Δ ≥ margin, D_g − (margin / scale) × n_g for a negative one (docs/statistics.md#tost).
+    """
+    if not margin > 0:
+        raise ValueError(f"an equivalence margin must be > 0; got {margin}")
+    d = np.asarray(first, dtype=float) - np.asarray(second, dtype=float)
+    shift = margin / scale
+    lower = group_effect(d + shift, labels, 1.0, n_permutations, seed).test.p_greater
+    upper = group_effect(d - shift, labels, 1.0, n_permutations, seed).test.p_less
+    return Equivalence(margin, lower, upper)

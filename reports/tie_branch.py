@@ -1,8 +1,13 @@
-"""Tie-branch analysis of a window reranker (SPEC §4, paper §VI).
+"""Tie-branch analysis of a window reranker (docs/protocol.md#ties, paper §VI).
 
 Where both designated passages are in the scored window, equal text scores leave
 the decision to the tie-breaker (fusion): this branch's share of the remaining
 failures, against its share of directions, is what H3 is about.
+
+Every row of ``tie_branch.csv`` states its denominators: ``directions_pct`` is a share of
+``of_directions`` (the ranker's whole population, on every row) and ``non_successes_pct`` a
+share of ``of_non_successes`` (the row's scorer's non-successes over that population);
+``parent`` names the branch a row splits further ("" for the three branches themselves).
 """
 from __future__ import annotations
 
@@ -12,8 +17,9 @@ import numpy as np
 import pandas as pd
 
 BRANCHES = ("equal_score", "different_score", "outside_window_or_fallback")
-TIE_BRANCH_COLUMNS = ("scorer", "branch", "directions", "directions_pct", "non_successes", "non_successes_pct",
-                      "accuracy_pct", "double_max", "double_max_pct")
+TIE_BRANCH_COLUMNS = ("scorer", "branch", "parent", "directions", "of_directions", "directions_pct", "non_successes",
+                      "of_non_successes", "non_successes_pct", "accuracy_pct", "tie_break_accuracy_pct", "double_max",
+                      "double_max_pct")
 
 
 def tie_branches(eligible: pd.DataFrame, outcomes: pd.DataFrame, reference_ranks: pd.DataFrame,
@@ -51,11 +57,15 @@ def tie_branch_table(per_direction: pd.DataFrame, scorer: str, max_score: float 
         rows.append({
             "scorer": scorer,
             "branch": branch,
+            "parent": "",
             "directions": len(part),
+            "of_directions": n,
             "directions_pct": 100.0 * len(part) / n if n else float("nan"),
             "non_successes": non,
+            "of_non_successes": failures,
             "non_successes_pct": 100.0 * non / failures if failures else float("nan"),
             "accuracy_pct": 100.0 * part["strict"].mean() if len(part) else float("nan"),
+            "tie_break_accuracy_pct": float("nan"),
             "double_max": double_max,
             "double_max_pct": (100.0 * double_max / len(part)) if double_max is not None and len(part) else None,
         })
@@ -77,3 +87,30 @@ def expected_grade_splits(per_direction: pd.DataFrame, e_pos: np.ndarray, e_neg:
     return {"argmax_ties": int(tied.sum()), "split": int(split.sum()), "split_right": int((split & (e_pos > e_neg)).sum()),
             "fusion_right_on_split": int((split & fusion_right).sum()),
             "still_tied": int((tied & ~split).sum()), "fusion_right_on_still_tied": int((tied & ~split & fusion_right).sum())}
+
+
+def expected_grade_rows(counts: dict[str, object], scorer: str, of_directions: int,
+                        of_non_successes: int) -> list[dict[str, object]]:
+    """Beyond the paper: the argmax twin's equal-grade branch split by the expected grade, as tie_branch.csv rows.
+
+    ``counts`` is ``expected_grade_splits``'s; ``of_directions`` the population both rankers
+    share and ``of_non_successes`` the expected-grade ranker's non-successes over it, so the
+    shares read like the branch rows. ``accuracy_pct`` is the expected-grade rule's,
+    ``tie_break_accuracy_pct`` the argmax ranker's tie-break on the same directions.
+    """
+    rows = []
+    for branch, n, right, tie_break_right in (
+            ("argmax_tie_split_by_expected", counts["split"], counts["split_right"], counts["fusion_right_on_split"]),
+            ("argmax_tie_still_tied", counts["still_tied"], counts["fusion_right_on_still_tied"],
+             counts["fusion_right_on_still_tied"])):
+        non = int(n) - int(right)
+        rows.append({
+            "scorer": scorer, "branch": branch, "parent": BRANCHES[0], "directions": int(n),
+            "of_directions": of_directions,
+            "directions_pct": 100.0 * n / of_directions if of_directions else float("nan"),
+            "non_successes": non, "of_non_successes": of_non_successes,
+            "non_successes_pct": 100.0 * non / of_non_successes if of_non_successes else float("nan"),
+            "accuracy_pct": 100.0 * right / n if n else float("nan"),
+            "tie_break_accuracy_pct": 100.0 * tie_break_right / n if n else float("nan"),
+            "double_max": None, "double_max_pct": None})
+    return rows

@@ -176,7 +176,7 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
     for name, (title, _, _) in TABLES.items():
         if name in tables and name not in INTERNAL and name != "claims":
             lines += [f"## {title}", "", _brief(name, tables[name]).to_markdown(index=False, floatfmt=".4g"), ""]
-    paper = paper_table2(split)
+    paper = paper_table2(split, int(tables["table2"]["n"].max()) if "table2" in tables else None)
     if paper is not None:
         lines += ["## Reference: the paper's published Table II (not this run)", "",
                   "Values reported in the text of *Preference Is Not Position* (Test; GPU models: text-embedding-v4, "

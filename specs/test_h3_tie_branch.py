@@ -1,4 +1,4 @@
-"""H3 and the tie-branch analysis (SPEC §4, §6; paper §VI), Table III and cost, for every window ranker.
+"""H3 and the tie-branch analysis (docs/protocol.md#ties, docs/statistics.md#h3; paper §VI), Table III and cost.
 
 Where both designated passages are scored in the window, equal text scores leave the
 decision to the tie-breaker: for a ranker on a bounded grade scale (the LLM grader's
@@ -12,26 +12,16 @@ import pandas as pd
 
 from fixtures.code import code_digest
 from fixtures.populations import eligible_directions
-from harness.claims import check_claim, designated_twins, h3_claims, tie_branch_result, tie_twins
-from rankers.window import WINDOW_K
-from reports.claims import claim
+from harness.claims import (check_claim, claim_book, designated_twins, expected_grade_counts, h3_claims,
+                            tie_branch_frame, tie_twins)
 from reports.cost import replay_rows, stage_cost
 from reports.measures import direction_outcomes
-from reports.stats import compare
 from reports.tables import pair_only_outcomes, pair_only_summary, table3
-from reports.tie_branch import expected_grade_splits, tie_branch_table, tie_branches
-
-
-def _branches(evaluation, split: str, name: str) -> pd.DataFrame:
-    decl = evaluation.decl(name)
-    reference = evaluation.ranking(split, decl.reference)
-    ranking_fallback = frozenset(evaluation.outcomes(split, name).query("fallback")["qid"])
-    return tie_branches(eligible_directions(evaluation.directions_for(split, name)), evaluation.outcomes(split, name),
-                        reference.frame, evaluation.window_scores(split, name), ranking_fallback, k=WINDOW_K)
+from reports.tie_branch import expected_grade_rows, tie_branch_table
 
 
 def test_tie_branch_table(evaluation, split, window_ranker, report) -> None:
-    per = _branches(evaluation, split, window_ranker)
+    per = tie_branch_frame(evaluation, split, window_ranker)
     decl = evaluation.decl(window_ranker)
     rows = tie_branch_table(per, window_ranker, decl.max_score)
     for i, row in enumerate(rows):
@@ -40,20 +30,18 @@ def test_tie_branch_table(evaluation, split, window_ranker, report) -> None:
     assert sum(r["non_successes"] for r in rows) == int((~per["strict"]).sum())
 
 
-def test_h3_equal_grade_branch_concentrates_failures(evaluation, split, graded_ranker, report) -> None:
-    per = _branches(evaluation, split, graded_ranker)
-    q = eligible_directions(evaluation.directions_for(split, graded_ranker)).set_index("qid")
+def test_h3_equal_grade_branch_concentrates_failures(evaluation, split, graded_ranker, report, request) -> None:
     name = next(n for n, r in h3_claims(evaluation.profile).items() if r == graded_ranker)
-    result = tie_branch_result(name, per, len(per), q.loc[per["qid"], "group"].to_numpy(), evaluation.settings.seed,
-                               graded_ranker)
+    result = claim_book(evaluation, request.session.items).result(split, name)
     check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset)
 
 
 def test_table3_pair_only_vs_window(evaluation, split, window_ranker, report) -> None:
-    """L1 (designated pair only; ties and unavailable fail) vs L2 (the ranker's window rule), from shared scores."""
+    """L1 (designated pair only; ties and unavailable fail) vs L2 (the ranker's window rule), from shared scores
+    read by the ranker's own grade rule (an expected-grade ranker's L1 uses E[g], not the argmax grade)."""
     directions = evaluation.directions_for(split, window_ranker)
     q = eligible_directions(directions)
-    scores = evaluation.text_scores(split, window_ranker, "pair").scores
+    scores = evaluation.window_scores(split, window_ranker, "pair")
     pos = pd.Series([scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["preferred_pid"])], index=q["qid"])
     neg = pd.Series([scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["counterpart_pid"])], index=q["qid"])
     l1 = pair_only_summary(pair_only_outcomes(directions, pos, neg), window_ranker)
@@ -62,6 +50,11 @@ def test_table3_pair_only_vs_window(evaluation, split, window_ranker, report) ->
     report.add("table3", split, row, order=evaluation.decl(window_ranker).order)
     assert row["n"] == l2["n"]
     assert row["l1_strict"] + row["l1_ties"] + row["l1_unavailable"] <= row["n"]
+    # L1 reads the very scores L2's rule reads: where the window scored both designated passages, equal values.
+    per = tie_branch_frame(evaluation, split, window_ranker).set_index("qid")
+    scored = per.index[per["branch"] != "outside_window_or_fallback"]
+    assert np.array_equal(pos.loc[scored].to_numpy(), per.loc[scored, "s_pos"].to_numpy(), equal_nan=True)
+    assert np.array_equal(neg.loc[scored].to_numpy(), per.loc[scored, "s_neg"].to_numpy(), equal_nan=True)
 
 
 def test_cost_and_replays(evaluation, split, window_ranker, report) -> None:
@@ -93,54 +86,36 @@ def test_cost_and_replays(evaluation, split, window_ranker, report) -> None:
             "K=20 replay must reproduce the window run"
 
 
-def test_expected_grade_on_argmax_ties(evaluation, split, tie_twin, report) -> None:
-    """Beyond the paper (issue 13): on the directions the argmax grader leaves to fusion (equal grades), does the
-    expected grade E[g] — read from the same judgments — decide more of them correctly than fusion's tie-break?"""
+def test_expected_grade_on_argmax_ties(evaluation, split, tie_twin, report, request) -> None:
+    """Beyond the paper: on the directions the argmax grader leaves to its tie-breaker (equal grades), does the
+    expected grade E[g] — read from the same judgments — decide more of them correctly than the tie-break?"""
     expected, argmax = tie_twins(evaluation.profile)[tie_twin]
-    per = _branches(evaluation, split, argmax)
-    q = eligible_directions(evaluation.directions_for(split, argmax)).set_index("qid").loc[per["qid"]]
-    scores = evaluation.window_scores(split, expected)
-    e_pos = np.array([scores.get((a, b), np.nan) for a, b in zip(per["qid"], q["preferred_pid"])])
-    e_neg = np.array([scores.get((a, b), np.nan) for a, b in zip(per["qid"], q["counterpart_pid"])])
-    counts = expected_grade_splits(per, e_pos, e_neg)
-    order = evaluation.decl(expected).order * 10
-    ties = max(counts["argmax_ties"], 1)
-    for i, (branch, n, right, fusion_right) in enumerate((
-            ("argmax_tie_split_by_expected", counts["split"], counts["split_right"], counts["fusion_right_on_split"]),
-            ("argmax_tie_still_tied", counts["still_tied"], counts["fusion_right_on_still_tied"],
-             counts["fusion_right_on_still_tied"]))):
-        report.add("tie_branch", split, {
-            "scorer": expected, "branch": branch, "directions": n, "directions_pct": 100.0 * n / ties,
-            "non_successes": n - right, "accuracy_pct": 100.0 * right / n if n else float("nan"),
-            "fusion_accuracy_pct": 100.0 * fusion_right / n if n else float("nan")}, order=order + 5 + i)
-    tied = per.loc[per["branch"] == "equal_score", "qid"]
-    mine = evaluation.outcomes_on(split, expected, tied)
-    twin = evaluation.outcomes_on(split, argmax, tied)
-    if len(tied) == 0:
-        result = claim(tie_twin, "H3x", np.nan, np.nan, np.nan, ">", np.nan, 0,
-                       measured=f"{argmax}: no equal-grade direction on this sample")
-    else:
-        row = compare(mine, twin, evaluation.directions_for(split, argmax), seed=evaluation.settings.seed,
-                      names=(expected, argmax))
-        result = claim(tie_twin, "H3x", row["delta_pts"], row["delta_lo"], row["delta_hi"], ">", row["mde_pts"],
-                       len(tied), p_value=row["p_strict"],
-                       measured=(f"{len(tied)} equal-grade directions of {argmax}: expected grade splits "
-                                 f"{counts['split']}, right on {counts['split_right']} (fusion's tie-break right on "
-                                 f"{counts['fusion_right_on_split']} of them); strict {int(mine['strict'].sum())} vs "
-                                 f"{int(twin['strict'].sum())}; Δ {row['delta_pts']:+.2f} pts "
-                                 f"[{row['delta_lo']:+.2f}, {row['delta_hi']:+.2f}], MDE {row['mde_pts']:.2f}"))
+    per, counts = expected_grade_counts(evaluation, split, expected, argmax)
+    mine = evaluation.outcomes(split, expected)
+    rows = expected_grade_rows(counts, expected, len(per), int((~mine["strict"].astype(bool)).sum()))
+    for i, row in enumerate(rows):
+        report.add("tie_branch", split, row, order=evaluation.decl(expected).order * 10 + 5 + i)
+    assert sum(r["directions"] for r in rows) == counts["argmax_ties"]
+    result = claim_book(evaluation, request.session.items).result(split, tie_twin)
     check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset)
 
 
-def test_designated_strict_equals_window_strict(evaluation, split, designated_twin, report) -> None:
-    """Strict preference from the designated pair's scores equals the full window's on every direction both
-    scored (except where the window fell back for another passage's unavailable score)."""
+def test_designated_mode_against_the_window(evaluation, split, designated_twin, report) -> None:
+    """Designated mode decides every direction both modes scored as the window does, except where the window fell
+    back for another passage's unavailable score (docs/protocol.md#designated-mode): those are counted, never hidden."""
     designated, window = designated_twins(evaluation.profile)[designated_twin]
     d = evaluation.outcomes(split, designated).set_index("qid")
     w = evaluation.outcomes(split, window).set_index("qid")
     common = w.index.intersection(d.index)
-    comparable = common[~w.loc[common, "fallback"].to_numpy(dtype=bool)]
-    equal = int((d.loc[comparable, "strict"] == w.loc[comparable, "strict"]).sum())
+    differ = common[(d.loc[common, "strict"].to_numpy() != w.loc[common, "strict"].to_numpy())
+                    | (d.loc[common, "tie"].to_numpy() != w.loc[common, "tie"].to_numpy())]
+    window_only_fallback = common[w.loc[common, "fallback"].to_numpy(dtype=bool)
+                                  & ~d.loc[common, "fallback"].to_numpy(dtype=bool)]
+    unexplained = differ.difference(window_only_fallback)
     report.add("manifest", split, {"key": f"designated_vs_window:{designated_twin}", "value": {
-        "common_directions": int(len(common)), "compared": int(len(comparable)), "strict_equal": equal}})
-    assert equal == len(comparable), f"{designated} and {window} disagree on {len(comparable) - equal} directions"
+        "common_directions": int(len(common)), "window_fallback": int(w.loc[common, "fallback"].sum()),
+        "designated_fallback": int(d.loc[common, "fallback"].sum()),
+        "window_only_fallback": int(len(window_only_fallback)), "decided_differently": int(len(differ)),
+        "unexplained": int(len(unexplained))}})
+    assert len(unexplained) == 0, (f"{designated} and {window} disagree on {len(unexplained)} directions the window "
+                                   f"did not fall back on, e.g. {list(unexplained[:3])}")

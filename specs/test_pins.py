@@ -1,23 +1,25 @@
-"""Pinned, reviewed numbers: a change that moves one fails the run with the old and the new value.
+"""Pinned, reviewed numbers: a change that moves one fails the run with old, new, Δ, interval and p.
 
 Claims only check directions; a pin notices when a code change silently moves a number
 (fusion strict from 1,387 to 1,360 of 2,735 keeps every claim's direction). Pins live in the
-profile per run scope (the full run, or one seeded subset with its grader sample), each with
-a tolerance; move one only by reviewing the change that moved it.
+profile per run scope (the full run, or one seeded subset with its grader sample). Where the
+run history holds the reviewed run's per-direction outcomes on the same pool snapshot, a pin
+is a paired comparison: *changed* (the paired sign-flip test rejects) fails the run,
+*unchanged* (within the profile's ``[margins]`` by TOST) passes, *undetermined* passes with a
+warning; otherwise the pin's tolerance decides (docs/statistics.md#pins).
 """
 from __future__ import annotations
 
-import math
+from harness.claims import check_pin
+from reports.measures import paired_measure
 
 
 def test_pinned_value(evaluation, pin, report) -> None:
-    split = pin.split
-    value = float(evaluation.row(split, pin.ranker)[pin.measure])
-    moved = not (math.isfinite(value) and abs(value - pin.value) <= pin.tolerance)
-    name = f"pin:{pin.ranker}.{pin.measure}"
-    report.add("claims", split, {"claim": name, "family": "pin", "status": "fails" if moved else "holds",
-                                 "expected": f"{pin.value:g} ± {pin.tolerance:g}", "measured": f"{value:.6g}",
-                                 "profile": evaluation.profile.name, "scope": pin.scope})
-    assert not moved, (f"[{evaluation.profile.name} / {pin.scope} / {split}] pinned {pin.ranker}.{pin.measure} moved: "
-                       f"reviewed {pin.value:g} (tolerance {pin.tolerance:g}), now {value:.6g}. If the change is "
-                       f"intended, review it and update [pins.{pin.scope}.{split}] in {evaluation.profile.path}")
+    check_pin(evaluation, report, pin)
+
+
+def test_margins_are_part_of_the_manifest(evaluation, split, report) -> None:
+    """The margins that decide "unchanged" travel with the results, so a later ``--compare-to`` uses them."""
+    margins = evaluation.profile.margins
+    report.add("manifest", split, {"key": "margins", "value": margins})
+    assert all(paired_measure(name).name == name and value > 0 for name, value in margins.items())

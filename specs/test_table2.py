@@ -15,7 +15,7 @@ from fixtures.code import code_digest
 from fixtures.populations import eligible_directions
 from harness.claims import check_gate
 from reports.outputs import stash_frame, stash_run
-from reports.stats import pairwise_table
+from reports.comparisons import pairwise_table
 from reports.trec import mrr_from_files, write_qrels
 
 

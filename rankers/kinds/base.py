@@ -129,6 +129,11 @@ class RankerDecl:
     def max_score(self) -> float | None:
         return self.spec.max_score
 
+    @property
+    def reading(self) -> str:
+        """How a judgment becomes the window rule's score (``"score"``; a grader's ``"argmax"`` or ``"expected"``)."""
+        return self.spec.reading(self.options)
+
     def requirements(self) -> tuple[Requirement, ...]:
         """What this machine needs to run it: its kind's needs, and CUDA when declared with ``marks = ["gpu"]``."""
         return (*self.spec.requirements(self.options), *((CUDA,) if "gpu" in self.marks else ()))
@@ -195,6 +200,10 @@ class Kind:
 
     def scorer_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         return dict(options)
+
+    def reading(self, options: Mapping[str, Any]) -> str:
+        """How a judgment becomes a score; twins that share judgments differ only in this."""
+        return "score"
 
     def code(self) -> dict[str, object]:
         """The code part of every key this kind names: its module and everything it imports."""

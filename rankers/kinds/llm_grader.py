@@ -8,6 +8,7 @@ its own. The scale is bounded (0-4), so the tie-branch claims apply to its argma
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fixtures.models import require_model
@@ -51,8 +52,11 @@ class LLMGrader(PointwiseKind):
         """All but ``grade``, which only says how a judgment is read: argmax and expected twins share judgments."""
         return {k: v for k, v in options.items() if k != "grade"}
 
+    def reading(self, options: Mapping[str, Any]) -> str:
+        return str(options.get("grade", "argmax"))
+
     def read(self, decl: RankerDecl, scored: Any) -> dict[tuple[str, str], float]:
-        if decl.options.get("grade", "argmax") == "argmax":
+        if decl.reading == "argmax":
             return scored.scores
         from rankers.scorers.grader import expected_grade  # grader stack only for a declared grader
 

@@ -177,7 +177,8 @@ def test_a_moved_fusion_weight_fails_on_its_pinned_value(tmp_path: Path) -> None
     result = run_specs(changed, tmp_path / "results", "-k", "pinned_value and fusion")
     out = result.stdout
     assert result.returncode == 1, out[-3000:]
-    assert re.search(r"pinned fusion\.(strict|mrr) moved: reviewed [0-9.]+ \(tolerance [0-9.e-]+\), now [0-9.]+", out)
+    assert re.search(r"pinned fusion\.(strict|mrr) changed: then [0-9.]+, now [0-9.]+, Δ [-+0-9.e]+ "
+                     r"\(tolerance ±[0-9.e-]+, unpaired\)", out)
     assert "[pins.subset-24-seed0-sample4." in out
 
 

@@ -1,4 +1,4 @@
-"""Window reranking rules on hand-made rankings (SPEC §3; paper §IV shared procedure)."""
+"""Window reranking rules on hand-made rankings (docs/protocol.md#window-rule; paper §IV shared procedure)."""
 from __future__ import annotations
 
 import numpy as np
@@ -183,8 +183,8 @@ def _random_case(seed: int) -> tuple[Ranking, Ranking, dict, pd.DataFrame]:
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("with_tie_breaker", [False, True])
 def test_designated_outcomes_equal_the_window_rule(seed: int, with_tie_breaker: bool):
-    """Strict, tie and fallback from the designated pair alone equal the full window's, wherever the window's
-    other scores are available (the only information the designated mode lacks)."""
+    """Strict, tie and fallback from the designated pair alone equal the full window's when only a designated
+    score is unavailable (the case both modes see)."""
     from reports.measures import direction_outcomes
     from rankers.window import designated_outcomes
 
@@ -199,3 +199,27 @@ def test_designated_outcomes_equal_the_window_rule(seed: int, with_tie_breaker: 
     for column in ("strict", "tie", "fallback"):
         assert designated[column].tolist() == full[column].tolist(), column
     assert designated["rank_pos"].isna().all() and designated["rank_neg"].isna().all()
+
+
+def test_designated_mode_differs_from_the_window_only_where_another_passage_is_unscored():
+    """q1: the window falls back for c, a passage neither direction designates; designated mode, which never sees
+    c's score, decides by the designated scores. q2: every score available: the two modes agree."""
+    from reports.measures import direction_outcomes
+    from rankers.window import designated_outcomes
+
+    scores = {("q1", "a"): 1.0, ("q1", "b"): 3.0, ("q1", "c"): np.nan,
+              ("q2", "y"): 1.0, ("q2", "x"): 4.0, ("q2", "z"): 5.0}
+    directions = pd.DataFrame({"qid": ["q1", "q2"], "preferred_pid": ["b", "x"], "counterpart_pid": ["a", "y"]})
+    window = window_rerank(FUSION, scores, k=3)
+    annotated = directions.assign(pair_id=directions["qid"], split="test", group="g", conflict=False, covered=True,
+                                  eligible=True, complete=False)
+    full = direction_outcomes(window, annotated).set_index("qid")
+    designated = designated_outcomes(FUSION, scores, directions, k=3).set_index("qid")
+    # q1, window: fusion order and keys (a .9 above b .8): the preferred b loses; counted as a fallback.
+    assert window.fallback == frozenset({"q1"})
+    assert (full.at["q1", "strict"], full.at["q1", "fallback"]) == (False, True)
+    # q1, designated: b 3.0 above a 1.0 by text: a success, and no (designated) fallback.
+    assert (designated.at["q1", "strict"], designated.at["q1", "fallback"]) == (True, False)
+    # q2: both modes read x 4.0 above y 1.0.
+    assert full.at["q2", "strict"] and designated.at["q2", "strict"]
+    assert not full.at["q2", "fallback"] and not designated.at["q2", "fallback"]

@@ -4,10 +4,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scipy.stats import norm
 
-from reports.bootstrap import (Ratio, RatioDifference, group_bootstrap, group_bootstrap_delta,
-                               minimum_detectable_effect)
+from reports.bootstrap import BootstrapInterval, Ratio, RatioDifference, group_bootstrap
+
+
+def group_bootstrap_delta(success, reference, groups, n_resamples: int = 2000, seed: int = 13) -> BootstrapInterval:
+    """mean(success) − mean(reference) resampling whole groups: a pooled Δ, as Table II's delta_pts."""
+    a, b = np.asarray(success, dtype=float), np.asarray(reference, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"success and reference must be aligned 1-d arrays; got {a.shape}, {b.shape}")
+    return group_bootstrap({"delta": a - b, "n": np.ones(a.shape)}, groups, {"delta": Ratio("delta", "n")},
+                           n_resamples, seed)["delta"]
 
 
 def test_two_groups_enumerable_by_hand():
@@ -132,22 +139,3 @@ def test_general_bootstrap_matches_explicit_loop():
         assert (out[name].point, out[name].lo, out[name].hi) == (pytest.approx(point), pytest.approx(lo), pytest.approx(hi))
         assert out[name].se == pytest.approx(np.std(reps, ddof=1))
         assert (out[name].n_groups, out[name].n_resamples, out[name].seed) == (len(labels), 300, 11)
-
-
-def test_minimum_detectable_effect_uses_normal_quantiles():
-    assert minimum_detectable_effect(1.0) == pytest.approx(norm.ppf(0.975) + norm.ppf(0.80), rel=1e-12)
-    assert minimum_detectable_effect(0.02) == pytest.approx(0.02 * 2.8015852, rel=1e-7)
-    assert minimum_detectable_effect(0.5, alpha=0.01, power=0.9) == pytest.approx(0.5 * (norm.ppf(0.995) + norm.ppf(0.9)))
-    with pytest.raises(ValueError, match="power"):
-        minimum_detectable_effect(1.0, power=1.0)
-
-
-def test_the_paired_mde_never_reads_a_degenerate_bootstrap_as_precise():
-    """Four directions in two groups, all discordant the same way: every resample gives the same Δ (se 0),
-    but four directions cannot detect a 50-point effect; the analytic floor says so."""
-    from reports.bootstrap import paired_mde
-
-    d = np.array([1.0, 1.0, 0.0, 0.0])
-    assert paired_mde(0.0, d) == pytest.approx(minimum_detectable_effect(np.sqrt(0.5 / 4)))
-    assert paired_mde(0.0, d) > 0.9  # more than 90 points: nothing on 4 directions is decisive
-    assert paired_mde(0.5, d) == pytest.approx(minimum_detectable_effect(0.5))  # a wider bootstrap wins

@@ -1,43 +1,128 @@
-"""Run history and comparisons: Δ per ranker and measure, flagged outside this run's interval."""
+"""Run history and comparisons: changed / unchanged / undetermined, paired on the same directions."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from reports.history import compare_runs, compare_tables, run_id, save_to_history
+from reports.history import (COMPARISON_COLUMNS, compare_runs, compare_tables, decide_change, paired_change,
+                             ranker_outcomes, reviewed_run, run_id, save_to_history, tolerance_change)
+
+N = 400
 
 
-def table(strict_pct: float, mrr: float, lo: float = 49.0, hi: float = 52.0) -> pd.DataFrame:
-    return pd.DataFrame([{"ranker": "fusion", "n": 2735, "strict": round(strict_pct * 27.35), "strict_pct": strict_pct,
-                          "strict_pct_lo": lo, "strict_pct_hi": hi, "mrr": mrr, "mrr_lo": mrr - 0.01,
-                          "mrr_hi": mrr + 0.01, "paired_pct": 10.0, "ties": 24, "fallback": 0}])
+def table(strict: int, mrr: float) -> pd.DataFrame:
+    return pd.DataFrame([{"ranker": "fusion", "n": N, "strict": strict, "strict_pct": 100 * strict / N, "mrr": mrr,
+                          "paired_pct": 10.0, "ties": 0, "fallback": 0}])
 
 
-def test_a_difference_inside_the_interval_is_not_flagged_and_one_outside_is() -> None:
-    now = table(50.71, 0.5242)
-    rows = compare_tables(now, table(50.50, 0.5242), "test").set_index("measure")
-    assert rows.at["strict_pct", "delta"] == pytest.approx(0.21) and not rows.at["strict_pct", "outside_interval"]
-    rows = compare_tables(now, table(48.50, 0.5000), "test").set_index("measure")
-    assert rows.at["strict_pct", "outside_interval"] and rows.at["mrr", "outside_interval"]
+def directions(strict: np.ndarray, rank_pos: np.ndarray) -> pd.DataFrame:
+    """A directions.csv with one ranker: N directions in N/4 groups of four."""
+    return pd.DataFrame({"qid": [f"q{i}" for i in range(N)], "group": [f"g{i // 4}" for i in range(N)],
+                         "fusion__strict": strict.astype(bool), "fusion__rank_pos": rank_pos,
+                         "fusion__rank_neg": rank_pos + 1, "fusion__tie": False, "fusion__fallback": False})
+
+
+@pytest.fixture
+def base() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return directions(rng.random(N) < 0.5, rng.integers(1, 20, N))
+
+
+def outcomes(frame: pd.DataFrame) -> pd.DataFrame:
+    return ranker_outcomes(frame, "fusion")
+
+
+def test_identical_runs_are_unchanged_and_a_systematic_shift_is_changed(base) -> None:
+    labels = base["group"].to_numpy()
+    same = paired_change("strict_pct", outcomes(base), outcomes(base), labels, margin=1.0)
+    assert (same.decision, same.delta, same.p_changed) == ("unchanged", 0.0, 1.0) and same.p_unchanged < 0.05
+    # 40 failures of "then" turned into successes, one per group for 40 groups: +10 points, p tiny.
+    better = base.copy()
+    fixed = np.flatnonzero(~base["fusion__strict"].to_numpy())[:40]
+    better.loc[fixed, "fusion__strict"] = True
+    moved = paired_change("strict", outcomes(better), outcomes(base), labels, margin=1.0)
+    assert moved.decision == "changed" and moved.delta == pytest.approx(40.0)  # a count column counts directions
+    assert moved.now - moved.then == 40 and moved.lo <= 40 <= moved.hi and moved.p_changed < 0.001
+    pct = paired_change("strict_pct", outcomes(better), outcomes(base), labels, margin=1.0)
+    assert pct.delta == pytest.approx(10.0) and pct.p_changed == moved.p_changed
+    assert "changed: then" in moved.message() and "paired sign-flip p" in moved.message()
+
+
+def test_a_small_balanced_change_is_undetermined_without_a_wide_enough_margin(base) -> None:
+    labels = base["group"].to_numpy()
+    swapped = base.copy()
+    win = np.flatnonzero(~base["fusion__strict"].to_numpy())[:3]
+    lose = np.flatnonzero(base["fusion__strict"].to_numpy())[:3]
+    swapped.loc[win, "fusion__strict"] = True
+    swapped.loc[lose, "fusion__strict"] = False
+    tight = paired_change("strict_pct", outcomes(swapped), outcomes(base), labels, margin=0.1)
+    wide = paired_change("strict_pct", outcomes(swapped), outcomes(base), labels, margin=5.0)
+    none = paired_change("strict_pct", outcomes(swapped), outcomes(base), labels, margin=None)
+    assert (tight.decision, wide.decision, none.decision) == ("undetermined", "unchanged", "undetermined")
+    assert "no margin declared" in none.message()
+
+
+def test_decision_words_and_the_tolerance_rule() -> None:
+    assert [decide_change(0.01, 0.01), decide_change(0.2, 0.01), decide_change(0.2, 0.2)] == [
+        "changed", "unchanged", "undetermined"]
+    assert tolerance_change(1387, 1387, 0).decision == "unchanged"
+    assert tolerance_change(1390, 1387, 3).decision == "unchanged"
+    assert tolerance_change(1391, 1387, 3).decision == "changed"
+    assert tolerance_change(float("nan"), 1387, 3).decision == "changed"
+    assert "tolerance ±3" in tolerance_change(1391, 1387, 3).message()
+
+
+def publish_fake(root: Path, split: str, strict: int, frame: pd.DataFrame, pool: str = "abc",
+                 margins: dict | None = None) -> Path:
+    folder = root / split
+    folder.mkdir(parents=True, exist_ok=True)
+    table(strict, 0.5).to_csv(folder / "table2.csv", index=False)
+    frame.to_csv(folder / "directions.csv", index=False)
+    (folder / "manifest.json").write_text(json.dumps({
+        "profile": {"name": "embedded"}, "scope": "full", "pool": {"parquet_sha256": pool},
+        "margins": margins or {"strict": 1.0}}))
+    return folder
+
+
+def test_compare_to_is_paired_on_the_same_pool_and_unpaired_otherwise(tmp_path: Path, base) -> None:
+    results = tmp_path / "results"
+    strict = int(base["fusion__strict"].sum())
+    publish_fake(results, "test", strict, base)
+    saved = save_to_history(results, "20261201T000000Z-abc-embedded-full", "test", results / "test")
+    assert (saved / "directions.csv").is_file()
+    rows = compare_runs(results, "20261201T000000Z-abc-embedded-full", "test", table(strict, 0.5))
+    assert list(rows.columns) == list(COMPARISON_COLUMNS)
+    rows = rows.set_index("measure")
+    assert rows.at["strict_pct", "decision"] == "unchanged" and rows.at["strict_pct", "basis"] == "paired"
+    assert rows.at["mrr", "decision"] == "undetermined"  # identical, but no MRR margin declared
+    assert rows.at["n", "decision"] == "unchanged" and rows.at["n", "basis"] == "no per-direction test for this measure"
     assert rows.at["strict_pct", "paper"] == pytest.approx(52.30)  # the published value rides along on Test
-    assert pd.isna(compare_tables(now, table(48.5, 0.5), "confirmation").set_index("measure").at["mrr", "paper"])
+    other = publish_fake(tmp_path / "elsewhere", "test", strict, base, pool="different")
+    rows = compare_runs(results, str(other.parent), "test", table(strict, 0.5)).set_index("measure")
+    assert rows.at["strict_pct", "basis"] == "unpaired" and rows.at["strict_pct", "decision"] == "unchanged"
+    with pytest.raises(FileNotFoundError, match="no test/table2.csv"):
+        compare_runs(results, "no-such-run", "test", table(strict, 0.5))
 
 
-def test_history_keeps_small_files_under_the_run_id_and_compares_by_id(tmp_path: Path) -> None:
-    published = tmp_path / "results" / "test"
-    published.mkdir(parents=True)
-    table(50.0, 0.5).to_csv(published / "table2.csv", index=False)
-    (published / "runs").mkdir()
-    (published / "runs" / "fusion.trec").write_text("q Q0 p 1 1 fusion\n")
+def test_the_reviewed_run_is_the_newest_saved_run_reproducing_the_pins(tmp_path: Path, base) -> None:
+    results = tmp_path / "results"
+    strict = int(base["fusion__strict"].sum())
+    for ident, value in (("20261101T000000Z-a", strict), ("20261102T000000Z-b", strict + 1),
+                         ("20261103T000000Z-c", strict)):
+        publish_fake(results / ".history" / ident, "test", value, base)
+    found = reviewed_run(results, "embedded", "full", "test", "abc", {("fusion", "strict"): strict})
+    assert found == results / ".history" / "20261103T000000Z-c" / "test"
+    assert reviewed_run(results, "embedded", "full", "test", "other-pool", {("fusion", "strict"): strict}) is None
+    assert reviewed_run(results, "embedded", "full", "test", "abc", {("fusion", "strict"): strict + 5}) is None
+    assert reviewed_run(tmp_path / "none", "embedded", "full", "test", "abc", {}) is None
+
+
+def test_run_id_names_commit_profile_and_scope() -> None:
     ident = run_id({"test": {"manifest": pd.DataFrame([{"key": "code_commit", "value": "abcdef123456"},
                                                        {"key": "profile", "value": {"name": "embedded"}},
                                                        {"key": "scope", "value": "full"}])}})
     assert "abcdef12-embedded-full" in ident
-    saved = save_to_history(tmp_path / "results", ident, "test", published)
-    assert (saved / "table2.csv").is_file() and not (saved / "runs").exists()
-    rows = compare_runs(tmp_path / "results", ident, "test", table(51.0, 0.52)).set_index("measure")
-    assert rows.at["strict_pct", "then"] == 50.0 and rows.at["strict_pct", "now"] == 51.0
-    with pytest.raises(FileNotFoundError, match="no test/table2.csv"):
-        compare_runs(tmp_path / "results", "no-such-run", "test", table(51.0, 0.52))

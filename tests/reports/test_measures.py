@@ -11,10 +11,10 @@ from fixtures.populations import annotate_population
 from rankers.base import Ranking, rank_by_keys
 from scipy.stats import norm
 
-from reports.bootstrap import group_bootstrap_delta
-from reports.measures import (DIRECTION_MEASURES, INTERVAL_MEASURES, PAIR_MEASURES, REFERENCE_MEASURES, TABLE2_COLUMNS,
-                              TABLE2_INTERVAL_COLUMNS, TABLE2_ROW_COLUMNS, corrections_regressions, direction_outcomes,
-                              summarize)
+from reports.bootstrap import Ratio, group_bootstrap
+from reports.measures import (BASELINE_MEASURES, DIRECTION_MEASURES, INTERVAL_MEASURES, PAIR_MEASURES,
+                              PAIRED_MEASURES, TABLE2_COLUMNS, TABLE2_INTERVAL_COLUMNS, TABLE2_ROW_COLUMNS,
+                              corrections_regressions, direction_outcomes, paired_measure, summarize)
 
 
 def toy_directions() -> pd.DataFrame:
@@ -105,7 +105,7 @@ def test_summarize_by_hand(directions):
 def test_delta_and_corrections_vs_reference(directions):
     ours = direction_outcomes(toy_ranking(), directions)
     ref = ref_outcomes([False, True, False, False, False])
-    row = summarize(ours, directions, reference=ref, n_resamples=500, seed=3)
+    row = summarize(ours, directions, baseline=ref, n_resamples=500, seed=3)
     assert row["delta_pts"] == pytest.approx(40.0)  # 3/5 - 1/5
     assert row["delta_lo"] <= row["delta_pts"] <= row["delta_hi"]
     # Groups: g1 = A, B (gains +1 -1 +1 +1 = +2); g2 = C_q1 (0).
@@ -116,10 +116,10 @@ def test_delta_and_corrections_vs_reference(directions):
         "corrections": 0, "regressions": 2, "groups_positive": 0, "groups_zero": 0, "groups_negative": 2}
 
 
-def test_reference_itself_has_nan_delta(directions):
+def test_baseline_itself_has_nan_delta(directions):
     ours = direction_outcomes(toy_ranking("fusion"), directions)
     for reference in (ours, ref_outcomes([True] * 5, name="fusion")):
-        row = summarize(ours, directions, reference=reference)
+        row = summarize(ours, directions, baseline=reference)
         assert math.isnan(row["delta_pts"]) and math.isnan(row["delta_lo"])
 
 
@@ -135,7 +135,7 @@ def test_outcomes_must_be_exactly_q_c(directions):
     with pytest.raises(ValueError, match="miss 1 eligible"):
         summarize(ours[ours["qid"] != "A_q1"], directions)
     with pytest.raises(ValueError, match="different Q_c"):
-        summarize(ours, directions, reference=ref_outcomes([True] * 5).iloc[:4])
+        summarize(ours, directions, baseline=ref_outcomes([True] * 5).iloc[:4])
     with pytest.raises(ValueError, match="ranker name"):
         summarize(pd.DataFrame(ours.to_dict("list")), directions)
 
@@ -169,11 +169,11 @@ def test_vectorized_outcomes_match_a_plain_loop():
 
 
 def test_every_table2_column_has_one_definition():
-    names = [m.name for m in (*DIRECTION_MEASURES, *PAIR_MEASURES, *REFERENCE_MEASURES, *INTERVAL_MEASURES)]
+    names = [m.name for m in (*DIRECTION_MEASURES, *PAIR_MEASURES, *BASELINE_MEASURES, *INTERVAL_MEASURES)]
     assert len(names) == len(set(names))
     assert ["ranker", *sorted(names)] == ["ranker", *sorted(TABLE2_ROW_COLUMNS[1:])]
     assert TABLE2_ROW_COLUMNS == (*TABLE2_COLUMNS, *TABLE2_INTERVAL_COLUMNS)
-    assert TABLE2_COLUMNS == (  # the SPEC §5 contract, names and order
+    assert TABLE2_COLUMNS == (  # the output contract (docs/protocol.md#outputs), names and order
         "ranker", "n", "strict", "strict_pct", "paired", "paired_n", "paired_pct", "mrr", "pref_at_1", "pref_at_3",
         "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10", "ties", "fallback", "delta_pts", "delta_lo",
         "delta_hi")
@@ -204,14 +204,14 @@ def test_intervals_by_hand(directions):
 
 def test_reference_intervals_se_and_mde_by_hand(directions):
     ours = direction_outcomes(toy_ranking(), directions)
-    row = summarize(ours, directions, reference=ref_outcomes([False, True, False, False, False]))
+    row = summarize(ours, directions, baseline=ref_outcomes([False, True, False, False, False]))
     # Δ strict per direction (1, -1, 1, 1 | 0): (g1,g1) 4/8, (g1,g2) 2/5, (g2,g2) 0/2.
     assert (row["delta_pts"], row["delta_lo"], row["delta_hi"]) == (pytest.approx(40.0), 0.0, 50.0)
     # Resampled Δ is 0.5, 0.4, 0 with probability 1/4, 1/2, 1/4: SD = sqrt(0.1425 - 0.325²) = 0.19203.
     assert row["se_delta_pts"] == pytest.approx(19.203, abs=1.0)
-    # MDE: (z_0.975 + z_0.80) × the larger of the bootstrap SE and sqrt(mean(d²)/n) = sqrt(4/5/5) (5 directions).
+    # MDE from the group-level null spread: group sums of Δ strict are g1 +2, g2 0 -> sqrt(2²) / 5 directions.
     z = norm.ppf(0.975) + norm.ppf(0.80)
-    assert row["mde_pts"] == pytest.approx(100 * z * max(row["se_delta_pts"] / 100, math.sqrt(4 / 5 / 5)), rel=1e-12)
+    assert row["mde_pts"] == pytest.approx(100 * z * 2 / 5, rel=1e-12)
     # Δ reciprocal rank vs a reference at rank 1 everywhere: (0, -2/3, -10/11, 0 | -2/3).
     g1 = -(2 / 3 + 10 / 11)
     assert row["delta_mrr"] == pytest.approx((g1 - 2 / 3) / 5)
@@ -220,21 +220,21 @@ def test_reference_intervals_se_and_mde_by_hand(directions):
     values, weights = np.array([g1 / 4, (g1 - 2 / 3) / 5, -2 / 3]), np.array([0.25, 0.5, 0.25])
     sd = math.sqrt(weights @ values ** 2 - (weights @ values) ** 2)
     assert row["se_delta_mrr"] == pytest.approx(sd, rel=0.06)
-    second_moment = ((2 / 3) ** 2 + (10 / 11) ** 2 + (2 / 3) ** 2) / 5
-    assert row["mde_mrr"] == pytest.approx(z * max(row["se_delta_mrr"], math.sqrt(second_moment / 5)), rel=1e-12)
+    assert row["mde_mrr"] == pytest.approx(z * math.sqrt(g1 ** 2 + (2 / 3) ** 2) / 5, rel=1e-12)
 
 
-def test_delta_interval_is_group_bootstrap_delta(directions):
-    """summarize's Δ strict comes from the same draws as group_bootstrap_delta: identical, not merely close."""
+def test_delta_interval_is_the_group_bootstrap_of_the_difference(directions):
+    """summarize's Δ strict comes from the same draws as a group bootstrap of the differences: identical."""
     rng = np.random.default_rng(4)
     d = directions.copy()
     d["group"] = ["g1", "g1", "g2", "g2", "g3", "g3", "g4", "g4"]
     ours = direction_outcomes(toy_ranking(), d)
     for _ in range(5):
         ref = ref_outcomes(list(rng.random(5) < 0.5))
-        row = summarize(ours, d, reference=ref, seed=9)
-        ci = group_bootstrap_delta(ours["strict"].to_numpy(), ref["strict"].to_numpy(),
-                                   d.set_index("qid").loc[ours["qid"], "group"].to_numpy(), seed=9)
+        row = summarize(ours, d, baseline=ref, seed=9)
+        diff = ours["strict"].to_numpy(float) - ref["strict"].to_numpy(float)
+        ci = group_bootstrap({"d": diff, "n": np.ones(len(diff))}, d.set_index("qid").loc[ours["qid"], "group"].to_numpy(),
+                             {"delta": Ratio("d", "n")}, seed=9)["delta"]
         assert (row["delta_pts"], row["delta_lo"], row["delta_hi"]) == (100 * ci.point, 100 * ci.lo, 100 * ci.hi)
         assert row["se_delta_pts"] == 100 * ci.se
 
@@ -264,7 +264,7 @@ def test_ranker_without_ranks_gets_nan_positions_and_pair_intervals():
     d = pair_only_directions()
     ours = pair_only_outcomes([True, True, True, False, True, True, False], "pair_only")
     ref = pair_only_outcomes([True, False, False, False, True, True, True], "ref")
-    row = summarize(ours, d, reference=ref)
+    row = summarize(ours, d, baseline=ref)
     assert (row["n"], row["strict"], row["ties"], row["paired"], row["paired_n"]) == (7, 5, 0, 2, 3)
     assert row["strict_pct"] == pytest.approx(500 / 7)
     for column in ("mrr", "pref_at_1", "pref_at_3", "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10",
@@ -294,3 +294,15 @@ def test_pair_split_across_groups_is_an_error():
     d.loc[d["qid"] == "P1_q2", "group"] = "g9"
     with pytest.raises(ValueError, match=r"pair \('test', 'P1'\) spans 2 source groups"):
         summarize(pair_only_outcomes([True] * 7, "x"), d)
+
+
+def test_paired_measures_are_looked_up_by_name_or_by_the_column_they_decide():
+    assert paired_measure("strict") is paired_measure("strict_pct") is PAIRED_MEASURES[0]
+    strict, mrr = paired_measure("strict"), paired_measure("mrr")
+    assert (strict.scale, strict.unit, mrr.scale, mrr.unit, mrr.position) == (100.0, "pts", 1.0, "MRR", True)
+    # +2.5 points over 400 directions is 10 directions of the count column, 2.5 of the percentage.
+    assert strict.in_column("strict", 2.5, 400) == pytest.approx(10.0) and strict.in_column("strict_pct", 2.5, 400) == 2.5
+    with pytest.raises(KeyError, match="does not decide"):
+        strict.in_column("mrr", 1.0, 10)
+    with pytest.raises(KeyError, match="no paired measure named 'paired_pct'"):
+        paired_measure("paired_pct")

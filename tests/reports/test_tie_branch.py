@@ -55,3 +55,25 @@ def test_expected_grade_splits_by_hand():
     assert expected_grade_splits(per, e_pos, e_neg) == {
         "argmax_ties": 4, "split": 3, "split_right": 2, "fusion_right_on_split": 1,
         "still_tied": 1, "fusion_right_on_still_tied": 1}
+
+
+def test_every_row_states_its_denominators() -> None:
+    """Branch rows and the expected-grade rows divide by the same population and say by what."""
+    from reports.tie_branch import TIE_BRANCH_COLUMNS, expected_grade_rows
+
+    per = tie_branches(ELIGIBLE, OUTCOMES, RANKS, SCORES, fallback=frozenset(), k=2)
+    rows = tie_branch_table(per, "grader", 4.0)
+    assert all(list(r) == list(TIE_BRANCH_COLUMNS) for r in rows)
+    assert {(r["of_directions"], r["of_non_successes"], r["parent"]) for r in rows} == {(5, 3, "")}
+    counts = {"argmax_ties": 2, "split": 1, "split_right": 1, "fusion_right_on_split": 0, "still_tied": 1,
+              "fusion_right_on_still_tied": 1}
+    # The expected-grade ranker fails on 1 of the same 5 directions.
+    split, still = expected_grade_rows(counts, "grader_expected", of_directions=5, of_non_successes=1)
+    assert list(split) == list(TIE_BRANCH_COLUMNS) and split["parent"] == still["parent"] == "equal_score"
+    assert (split["directions"], split["directions_pct"], split["non_successes"], split["accuracy_pct"],
+            split["tie_break_accuracy_pct"]) == (1, 20.0, 0, 100.0, 0.0)
+    assert (still["directions"], still["directions_pct"], still["non_successes"], still["non_successes_pct"],
+            still["accuracy_pct"]) == (1, 20.0, 0, 0.0, 100.0)
+    # Together they are exactly the equal-score branch's directions.
+    eq = next(r for r in rows if r["branch"] == "equal_score")
+    assert split["directions"] + still["directions"] == eq["directions"] and split["of_directions"] == eq["of_directions"]

@@ -1,0 +1,130 @@
+"""Claims as pytest outcomes: families fixed by the shipped profiles, whole families decided once, verdicts asserted."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import harness.claims as claims
+from harness.claims import ClaimBook, check_claim, definitions, selected_claims
+from harness.profile import load_profile
+from reports.hypotheses import ClaimTest, decide_family
+
+
+def test_the_embedded_profile_declares_four_families() -> None:
+    families: dict[str, int] = {}
+    for d in definitions(load_profile("embedded")).values():
+        families[d.family] = families.get(d.family, 0) + 1
+    assert families == {"H1": 4, "H2": 9, "H3": 4, "H3x": 1}
+
+
+def test_a_user_ranker_gets_its_own_family_and_leaves_the_study_s_families_alone(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text('[profile]\nname = "mine"\nextends = "embedded"\n'
+                    '[rankers.my_ce]\nlike = "ce"\norder = 45\n'
+                    '[rankers.ce]\nbatch_size = 16\n'  # a built-in ranker changed, not added: stays in H2
+                    '[claims.my_ce_beats_e0]\nranker = "my_ce"\nversus = "e0"\nmeasure = "mrr"\nfamily = "H1"\n',
+                    encoding="utf-8")
+    mine = definitions(load_profile(str(path)))
+    base = definitions(load_profile("embedded"))
+    assert {n: d.family for n, d in mine.items() if n in base} == {n: d.family for n, d in base.items()}
+    assert mine["h2_my_ce_strict_gt_fusion"].family == mine["h2_my_ce_mrr_gt_fusion"].family == "H2:my_ce"
+    assert mine["my_ce_beats_e0"].family == "H1:my_ce"  # a user's claim never joins the study's H1
+
+
+def item(params: dict, skipped: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(callspec=SimpleNamespace(params=params),
+                           get_closest_marker=lambda name: object() if skipped and name == "skip" else None)
+
+
+def test_selected_claims_are_read_from_the_collected_items() -> None:
+    profile = load_profile("embedded")
+    items = [item({"split": "test", "h2_claim": "h2_ce_strict_gt_fusion"}),
+             item({"split": "test", "graded_ranker": "grader_pairs"}),
+             item({"split": "confirmation", "comparison": "h1_e0_mrr_lt_fusion"}),
+             item({"split": "test", "tie_twin": "h3_grader_pairs_expected_resolves_ties_of_grader_pairs"}, skipped=True),
+             item({"split": "test", "ranker": "fusion"}), SimpleNamespace()]
+    assert selected_claims(profile, items) == {("test", "h2_ce_strict_gt_fusion"),
+                                               ("test", "h3_grader_pairs_tie_branch_concentrates_failures"),
+                                               ("confirmation", "h1_e0_mrr_lt_fusion")}
+
+
+class FakeEvaluation:
+    def __init__(self) -> None:
+        self.profile = load_profile("embedded")
+        self.settings = SimpleNamespace(seed=13)
+        self._shared: dict = {}
+        self.measured: list[str] = []
+
+    def shared(self, key, build):
+        return self._shared.setdefault(key, build())
+
+
+def test_a_family_is_decided_once_with_its_unmeasured_members_counted(monkeypatch) -> None:
+    ev = FakeEvaluation()
+
+    def fake_measure(ev_, split, d):
+        ev.measured.append(d.name)
+        return ClaimTest(d, 2.0, 1.0, 3.0, 0.5, 0.004, 0.999, 300, 60, "pts")
+
+    monkeypatch.setattr(claims, "measure", fake_measure)
+    monkeypatch.setattr(claims, "_groups", lambda ev_, split, name, qids=None: np.array([f"g{i}" for i in range(60)]))
+    selected = frozenset({("test", "h1_e0_strict_gt_fusion"), ("test", "h1_bg8_mrr_gt_e0")})
+    book = ClaimBook(ev, selected)
+    first = book.result("test", "h1_e0_strict_gt_fusion")
+    assert book.result("test", "h1_bg8_mrr_gt_e0").family_hypotheses == first.family_hypotheses == 8
+    assert sorted(ev.measured) == ["h1_bg8_mrr_gt_e0", "h1_e0_strict_gt_fusion"]  # once, and only the selected
+    # Two measured at p 0.004 among 8 hypotheses: 0.004 × 8 = 0.032, then × 7 = 0.028 -> 0.032 both: holds.
+    assert first.status == "holds" and first.p_adjusted == pytest.approx(0.032)
+    assert decide_family([fake_measure(ev, "test", book.definitions["h1_e0_strict_gt_fusion"])])[0].p_adjusted == \
+        pytest.approx(0.008)  # alone it would be 0.004 × 2: the declared family is larger
+    with pytest.raises(KeyError, match="no claim named"):
+        book.result("test", "h9_nothing")
+
+
+class Report:
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    def add(self, table: str, split: str, row: dict, order=None) -> None:
+        self.rows.append(row)
+
+
+def result(p_claimed: float, p_other: float, name: str = "h1_e0_strict_gt_fusion"):
+    d = definitions(load_profile("embedded"))[name]
+    return decide_family([ClaimTest(d, -4.6, -6.4, -2.9, 0.9, p_claimed, p_other, 2735, 699, "pts")])[0]
+
+
+def test_check_claim_asserts_only_reviewed_decisive_expectations() -> None:
+    profile = load_profile("embedded")
+    report = Report()
+    with pytest.raises(pytest.xfail.Exception, match="fails, as recorded"):  # reviewed as fails on Test
+        check_claim(profile, report, "test", result(1.0, 0.0001), subset=False)
+    with pytest.raises(pytest.fail.Exception, match="now HOLDS"):
+        check_claim(profile, report, "test", result(0.0001, 1.0), subset=False)
+    with pytest.warns(claims.InconclusiveClaim, match="reviewed as 'fails' but is now inconclusive"):
+        check_claim(profile, report, "test", result(0.5, 0.5), subset=False)
+    check_claim(profile, report, "confirmation", result(0.0001, 1.0), subset=False)  # no expectation: reported
+    row = report.rows[-1]
+    assert (row["status"], row["expected"], row["ranker"], row["versus"], row["measure"]) == (
+        "holds", "", "e0", "fusion", "strict")
+    assert row["p_adjusted"] <= 0.05 and math.isnan(row["lo"]) is False and len(report.rows) == 4
+
+
+def test_a_claim_whose_ranker_breaks_fails_alone(monkeypatch) -> None:
+    ev = FakeEvaluation()
+
+    def fake_measure(ev_, split, d):
+        if d.ranker == "bg8":
+            raise RuntimeError("bg8 cannot be trained")
+        return ClaimTest(d, 2.0, 1.0, 3.0, 0.5, 0.001, 0.999, 300, 60, "pts")
+
+    monkeypatch.setattr(claims, "measure", fake_measure)
+    book = ClaimBook(ev, None)
+    with pytest.raises(RuntimeError, match="bg8 cannot be trained"):
+        book.result("test", "h1_bg8_mrr_gt_e0")
+    held = book.result("test", "h1_e0_strict_gt_fusion")  # decided, with the two broken claims counted untested
+    assert held.status == "holds" and held.family_hypotheses == 8
