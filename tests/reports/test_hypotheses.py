@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from scipy.stats import norm, permutation_test
 
+from rankers.kinds import kind
 from rankers.registry import RankerDecl
 from reports.hypotheses import (CLAIM_COLUMNS, ClaimDefinition, ClaimTest, DeclaredComparison, check_verdict,
                                 claim_definitions, decidable, decide, decide_family, format_interval, format_p,
@@ -122,7 +123,8 @@ def test_row_columns_and_formatting():
 
 
 def window(name: str, **kw) -> RankerDecl:
-    return RankerDecl(name, kw.pop("kind", "llm_grader"), kw.pop("options", {"model": "m"}), **kw)
+    kind_name = kw.pop("kind", "llm_grader")
+    return RankerDecl(name, kind_name, kind(kind_name), kw.pop("options", {"model": "m"}), **kw)
 
 
 def test_families_are_fixed_by_the_shipped_declarations():
