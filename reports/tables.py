@@ -1,4 +1,4 @@
-"""Output tables (SPEC §5): per-direction outcomes, Table II and Table III (pair-only vs window).
+"""Output tables (docs/protocol.md#outputs): per-direction outcomes, Table II and Table III (pair-only vs window).
 
 ``directions.csv`` keeps every planned direction, eligible or not, so anyone can
 recount Table I and Table II from it; outcomes of non-eligible directions are NA,

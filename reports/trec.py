@@ -1,4 +1,4 @@
-"""TREC qrels and run files (SPEC §5), so trec_eval / ir_measures can recheck our position measures.
+"""TREC qrels and run files (docs/protocol.md#outputs), so trec_eval / ir_measures can recheck our position measures.
 
 Run scores are written as ``pool_size - rank + 1`` rather than the ranker's own
 score. trec_eval and ir_measures re-sort each query by score (breaking equal scores

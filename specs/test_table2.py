@@ -1,4 +1,4 @@
-"""Table II rows (SPEC §4–5) for every declared ranker, and the files behind them.
+"""Table II rows (docs/protocol.md#measures, #outputs) for every declared ranker, and the files behind them.
 
 Each declared ranker gets its row, its outcomes and (for rankers that order the full
 pool) its TREC run; the output contract is checked here: MRR recomputed from the run
