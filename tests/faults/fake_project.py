@@ -32,6 +32,17 @@ def pytest_addoption(parser):
     parser.addoption("--results-dir")
     parser.addoption("--cache-dir")
     parser.addoption("--compare-to")
+
+
+def pytest_configure(config):
+    from pathlib import Path
+
+    from fixtures.settings import Settings
+    from reports.plugin import SETTINGS
+
+    config.stash[SETTINGS] = Settings(results_dir=Path(config.getoption("results_dir")),
+                                      cache_dir=Path(config.getoption("cache_dir")),
+                                      compare_run=config.getoption("compare_to"))
 '''
 
 SPEC = '''
