@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pandas as pd
+
 from fixtures.settings import PROJECT_ROOT
 from reports.outputs import stash_frame
 
@@ -33,8 +35,9 @@ def test_run_manifest(evaluation, split, report) -> None:
         "scope": s.run_scope(),
         "profile": {"name": profile.name, "file": str(profile.path), "extends": [str(p) for p in profile.chain[:-1]],
                     "models": profile.models,
-                    "rankers": {d.name: {"kind": d.kind, "population": d.population, **d.options}
-                                for d in profile.ordered()},
+                    "rankers": {d.name: {"kind": d.kind, "population": d.population, "label": d.label,
+                                         "compare_to": d.compare_to, "reference": d.reference,
+                                         "tie_breaker": d.tie_breaker, **d.options} for d in profile.ordered()},
                     "samples": {n: {"directions": evaluation.sample_size(n), "seed": evaluation.sample_seed(n)}
                                 for n in profile.samples}},
         "data": study.data_provenance(),
@@ -46,6 +49,9 @@ def test_run_manifest(evaluation, split, report) -> None:
     for key, value in entries.items():
         report.add("manifest", split, {"key": key, "value": value})
     report.add("artifacts", split, {"artifact": "pool", "path": str(pool_path)})
+    corpus = study.corpus_for(split)  # passage texts for the explorer page (it embeds only those it shows)
+    report.add("artifacts", split, {"artifact": "corpus", "path": str(stash_frame(
+        s.cache_dir, f"corpus-{split}", pd.DataFrame({"pid": list(corpus), "text": list(corpus.values())})))})
     population = stash_frame(s.cache_dir, f"population-{split}", evaluation.population(split))
     report.add("artifacts", split, {"artifact": "population", "path": str(population)})
     # The pool a number came from must name the corpus it retrieved from and the models that built it.
