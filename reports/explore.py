@@ -26,10 +26,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from fixtures.artifacts import atomic_write, atomic_write_text
+from rankers.base import Ranking
 from rankers.window import WINDOW_K
 from reports.tables import directions_table
-from reports.trec import read_run
 
 #: Where the page's HTML, CSS and JavaScript live (plain files: no build step, nothing fetched at run time).
 ASSETS = Path(__file__).with_name("explore_assets")
@@ -47,6 +50,8 @@ JUDGMENT_COLUMNS = ("qid", "pid", "score", "p0", "p1", "p2", "p3", "p4", "margin
 TABLE2_COLUMNS = ("ranker", "n", "strict", "strict_pct", "strict_pct_lo", "strict_pct_hi", "mrr", "mrr_lo", "mrr_hi",
                   "paired", "paired_n", "paired_pct", "paired_pct_lo", "paired_pct_hi", "pref_at_1", "ties", "fallback",
                   "delta_pts", "delta_lo", "delta_hi", "corrections", "regressions")
+#: The report tables the page reads (besides the artifacts they name).
+PAGE_TABLES = ("table2", "claims", "pairwise", "artifacts")
 #: Chromium flags that need no GPU, sandbox, network or profile (headless screenshots).
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -64,7 +69,7 @@ def judgments(scored: pd.DataFrame, rule_scores: Mapping[tuple[str, str], float]
     A grader's usage adds its five grade probabilities, margin and near-tie flag (NaN otherwise).
     """
     frame = scored.drop_duplicates(["qid", "pid"]).reset_index(drop=True)
-    keys = list(zip(frame["qid"].astype(str), frame["pid"].astype(str)))
+    keys = list(zip(_strings(frame["qid"]), _strings(frame["pid"])))
     out = {"qid": [k[0] for k in keys], "pid": [k[1] for k in keys],
            "score": np.array([rule_scores.get(k, math.nan) for k in keys], dtype=float)}
     usage = [u if isinstance(u, Mapping) else {} for u in frame["usage"]]
@@ -104,13 +109,26 @@ def _artifacts(tables: Mapping[str, pd.DataFrame]) -> dict[str, Path]:
     return {str(a): Path(p) for a, p in zip(tables["artifacts"]["artifact"], tables["artifacts"]["path"])}
 
 
-def _pool_top(pool: Path, run: Path, k: int = POOL_TOP) -> pd.DataFrame:
-    """The first ``k`` passages of every query in the reference ranker's order, with each route's score and rank."""
-    order = read_run(run)
-    order = order.loc[order["rank"] <= k, ["qid", "pid", "rank"]]
-    routes = pd.read_parquet(pool)
-    top = order.merge(routes, on=["qid", "pid"], how="left", validate="one_to_one")
-    return top.sort_values(["qid", "rank"], kind="mergesort").reset_index(drop=True)
+def top_of(ranking: Ranking, k: int = POOL_TOP) -> pd.DataFrame:
+    """The first ``k`` passages of every query of a ranking (qid, pid, rank): what the page shows of a pool."""
+    frame = ranking.frame
+    return frame.loc[frame["rank"] <= k, ["qid", "pid", "rank"]].reset_index(drop=True)
+
+
+def _pool_top(pool: Path, top: Path) -> pd.DataFrame:
+    """The reference ranker's top of every pool (``top_of``) with each route's score and rank."""
+    order = pq.read_table(top, columns=["qid", "pid", "rank"])
+    routes = pq.read_table(pool)
+    keys = ["qid", "pid"]
+    routes = routes.cast(pa.schema([pa.field(f.name, pa.string()) if f.name in keys else f for f in routes.schema]))
+    order = order.cast(pa.schema([pa.field(f.name, pa.string()) if f.name in keys else f for f in order.schema]))
+    joined = order.join(routes, keys=keys, join_type="left outer").to_pandas()  # Arrow's hash join: 55k of 671k rows
+    return joined.sort_values(["qid", "rank"], kind="mergesort").reset_index(drop=True)
+
+
+def _meta(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """What identifies this run in the page's header (the rest of the page depends on its results only)."""
+    return {"commit": str(manifest.get("code_commit", "?")), "run_id": manifest.get("run_id")}
 
 
 def load_inputs(split: str, tables: Mapping[str, pd.DataFrame], manifest: Mapping[str, Any],
@@ -136,10 +154,10 @@ def load_inputs(split: str, tables: Mapping[str, pd.DataFrame], manifest: Mappin
                         "window": f"scores:{name}" in paths, "positions": bool(pd.notna(row.get("mrr"))),
                         "graded": decl.get("kind") == "llm_grader", "grade": decl.get("grade")})
     references = [r["reference"] for r in rankers if r["window"] and r.get("reference")]
-    reference = next((r for r in [*references, "fusion", *names] if f"run:{r}" in paths), None)
+    reference = next((r for r in [*references, *names] if f"top:{r}" in paths), None)
     pool_top = None
     if reference is not None and "pool" in paths:
-        pool_top = _pool_top(paths["pool"], paths[f"run:{reference}"])
+        pool_top = _pool_top(paths["pool"], paths[f"top:{reference}"])
     corpus = pd.read_parquet(paths["corpus"]) if "corpus" in paths else pd.DataFrame({"pid": [], "text": []})
     wanted = set(annotated["preferred_pid"].astype(str)) | set(annotated["counterpart_pid"].astype(str))
     if pool_top is not None:
@@ -147,8 +165,8 @@ def load_inputs(split: str, tables: Mapping[str, pd.DataFrame], manifest: Mappin
     corpus = corpus[corpus["pid"].astype(str).isin(wanted)]
     return ExploreInputs(
         split=split,
-        meta={"split": split, "profile": profile.get("name", "?"), "commit": str(manifest.get("code_commit", "?")),
-              "run_id": manifest.get("run_id"), "scope": manifest.get("scope")},
+        meta={"split": split, "profile": profile.get("name", "?"), "scope": manifest.get("scope"),
+              **_meta(manifest)},
         rankers=rankers, table2=table2, directions=directions_table(annotated, outcomes),
         queries=dict(zip(annotated["qid"].astype(str), annotated["query"].astype(str))),
         passages=dict(zip(corpus["pid"].astype(str), corpus["text"].astype(str))),
@@ -176,8 +194,29 @@ def _num(value: Any, digits: int = 6) -> float | int | None:
     return float(f"{v:.{digits}g}")
 
 
+def _strings(values: pd.Series) -> list[str]:
+    """A column as a list of Python strings (one conversion, not an iteration over an Arrow-backed column)."""
+    return values.astype(str).tolist()
+
+
+def _flags(values: pd.Series) -> list[int]:
+    return values.fillna(False).to_numpy(dtype=bool).astype(int).tolist()
+
+
 def _column(values: Any, digits: int = 6) -> list[float | int | None]:
-    return [_num(v, digits) for v in values]
+    """``_num`` over a whole column, vectorized (a full Test page holds about half a million numbers)."""
+    a = pd.to_numeric(pd.Series(values, copy=False), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    finite = np.isfinite(a)
+    v = a[finite]
+    p = np.zeros(len(v), dtype=np.int64)
+    nonzero = v != 0
+    p[nonzero] = np.clip(digits - 1 - np.floor(np.log10(np.abs(v[nonzero]))).astype(np.int64), -300, 300)
+    up = p >= 0  # divide by an exact power of ten, so each value prints as its shortest decimal
+    rounded = np.where(up, np.round(v * 10.0 ** np.maximum(p, 0)) / 10.0 ** np.maximum(p, 0),
+                       np.round(v / 10.0 ** np.maximum(-p, 0)) * 10.0 ** np.maximum(-p, 0))
+    out = np.full(len(a), np.nan)
+    out[finite] = rounded
+    return [None if x != x else int(x) if x.is_integer() and abs(x) < 2**53 else x for x in out.tolist()]
 
 
 def _records(frame: pd.DataFrame | None, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -206,7 +245,7 @@ def _outcome_codes(directions: pd.DataFrame, name: str) -> tuple[str, str]:
 def page_data(inputs: ExploreInputs) -> dict[str, Any]:
     """The JSON the page embeds: columnar arrays aligned with the directions table, texts stored once."""
     d = inputs.directions
-    qids = d["qid"].astype(str).tolist()
+    qids = _strings(d["qid"])
     passage_index: dict[str, int] = {}
 
     def pidx(pid: str) -> int:
@@ -224,12 +263,11 @@ def page_data(inputs: ExploreInputs) -> dict[str, Any]:
         "pairwise": _records(inputs.pairwise),
         "figures": [{"name": n, "src": "data:image/png;base64," + base64.b64encode(b).decode("ascii")}
                     for n, b in sorted(inputs.figures.items())],
-        "dirs": {"qid": qids, "pair": d["pair_id"].astype(str).tolist(), "dir": d["direction"].astype(str).tolist(),
-                 "group": d["group"].astype(str).tolist(), "query": query_of,
-                 "eligible": [1 if bool(v) else 0 for v in d["eligible"].fillna(False)],
-                 "covered": [1 if bool(v) else 0 for v in d["covered"].fillna(False)],
-                 "conflict": [1 if bool(v) else 0 for v in d["conflict"].fillna(False)],
-                 "pos": [pidx(str(p)) for p in d["preferred_pid"]], "neg": [pidx(str(p)) for p in d["counterpart_pid"]]},
+        "dirs": {"qid": qids, "pair": _strings(d["pair_id"]), "dir": _strings(d["direction"]),
+                 "group": _strings(d["group"]), "query": query_of,
+                 "eligible": _flags(d["eligible"]), "covered": _flags(d["covered"]), "conflict": _flags(d["conflict"]),
+                 "pos": [pidx(p) for p in _strings(d["preferred_pid"])],
+                 "neg": [pidx(p) for p in _strings(d["counterpart_pid"])]},
         "outcomes": {}, "judgments": {}, "branches": {},
     }
     for r in inputs.rankers:
@@ -271,7 +309,7 @@ def _pool_data(inputs: ExploreInputs, qids: list[str], pidx) -> dict[str, Any]:
     text score each window ranker gave each passage it saw."""
     top = inputs.pool_top
     top = top[top["qid"].astype(str).isin(set(qids))]
-    by_qid = {q: (s, e) for q, s, e in _runs(top["qid"].astype(str).to_numpy())}
+    by_qid = {q: (s, e) for q, s, e in _runs(np.asarray(_strings(top["qid"]), dtype=object))}
     order = np.concatenate([np.arange(*by_qid[q]) for q in qids if q in by_qid]) if by_qid else np.array([], int)
     top = top.iloc[order].reset_index(drop=True)
     start, cursor = [], 0
@@ -281,7 +319,7 @@ def _pool_data(inputs: ExploreInputs, qids: list[str], pidx) -> dict[str, Any]:
         cursor += e - s
     start.append(cursor)
     routes = [c[:-6] for c in top.columns if c.endswith("_score")]
-    out: dict[str, Any] = {"start": start, "pid": [pidx(str(p)) for p in top["pid"]], "routes": routes,
+    out: dict[str, Any] = {"start": start, "pid": [pidx(p) for p in _strings(top["pid"])], "routes": routes,
                            "text": {}}
     for r in routes:
         out[f"{r}_score"] = _column(top[f"{r}_score"], 4)
@@ -351,17 +389,57 @@ def screenshot(page: Path, png: Path, state: str = SCREENSHOT_STATE, size: tuple
     return None
 
 
+def _data_key(split: str, tables: Mapping[str, pd.DataFrame], manifest: Mapping[str, Any],
+              figures: Sequence[Path]) -> str:
+    """What the page's data depend on: this code, the tables, the profile, the figures and the artifact files (their
+    names are content digests or frozen snapshot identities; sizes are added as a check). Not the run id or commit."""
+    h = hashlib.sha256(split.encode())
+    for asset in (Path(__file__), *sorted(ASSETS.iterdir())):
+        h.update(asset.read_bytes())
+    for name in PAGE_TABLES:  # only what the page reads: other tables hold run-specific timings
+        if name in tables:
+            h.update(name.encode() + tables[name].to_csv(index=False).encode())
+    for artifact, path in sorted(_artifacts(tables).items()):
+        h.update(f"{artifact}={path}:{path.stat().st_size if path.is_file() else -1}".encode())
+    h.update(json.dumps({k: manifest.get(k) for k in ("profile", "scope")}, sort_keys=True, default=str).encode())
+    for figure in sorted(Path(f) for f in figures):
+        h.update(figure.name.encode() + hashlib.sha256(figure.read_bytes()).digest())
+    return h.hexdigest()[:24]
+
+
 def write_explore(out: Path, split: str, tables: Mapping[str, pd.DataFrame], manifest: Mapping[str, Any],
-                  figures: Sequence[Path] = ()) -> dict[str, Any]:
-    """Write ``explore.html`` (and ``explore.png`` when a system Chromium exists); returns the manifest entry."""
-    page = explore_page(load_inputs(split, tables, manifest, figures)).encode("utf-8")
+                  figures: Sequence[Path] = (), cache_dir: Path | None = None) -> dict[str, Any]:
+    """Write ``explore.html`` (and ``explore.png`` when a system Chromium exists); returns the manifest entry.
+
+    With ``cache_dir``, the page's data and its screenshot are kept under the key of what they depend on
+    (``_data_key``): a rerun on the same results only stamps this run's id and commit into the page. The
+    screenshot shows the direction view, which covers the header's run id, so a kept one is this page's picture.
+    """
+    key = _data_key(split, tables, manifest, figures) if cache_dir is not None else None
+    kept = Path(cache_dir) / f"explore-{split}-{key}.json" if key else None
+    if kept is not None and kept.is_file():
+        data = json.loads(kept.read_text(encoding="utf-8"))
+        data["meta"].update(_meta(manifest))
+    else:
+        data = page_data(load_inputs(split, tables, manifest, figures))
+        if kept is not None:
+            atomic_write_text(kept, json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+    page = render(data).encode("utf-8")
     if len(page) > MAX_PAGE_BYTES:
         raise ValueError(f"{split}: explore.html would be {len(page):,} bytes, over the {MAX_PAGE_BYTES:,}-byte limit")
     path = Path(out) / "explore.html"
     path.write_bytes(page)
     entry: dict[str, Any] = {"file": path.name, "bytes": len(page), "sha256": hashlib.sha256(page).hexdigest()}
-    why = screenshot(path, Path(out) / "explore.png")
-    entry["screenshot"] = "explore.png" if why is None else None
+    png = Path(out) / "explore.png"
+    shot = Path(cache_dir) / f"explore-{split}-{key}.png" if key else None
+    if shot is not None and shot.is_file():
+        shutil.copyfile(shot, png)
+        why = None
+    else:
+        why = screenshot(path, png)
+        if why is None and shot is not None:
+            atomic_write(shot, lambda p: shutil.copyfile(png, p))
+    entry["screenshot"] = png.name if why is None else None
     if why is not None:
         entry["screenshot_skipped"] = why
     return entry

@@ -11,6 +11,7 @@ import subprocess
 import pandas as pd
 
 from fixtures.settings import PROJECT_ROOT
+from reports.explore import top_of
 from reports.outputs import stash_frame
 
 
@@ -58,3 +59,8 @@ def test_run_manifest(evaluation, split, report) -> None:
     assert pool_manifest["corpus_hash"] == study.corpus_hashes()[study.directions.loc[
         study.directions["split"] == split, "corpus"].iloc[0]]
     assert {"dense", "sparse", "bm25"} <= set(pool_manifest["depths"])
+    # The explorer page shows the top of each pool in the order the window rankers rerank (last: a reference that
+    # cannot be ranked fails here without taking the files above with it).
+    for reference in sorted({d.reference for d in profile.ordered() if d.is_window and d.reference}):
+        report.add("artifacts", split, {"artifact": f"top:{reference}", "path": str(stash_frame(
+            s.cache_dir, f"top-{reference}-{split}", top_of(evaluation.ranking(split, reference))))})

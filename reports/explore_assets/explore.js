@@ -368,7 +368,7 @@
       h += `<tr class="${role ? "designated-" + role : ""}"><td class="num">${k - s + 1}</td><td>${esc(D.pids[p])}${role ? ` <span class="tag ${role}">${role === "pos" ? "d⁺" : "d⁻"}</span>` : ""}</td>` +
         P.routes.map((r) => `<td class="num">${P[r + "_score"][k] === null ? "–" : `${fmtSig(P[r + "_score"][k])} <span class="ci">(${fmtInt(P[r + "_rank"][k])})</span>`}</td>`).join("") +
         texts.map((t) => `<td class="num">${fmtSig(P.text[t][k])}</td>`).join("") +
-        `<td class="snippet" title="${esc(text)}">${esc(text.length > 180 ? text.slice(0, 180) + "…" : text)}</td></tr>`;
+        `<td class="snippet">${text.length > 160 ? `<details title="click to show the whole passage"><summary>${esc(text.slice(0, 160))}…</summary>${esc(text.slice(160))}</details>` : esc(text)}</td></tr>`;
     }
     return h + "</tbody></table></div>";
   }

@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from reports import explore
-from reports.explore import ASSETS, judgments, load_inputs, page_data, render, write_explore
-from reports.trec import write_run
+from reports.explore import ASSETS, judgments, load_inputs, page_data, render, top_of, write_explore
 from rankers.base import Ranking
 
 TEXTS = {"pA": "The film was not a success at the box office.", "pB": "The film was a success at the box office.",
@@ -59,6 +58,13 @@ def test_judgments_keep_the_rules_score_and_the_graders_probabilities() -> None:
     assert j.loc[("p2_q1", "pD"), "error"] == "timeout" and pd.isna(j.loc[("p1_q1", "pA"), "error"])
 
 
+def test_numbers_are_rounded_to_significant_digits_and_missing_ones_are_null() -> None:
+    values = [0.15761234, 15.912345, 123456.7, -0.00012345678, 3.0, 0.0, np.nan, np.inf, None, 12.5]
+    assert explore._column(values, 4) == [0.1576, 15.91, 123500, -0.0001235, 3, 0, None, None, None, 12.5]
+    assert explore._column(pd.array([1, pd.NA, 250], dtype="Int64")) == [1, None, 250]
+    assert json.dumps(explore._column([0.1 + 0.2, 1 / 3], 6)) == "[0.3, 0.333333]"
+
+
 @pytest.fixture
 def artifacts(tmp_path: Path) -> dict[str, object]:
     """A split's report tables and the artifact files they name, as the specs hand them to the publisher."""
@@ -82,8 +88,8 @@ def artifacts(tmp_path: Path) -> dict[str, object]:
         pool[f"{route}_score"] = 1.0 / (pool["rank"] + i)
         pool[f"{route}_rank"] = pool["rank"].astype(float)
     put("pool", pool.drop(columns="rank"))
-    paths["run:fusion"] = write_run(Ranking("fusion", pool.assign(k0=-pool["rank"], k1=0.0, k2=0.0)[
-        ["qid", "pid", "rank", "k0", "k1", "k2"]]), tmp_path / "fusion.trec")
+    put("top:fusion", top_of(Ranking("fusion", pool.assign(k0=-pool["rank"], k1=0.0, k2=0.0)[
+        ["qid", "pid", "rank", "k0", "k1", "k2"]]), k=3))
     table2 = pd.DataFrame({"ranker": ["fusion", "grader"], "n": [3, 3], "strict": [2, 1], "strict_pct": [66.7, 33.3],
                            "mrr": [0.61, np.nan], "corrections": [np.nan, 1.0], "regressions": [np.nan, 2.0]})
     tables = {"table2": table2,
@@ -150,3 +156,22 @@ def test_inputs_without_a_population_are_refused_by_name(artifacts) -> None:
     tables["artifacts"] = tables["artifacts"][tables["artifacts"]["artifact"] != "population"]
     with pytest.raises(ValueError, match="population artifact"):
         load_inputs("test", tables, artifacts["manifest"])
+
+
+def test_a_rerun_on_the_same_results_reuses_the_pages_data_and_stamps_its_own_run(artifacts, monkeypatch) -> None:
+    cache, first, second = (artifacts["dir"] / name for name in ("cache", "first", "second"))
+    for folder in (first, second):
+        folder.mkdir()
+    monkeypatch.setenv("NEVIR_CHROMIUM", str(cache / "no-such-browser"))
+    write_explore(first, "test", artifacts["tables"], artifacts["manifest"], cache_dir=cache)
+    monkeypatch.setattr(explore, "page_data", lambda inputs: pytest.fail("the data were recomputed"))
+    rerun = {**artifacts["manifest"], "run_id": "run-2", "code_commit": "def456"}
+    write_explore(second, "test", artifacts["tables"], rerun, cache_dir=cache)
+    page = (second / "explore.html").read_text(encoding="utf-8")
+    assert '"run_id":"run-2"' in page and '"commit":"def456"' in page and "run-1" not in page
+    assert page.replace("run-2", "run-1").replace("def456", "abc123") == \
+        (first / "explore.html").read_text(encoding="utf-8")
+    changed = dict(artifacts["tables"])
+    changed["table2"] = changed["table2"].assign(strict=[3, 1])
+    with pytest.raises(pytest.fail.Exception, match="recomputed"):
+        write_explore(second, "test", changed, rerun, cache_dir=cache)

@@ -158,6 +158,31 @@ def test_disagreement_filter_matches_pairwise_and_table2(page, published: Path) 
     assert compared > 0
 
 
+def test_claims_link_to_their_discordant_directions(page, published: Path) -> None:
+    """A claim comparing two rankers links to the directions on which they differ: strict success for a strict
+    claim, the preferred passage's position for a position claim (counted here from directions.csv)."""
+    claims = pd.read_csv(published / "claims.csv")
+    if not {"ranker", "versus"} <= set(claims.columns):
+        pytest.skip("claims.csv does not name the compared rankers (ranker, versus columns)")
+    directions = pd.read_csv(published / "directions.csv")
+    checked = 0
+    for claim in claims.dropna(subset=["ranker", "versus"]).itertuples():
+        a, b = str(claim.ranker), str(claim.versus)
+        if f"{a}__strict" not in directions or f"{b}__strict" not in directions:
+            continue
+        both = directions[f"{a}__strict"].notna() & directions[f"{b}__strict"].notna()
+        position = getattr(claim, "measure", "strict") not in ("strict", None) and \
+            directions[f"{a}__rank_pos"].notna().any() and directions[f"{b}__rank_pos"].notna().any()
+        column = "rank_pos" if position else "strict"
+        expected = int((both & (directions[f"{a}__{column}"] != directions[f"{b}__{column}"])).sum())
+        _set(page, view="overview")
+        page.find_element("xpath", f"//table[@id='claims']//tr[.//b[text()='{claim.claim}']]//a[@data-state]").click()
+        shown = int(page.find_element("id", "count").get_attribute("data-count"))
+        assert shown == expected, f"{claim.claim}: {shown} directions linked, {expected} where {a} and {b} differ"
+        checked += 1
+    assert checked > 0
+
+
 def test_a_direction_shows_both_passages_and_its_pairs_other_direction(page, published: Path) -> None:
     directions = pd.read_csv(published / "directions.csv", dtype=str).set_index("qid")
     _set(page)
