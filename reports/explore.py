@@ -219,6 +219,14 @@ def _column(values: Any, digits: int = 6) -> list[float | int | None]:
     return [None if x != x else int(x) if x.is_integer() and abs(x) < 2**53 else x for x in out.tolist()]
 
 
+def _sparse(values: list[Any]) -> list[Any] | dict[str, list[Any]]:
+    """A mostly empty column (a sampled ranker's) as {"i": indices, "v": values}; the page expands it on load."""
+    present = [i for i, v in enumerate(values) if v is not None]
+    if 2 * len(present) >= len(values):
+        return values
+    return {"i": present, "v": [values[i] for i in present]}
+
+
 def _records(frame: pd.DataFrame | None, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
     if frame is None or not len(frame):
         return []
@@ -275,8 +283,8 @@ def page_data(inputs: ExploreInputs) -> dict[str, Any]:
         if f"{name}__strict" not in d.columns:
             continue
         codes, fallback = _outcome_codes(d, name)
-        data["outcomes"][name] = {"o": codes, "f": fallback, "rp": _column(d[f"{name}__rank_pos"]),
-                                  "rn": _column(d[f"{name}__rank_neg"])}
+        data["outcomes"][name] = {"o": codes, "f": fallback, "rp": _sparse(_column(d[f"{name}__rank_pos"])),
+                                  "rn": _sparse(_column(d[f"{name}__rank_neg"]))}
     for name, frame in inputs.judgments.items():
         j = frame.drop_duplicates(["qid", "pid"]).set_index(["qid", "pid"])
         per_side = {}
@@ -292,7 +300,7 @@ def page_data(inputs: ExploreInputs) -> dict[str, Any]:
                 per_side[f"t{side}"] = _column(part["near_tie"])
             per_side[f"e{side}"] = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
                                     for v in part["error"]]
-        data["judgments"][name] = per_side
+        data["judgments"][name] = {k: _sparse(v) for k, v in per_side.items()}
     for name, frame in inputs.branches.items():
         b = frame.set_index("qid")["branch"].reindex(qids)
         data["branches"][name] = "".join(BRANCH_CODES.get(v, "-") if isinstance(v, str) else "-" for v in b)
@@ -328,7 +336,7 @@ def _pool_data(inputs: ExploreInputs, qids: list[str], pidx) -> dict[str, Any]:
     for name, frame in inputs.judgments.items():
         scores = frame.drop_duplicates(["qid", "pid"]).set_index(["qid", "pid"])["score"].reindex(keys)
         if scores.notna().any():
-            out["text"][name] = _column(scores, 4)
+            out["text"][name] = _sparse(_column(scores, 4))
     return out
 
 

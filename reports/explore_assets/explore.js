@@ -4,11 +4,24 @@
 (function () {
   const D = JSON.parse(document.getElementById("data").textContent);
   const N = D.meta.n_directions;
+  // Mostly empty columns (a sampled ranker's) come as {i: indices, v: values}: expand them once.
+  const dense = (x, n) => {
+    if (!x || Array.isArray(x)) return x;
+    const a = new Array(n).fill(null);
+    x.i.forEach((k, j) => { a[k] = x.v[j]; });
+    return a;
+  };
+  for (const o of Object.values(D.outcomes)) { o.rp = dense(o.rp, N); o.rn = dense(o.rn, N); }
+  for (const j of Object.values(D.judgments)) for (const k of Object.keys(j)) j[k] = dense(j[k], N);
+  if (D.pool) for (const k of Object.keys(D.pool.text)) D.pool.text[k] = dense(D.pool.text[k], D.pool.pid.length);
   const RANKERS = D.rankers.filter((r) => D.outcomes[r.name]);
   const BY_NAME = Object.fromEntries(D.rankers.map((r) => [r.name, r]));
   const OUTCOME = { 0: ["o0", "·", "not in sample"], 1: ["o1", "✓", "strict success"], 2: ["o2", "✗", "wrong order"],
                     3: ["o3", "=", "tie"] };
-  const BRANCH = { e: "equal scores (tie-breaker decides)", d: "different scores", o: "outside window or fallback" };
+  const BRANCH = { e: "equal scores", d: "different scores", o: "outside window / fallback" };
+  const BRANCH_TITLE = { e: "both designated passages scored in the window with equal text scores: the tie-breaker decides",
+                         d: "both scored in the window with different text scores",
+                         o: "a designated passage lies outside the window, or the query fell back to the reference" };
   const PAIR = {};
   D.dirs.pair.forEach((p, i) => { (PAIR[p] = PAIR[p] || []).push(i); });
   const INDEX = Object.fromEntries(D.dirs.qid.map((q, i) => [q, i]));
@@ -143,7 +156,7 @@
       const info = BY_NAME[r.ranker] || {};
       const failures = r.n !== null && r.strict !== null ? r.n - r.strict : null;
       const vs = info.compare_to && info.compare_to !== r.ranker ? info.compare_to : "";
-      h += `<tr><td title="${esc(info.label || r.ranker)}"><b>${esc(r.ranker)}</b><br><span class="muted">${esc(info.label && info.label !== r.ranker ? info.label : "")}</span></td>
+      h += `<tr><td class="wrap"><b>${esc(r.ranker)}</b><br><span class="muted small">${esc(info.label && info.label !== r.ranker ? info.label : "")}</span></td>
         <td class="num">${fmtInt(r.n)}</td><td class="num">${ci(r.strict_pct, r.strict_pct_lo, r.strict_pct_hi, 2)}</td>
         <td class="num">${ci(r.mrr, r.mrr_lo, r.mrr_hi, 4)}</td><td class="num">${ci(r.paired_pct, r.paired_pct_lo, r.paired_pct_hi, 2)}</td>
         <td class="num">${fmt(r.pref_at_1, 2)}</td><td class="num">${fmtInt(r.ties)}</td><td class="num">${fmtInt(r.fallback)}</td>
@@ -342,8 +355,8 @@
         `<td class="num">${fmtInt(rankPos(n, i))}</td><td class="num">${fmtInt(rankNeg(n, i))}</td>
         <td class="num">${fmtSig(judged(n, "sp", i))}</td><td class="num">${fmtSig(judged(n, "sn", i))}${err.length ? ` <span class="tag warn" title="${esc(err.join("; "))}">unavailable</span>` : ""}</td>` +
         (graded ? `<td>${probs(judged(n, "gp", i))}</td><td>${probs(judged(n, "gn", i))}</td>
-          <td class="num">${fmt(judged(n, "mp", i), 3)} / ${fmt(judged(n, "mn", i), 3)}${nt.includes(1) ? ' <span class="tag warn">near-tie</span>' : ""}</td>` : "") +
-        `<td>${branch(n, i) === "-" ? "–" : esc(BRANCH[branch(n, i)])}</td></tr>`;
+          <td class="num">${judged(n, "mp", i) === null && judged(n, "mn", i) === null ? "–" : `${fmt(judged(n, "mp", i), 3)} / ${fmt(judged(n, "mn", i), 3)}`}${nt.includes(1) ? ' <span class="tag warn">near-tie</span>' : ""}</td>` : "") +
+        `<td class="br"${branch(n, i) === "-" ? "" : ` title="${esc(BRANCH_TITLE[branch(n, i)])}"`}>${branch(n, i) === "-" ? "–" : esc(BRANCH[branch(n, i)])}</td></tr>`;
     }
     h += "</tbody></table></div>" + pool(i);
     $("direction").innerHTML = h;
@@ -353,7 +366,7 @@
     if (!P) return "<p class='muted'>no pool order in this run</p>";
     const s = P.start[i], e = P.start[i + 1];
     const ref = D.meta.reference;
-    const texts = Object.keys(P.text);
+    const texts = Object.keys(P.text).filter((t) => P.text[t].slice(s, e).some((v) => v !== null));  // who scored this window
     const rp = rankPos(ref, i), rn = rankNeg(ref, i);
     const outside = [[rp, "d⁺"], [rn, "d⁻"]].filter(([r]) => r !== null && r > D.meta.pool_top)
       .map(([r, what]) => `${what} at ${esc(ref)} rank ${fmtInt(r)}`);

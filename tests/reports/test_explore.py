@@ -62,6 +62,8 @@ def test_numbers_are_rounded_to_significant_digits_and_missing_ones_are_null() -
     values = [0.15761234, 15.912345, 123456.7, -0.00012345678, 3.0, 0.0, np.nan, np.inf, None, 12.5]
     assert explore._column(values, 4) == [0.1576, 15.91, 123500, -0.0001235, 3, 0, None, None, None, 12.5]
     assert explore._column(pd.array([1, pd.NA, 250], dtype="Int64")) == [1, None, 250]
+    assert explore._sparse([None, 2.5, None, None]) == {"i": [1], "v": [2.5]}
+    assert explore._sparse([1, None, 3, None]) == [1, None, 3, None], "half full or more stays a list"
     assert json.dumps(explore._column([0.1 + 0.2, 1 / 3], 6)) == "[0.3, 0.333333]"
 
 
@@ -103,8 +105,22 @@ def artifacts(tmp_path: Path) -> dict[str, object]:
     return {"tables": tables, "manifest": manifest, "dir": tmp_path}
 
 
+def _dense(column, n: int) -> list:
+    """What the page does with a sparse column ({"i": indices, "v": values}) on load."""
+    if isinstance(column, list):
+        return column
+    out = [None] * n
+    for i, v in zip(column["i"], column["v"]):
+        out[i] = v
+    return out
+
+
 def test_page_data_aligns_every_column_with_the_directions(artifacts) -> None:
     data = page_data(load_inputs("test", artifacts["tables"], artifacts["manifest"]))
+    for group in (*data["outcomes"].values(), *data["judgments"].values(), data["pool"]["text"]):
+        for key, column in group.items():
+            if not isinstance(column, str):
+                group[key] = _dense(column, len(data["pool"]["pid"]) if group is data["pool"]["text"] else 4)
     assert data["dirs"]["qid"] == ["p1_q1", "p1_q2", "p2_q1", "p2_q2"]
     assert data["meta"] | {"n_directions": 4, "profile": "tiny", "commit": "abc123", "run_id": "run-1"} == data["meta"]
     # 1 success, 2 wrong order, 3 tie, 0 not evaluated (p2_q2 is not eligible)
