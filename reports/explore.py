@@ -148,12 +148,10 @@ def load_inputs(split: str, tables: Mapping[str, pd.DataFrame], manifest: Mappin
     for row in table2.to_dict("records"):
         name = str(row["ranker"])
         decl = declared.get(name, {}) if isinstance(declared.get(name), Mapping) else {}
-        rankers.append({"name": name, "label": decl.get("label") or name, "kind": decl.get("kind"),
-                        "n": int(row["n"]), "population": decl.get("population", "all"),
-                        "compare_to": decl.get("compare_to"), "reference": decl.get("reference"),
-                        "window": f"scores:{name}" in paths, "positions": bool(pd.notna(row.get("mrr"))),
-                        "graded": decl.get("kind") == "llm_grader", "grade": decl.get("grade")})
-    references = [r["reference"] for r in rankers if r["window"] and r.get("reference")]
+        rankers.append({"name": name, "label": decl.get("label") or name, "n": int(row["n"]),
+                        "compare_to": decl.get("compare_to"), "window": f"scores:{name}" in paths})
+    references = [declared[r]["reference"] for r in names if isinstance(declared.get(r), Mapping)
+                  and declared[r].get("reference") and f"scores:{r}" in paths]
     reference = next((r for r in [*references, *names] if f"top:{r}" in paths), None)
     pool_top = None
     if reference is not None and "pool" in paths:

@@ -37,7 +37,7 @@ def test_run_manifest(evaluation, split, report) -> None:
         "profile": {"name": profile.name, "file": str(profile.path), "extends": [str(p) for p in profile.chain[:-1]],
                     "models": profile.models,
                     "rankers": {d.name: {"kind": d.kind, "population": d.population, "label": d.label,
-                                         "compare_to": d.compare_to, "reference": d.reference,
+                                         "compare_to": d.baseline, "reference": d.reference,
                                          "tie_breaker": d.tie_breaker, **d.options} for d in profile.ordered()},
                     "samples": {n: {"directions": evaluation.sample_size(n), "seed": evaluation.sample_seed(n)}
                                 for n in profile.samples}},

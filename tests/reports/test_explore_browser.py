@@ -22,6 +22,7 @@ import pytest
 
 from fixtures.settings import PROJECT_ROOT
 from reports.explore import CHROMIUM_FLAGS
+from reports.writer import PARTIAL
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -54,9 +55,11 @@ def published(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Con
     run = subprocess.run([sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "--benchmark-skip",
                           *SUBSET, *marks, "--splits", SPLIT, "--results-dir", str(results), "-q"],
                          cwd=PROJECT_ROOT, capture_output=True, text=True, env=env, timeout=3600)
-    page = results / SPLIT / "explore.html"
+    # A run with a selection (-m) is published under <results>/partial/, a complete one in place.
+    split = results / (PARTIAL if marks else "") / SPLIT
+    page = split / "explore.html"
     assert page.is_file(), f"no {page} (pytest exit {run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
-    return results / SPLIT
+    return split
 
 
 @pytest.fixture(scope="module")
