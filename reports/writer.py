@@ -28,6 +28,7 @@ import pandas as pd
 from filelock import FileLock, Timeout
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, sha256_file
+from reports.explore import write_explore
 from reports.figures import write_figures
 from reports.paper import paper_table2
 from reports.tables import TABLES, directions_table
@@ -219,6 +220,8 @@ def _write(out: Path, split: str, tables: dict[str, pd.DataFrame], context: dict
         if artifact.startswith("run:"):
             _copy_sealed(_artifact(tables, artifact), out / "runs" / f"{artifact[4:]}.trec")
     figures = write_figures(out, tables, context.get("figure_cache"))
+    if population is not None and "table2" in tables:
+        manifest["explore"] = write_explore(out, split, tables, manifest, figures, context.get("figure_cache"))
     (out / "report.md").write_text(_report_md(split, tables, figures, manifest), encoding="utf-8")
     manifest["files"] = file_digests(out)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")

@@ -16,6 +16,7 @@ from harness.claims import (check_claim, claim_book, designated_twins, expected_
                             tie_branch_frame, tie_twins)
 from reports.cost import replay_rows, stage_cost
 from reports.measures import direction_outcomes
+from reports.outputs import stash_frame
 from reports.tables import pair_only_outcomes, pair_only_summary, table3
 from reports.tie_branch import expected_grade_rows, tie_branch_table
 
@@ -24,6 +25,8 @@ def test_tie_branch_table(evaluation, split, window_ranker, report) -> None:
     per = tie_branch_frame(evaluation, split, window_ranker)
     decl = evaluation.decl(window_ranker)
     rows = tie_branch_table(per, window_ranker, decl.max_score)
+    report.add("artifacts", split, {"artifact": f"branches:{window_ranker}", "path": str(stash_frame(
+        evaluation.settings.cache_dir, f"branches-{window_ranker}", per[["qid", "branch"]]))})
     for i, row in enumerate(rows):
         report.add("tie_branch", split, row, order=decl.order * 10 + i)
     assert sum(r["directions"] for r in rows) == len(per)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import subprocess
 
+import pandas as pd
+
 from fixtures.settings import PROJECT_ROOT
+from reports.explore import top_of
 from reports.outputs import stash_frame
 
 
@@ -33,8 +36,9 @@ def test_run_manifest(evaluation, split, report) -> None:
         "scope": s.run_scope(),
         "profile": {"name": profile.name, "file": str(profile.path), "extends": [str(p) for p in profile.chain[:-1]],
                     "models": profile.models,
-                    "rankers": {d.name: {"kind": d.kind, "population": d.population, **d.options}
-                                for d in profile.ordered()},
+                    "rankers": {d.name: {"kind": d.kind, "population": d.population, "label": d.label,
+                                         "compare_to": d.baseline, "reference": d.reference,
+                                         "tie_breaker": d.tie_breaker, **d.options} for d in profile.ordered()},
                     "samples": {n: {"directions": evaluation.sample_size(n), "seed": evaluation.sample_seed(n)}
                                 for n in profile.samples}},
         "data": study.data_provenance(),
@@ -46,9 +50,17 @@ def test_run_manifest(evaluation, split, report) -> None:
     for key, value in entries.items():
         report.add("manifest", split, {"key": key, "value": value})
     report.add("artifacts", split, {"artifact": "pool", "path": str(pool_path)})
+    corpus = study.corpus_for(split)  # passage texts for the explorer page (it embeds only those it shows)
+    report.add("artifacts", split, {"artifact": "corpus", "path": str(stash_frame(
+        s.cache_dir, f"corpus-{split}", pd.DataFrame({"pid": list(corpus), "text": list(corpus.values())})))})
     population = stash_frame(s.cache_dir, f"population-{split}", evaluation.population(split))
     report.add("artifacts", split, {"artifact": "population", "path": str(population)})
     # The pool a number came from must name the corpus it retrieved from and the models that built it.
     assert pool_manifest["corpus_hash"] == study.corpus_hashes()[study.directions.loc[
         study.directions["split"] == split, "corpus"].iloc[0]]
     assert {"dense", "sparse", "bm25"} <= set(pool_manifest["depths"])
+    # The explorer page shows the top of each pool in the order the window rankers rerank (last: a reference that
+    # cannot be ranked fails here without taking the files above with it).
+    for reference in sorted({d.reference for d in profile.ordered() if d.is_window and d.reference}):
+        report.add("artifacts", split, {"artifact": f"top:{reference}", "path": str(stash_frame(
+            s.cache_dir, f"top-{reference}-{split}", top_of(evaluation.ranking(split, reference))))})

@@ -1,0 +1,193 @@
+"""The explorer page's data and file, on a hand-made split of two pairs (the browser test drives the real page)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reports import explore
+from reports.explore import ASSETS, judgments, load_inputs, page_data, render, top_of, write_explore
+from rankers.base import Ranking
+
+TEXTS = {"pA": "The film was not a success at the box office.", "pB": "The film was a success at the box office.",
+         "pC": "Rain fell on the plain.", "pD": "Rain never fell on the plain.",
+         "pX": "An unrelated passage </script><script>alert(1)</script> with markup."}
+
+
+def _population() -> pd.DataFrame:
+    """Two pairs: p1 (both directions eligible), p2 (its second direction not covered by the pool)."""
+    return pd.DataFrame({
+        "qid": ["p1_q1", "p1_q2", "p2_q1", "p2_q2"], "pair_id": ["p1", "p1", "p2", "p2"], "direction": [1, 2, 1, 2],
+        "split": "test", "group": ["g1", "g1", "g2", "g2"], "query": ["flop?", "hit?", "dry?", "rain?"],
+        "preferred_pid": ["pA", "pB", "pD", "pC"], "counterpart_pid": ["pB", "pA", "pC", "pD"],
+        "eligible": [True, True, True, False], "conflict": False, "covered": [True, True, True, False]})
+
+
+def _outcomes(strict, tie, fallback, ranks=True) -> pd.DataFrame:
+    frame = pd.DataFrame({"qid": ["p1_q1", "p1_q2", "p2_q1"], "strict": strict, "tie": tie, "fallback": fallback})
+    if ranks:
+        frame["rank_pos"], frame["rank_neg"] = [1, 3, 2], [2, 1, 1]
+    else:
+        frame["rank_pos"] = frame["rank_neg"] = pd.array([pd.NA] * 3, dtype="Int64")
+    return frame
+
+
+def _scored() -> pd.DataFrame:
+    """A grader's frame: the argmax grade as score, the probabilities in usage; one row repeated, one unavailable."""
+    probs = {"pA": [0.0, 0.1, 0.2, 0.3, 0.4], "pB": [0.1, 0.1, 0.1, 0.3, 0.4]}
+    rows = [("p1_q1", "pA"), ("p1_q1", "pB"), ("p1_q1", "pA"), ("p2_q1", "pD")]
+    return pd.DataFrame({
+        "qid": [q for q, _ in rows], "pid": [p for _, p in rows], "score": [4.0, 4.0, 4.0, np.nan],
+        "error": [None, None, None, "timeout"],
+        "usage": [{"grade_probs": probs[p], "grade_margin": 0.1, "near_tie": 0.0} if p in probs else {} for _, p in rows]})
+
+
+def test_judgments_keep_the_rules_score_and_the_graders_probabilities() -> None:
+    rule = {("p1_q1", "pA"): 3.0, ("p1_q1", "pB"): 2.9}  # e.g. expected grades, not the stored argmax
+    j = judgments(_scored(), rule).set_index(["qid", "pid"])
+    assert list(j.columns) == list(explore.JUDGMENT_COLUMNS[2:])
+    assert len(j) == 3, "one row per scored (qid, pid)"
+    assert j.loc[("p1_q1", "pA"), "score"] == 3.0 and j.loc[("p1_q1", "pB"), "score"] == 2.9
+    assert j.loc[("p1_q1", "pB"), ["p0", "p1", "p2", "p3", "p4"]].tolist() == [0.1, 0.1, 0.1, 0.3, 0.4]
+    assert j.loc[("p1_q1", "pA"), "margin"] == 0.1 and j.loc[("p1_q1", "pA"), "near_tie"] == 0.0
+    assert np.isnan(j.loc[("p2_q1", "pD"), "score"]) and np.isnan(j.loc[("p2_q1", "pD"), "p0"])
+    assert j.loc[("p2_q1", "pD"), "error"] == "timeout" and pd.isna(j.loc[("p1_q1", "pA"), "error"])
+
+
+def test_numbers_are_rounded_to_significant_digits_and_missing_ones_are_null() -> None:
+    values = [0.15761234, 15.912345, 123456.7, -0.00012345678, 3.0, 0.0, np.nan, np.inf, None, 12.5]
+    assert explore._column(values, 4) == [0.1576, 15.91, 123500, -0.0001235, 3, 0, None, None, None, 12.5]
+    assert explore._column(pd.array([1, pd.NA, 250], dtype="Int64")) == [1, None, 250]
+    assert explore._sparse([None, 2.5, None, None]) == {"i": [1], "v": [2.5]}
+    assert explore._sparse([1, None, 3, None]) == [1, None, 3, None], "half full or more stays a list"
+    assert json.dumps(explore._column([0.1 + 0.2, 1 / 3], 6)) == "[0.3, 0.333333]"
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> dict[str, object]:
+    """A split's report tables and the artifact files they name, as the specs hand them to the publisher."""
+    paths = {}
+
+    def put(name: str, frame: pd.DataFrame) -> None:
+        paths[name] = tmp_path / f"{name.replace(':', '-')}.parquet"
+        frame.to_parquet(paths[name], index=False)
+
+    put("population", _population())
+    put("outcomes:fusion", _outcomes([True, False, True], [False, False, False], [False, False, False]))
+    put("outcomes:grader", _outcomes([True, False, False], [False, True, False], [False, False, True], ranks=False))
+    put("scores:grader", judgments(_scored(), {("p1_q1", "pA"): 4.0, ("p1_q1", "pB"): 4.0}))
+    put("branches:grader", pd.DataFrame({"qid": ["p1_q1", "p1_q2", "p2_q1"],
+                                         "branch": ["equal_score", "different_score", "outside_window_or_fallback"]}))
+    put("corpus", pd.DataFrame({"pid": list(TEXTS), "text": list(TEXTS.values())}))
+    pool = pd.DataFrame({"qid": ["p1_q1"] * 3 + ["p1_q2"] * 3 + ["p2_q1"] * 3 + ["p2_q2"] * 2,
+                         "pid": ["pA", "pB", "pX", "pB", "pX", "pA", "pD", "pC", "pX", "pD", "pX"]})
+    pool["rank"] = pool.groupby("qid").cumcount() + 1
+    for i, route in enumerate(("dense", "sparse", "bm25")):
+        pool[f"{route}_score"] = 1.0 / (pool["rank"] + i)
+        pool[f"{route}_rank"] = pool["rank"].astype(float)
+    put("pool", pool.drop(columns="rank"))
+    put("top:fusion", top_of(Ranking("fusion", pool.assign(k0=-pool["rank"], k1=0.0, k2=0.0)[
+        ["qid", "pid", "rank", "k0", "k1", "k2"]]), k=3))
+    table2 = pd.DataFrame({"ranker": ["fusion", "grader"], "n": [3, 3], "strict": [2, 1], "strict_pct": [66.7, 33.3],
+                           "mrr": [0.61, np.nan], "corrections": [np.nan, 1.0], "regressions": [np.nan, 2.0]})
+    tables = {"table2": table2,
+              "claims": pd.DataFrame({"claim": ["h2_grader_strict_gt_fusion"], "status": ["inconclusive"],
+                                      "effect": [-33.3], "lo": [-100.0], "hi": [33.3], "p_value": [0.5]}),
+              "artifacts": pd.DataFrame({"artifact": list(paths), "path": [str(p) for p in paths.values()]})}
+    manifest = {"code_commit": "abc123", "run_id": "run-1",
+                "profile": {"name": "tiny", "rankers": {"fusion": {"kind": "fusion", "compare_to": "fusion"},
+                                                        "grader": {"kind": "llm_grader", "compare_to": "fusion",
+                                                                   "reference": "fusion", "label": "LLM grader"}}}}
+    return {"tables": tables, "manifest": manifest, "dir": tmp_path}
+
+
+def _dense(column, n: int) -> list:
+    """What the page does with a sparse column ({"i": indices, "v": values}) on load."""
+    if isinstance(column, list):
+        return column
+    out = [None] * n
+    for i, v in zip(column["i"], column["v"]):
+        out[i] = v
+    return out
+
+
+def test_page_data_aligns_every_column_with_the_directions(artifacts) -> None:
+    data = page_data(load_inputs("test", artifacts["tables"], artifacts["manifest"]))
+    for group in (*data["outcomes"].values(), *data["judgments"].values(), data["pool"]["text"]):
+        for key, column in group.items():
+            if not isinstance(column, str):
+                group[key] = _dense(column, len(data["pool"]["pid"]) if group is data["pool"]["text"] else 4)
+    assert data["dirs"]["qid"] == ["p1_q1", "p1_q2", "p2_q1", "p2_q2"]
+    assert data["meta"] | {"n_directions": 4, "profile": "tiny", "commit": "abc123", "run_id": "run-1"} == data["meta"]
+    # 1 success, 2 wrong order, 3 tie, 0 not evaluated (p2_q2 is not eligible)
+    assert data["outcomes"]["fusion"]["o"] == "1210" and data["outcomes"]["fusion"]["f"] == "0000"
+    assert data["outcomes"]["grader"]["o"] == "1320" and data["outcomes"]["grader"]["f"] == "0010"
+    assert data["outcomes"]["fusion"]["rp"] == [1, 3, 2, None] and data["outcomes"]["grader"]["rp"] == [None] * 4
+    assert data["branches"]["grader"] == "edo-"
+    g = data["judgments"]["grader"]
+    assert g["sp"] == [4, None, None, None] and g["sn"] == [4, None, None, None]
+    assert g["gp"][0] == [0, 0.1, 0.2, 0.3, 0.4] and g["gp"][1] is None and g["ep"][2] == "timeout"
+    assert g["en"][0] is None
+    assert "fusion" not in data["judgments"], "a full-pool ranker has no text scores"
+    # Every text is stored once, looked up by index: the passages of both directions and the pool's.
+    assert sorted(data["pids"]) == sorted(TEXTS) and len(data["passages"]) == len(set(data["passages"]))
+    assert [data["pids"][k] for k in data["dirs"]["pos"]] == ["pA", "pB", "pD", "pC"]
+    pool = data["pool"]
+    assert pool["start"] == [0, 3, 6, 9, 11] and data["meta"]["reference"] == "fusion"
+    assert [data["pids"][k] for k in pool["pid"][3:6]] == ["pB", "pX", "pA"]
+    assert pool["routes"] == ["dense", "sparse", "bm25"] and pool["dense_rank"][:3] == [1, 2, 3]
+    assert pool["text"]["grader"][:3] == [4, 4, None], "the grader's window scores beside the pool"
+
+
+def test_the_page_is_self_contained_and_its_data_round_trips(artifacts) -> None:
+    data = page_data(load_inputs("test", artifacts["tables"], artifacts["manifest"]))
+    page = render(data)
+    for asset in ASSETS.iterdir():  # nothing the page loads comes from the network
+        assert not re.search(r"https?://|//cdn|@import", asset.read_text(encoding="utf-8")), asset
+    assert page.count("</script>") == 2, "a passage's markup cannot close the data block"
+    embedded = re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1)
+    assert json.loads(embedded) == json.loads(json.dumps(data))
+
+
+def test_write_explore_reports_its_size_and_refuses_an_oversized_page(artifacts, monkeypatch) -> None:
+    out = artifacts["dir"] / "out"
+    out.mkdir()
+    monkeypatch.setenv("NEVIR_CHROMIUM", str(out / "no-such-browser"))
+    entry = write_explore(out, "test", artifacts["tables"], artifacts["manifest"])
+    assert entry["bytes"] == (out / "explore.html").stat().st_size > 0
+    assert entry["screenshot"] is None and "no system Chromium" in entry["screenshot_skipped"]
+    monkeypatch.setattr(explore, "MAX_PAGE_BYTES", entry["bytes"] - 1)
+    (out / "explore.html").unlink()
+    with pytest.raises(ValueError, match=r"test: explore\.html would be .* over the .*-byte limit"):
+        write_explore(out, "test", artifacts["tables"], artifacts["manifest"])
+    assert not (out / "explore.html").exists()
+
+
+def test_inputs_without_a_population_are_refused_by_name(artifacts) -> None:
+    tables = dict(artifacts["tables"])
+    tables["artifacts"] = tables["artifacts"][tables["artifacts"]["artifact"] != "population"]
+    with pytest.raises(ValueError, match="population artifact"):
+        load_inputs("test", tables, artifacts["manifest"])
+
+
+def test_a_rerun_on_the_same_results_reuses_the_pages_data_and_stamps_its_own_run(artifacts, monkeypatch) -> None:
+    cache, first, second = (artifacts["dir"] / name for name in ("cache", "first", "second"))
+    for folder in (first, second):
+        folder.mkdir()
+    monkeypatch.setenv("NEVIR_CHROMIUM", str(cache / "no-such-browser"))
+    write_explore(first, "test", artifacts["tables"], artifacts["manifest"], cache_dir=cache)
+    monkeypatch.setattr(explore, "page_data", lambda inputs: pytest.fail("the data were recomputed"))
+    rerun = {**artifacts["manifest"], "run_id": "run-2", "code_commit": "def456"}
+    write_explore(second, "test", artifacts["tables"], rerun, cache_dir=cache)
+    page = (second / "explore.html").read_text(encoding="utf-8")
+    assert '"run_id":"run-2"' in page and '"commit":"def456"' in page and "run-1" not in page
+    assert page.replace("run-2", "run-1").replace("def456", "abc123") == \
+        (first / "explore.html").read_text(encoding="utf-8")
+    changed = dict(artifacts["tables"])
+    changed["table2"] = changed["table2"].assign(strict=[3, 1])
+    with pytest.raises(pytest.fail.Exception, match="recomputed"):
+        write_explore(second, "test", changed, rerun, cache_dir=cache)
