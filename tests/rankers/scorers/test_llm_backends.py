@@ -27,6 +27,7 @@ from rankers.scorers.llm.llamacpp_backend import LlamaCppBackend
 from rankers.scorers.llm.openai_compatible import OpenAIBackend
 from rankers.scorers.llm.vllm_backend import VLLMBackend
 from rankers.scorers.prompts import GradePrompt, load_prompt
+from rankers.scorers.prompts.hostile import ESCAPE_VERSION
 
 PROMPT = load_prompt("grade_v2")
 NO_THINK = GenerationSettings(thinking=False)
@@ -240,7 +241,7 @@ def test_openai_model_key_names_model_revision_and_settings_not_the_url():
     a = OpenAIBackend("http://a/v1", "Qwen/Qwen3-14B-AWQ", revision="abc123", settings=settings)
     b = OpenAIBackend("http://b:9/v1", "Qwen/Qwen3-14B-AWQ", revision="abc123", settings=settings)
     assert a.model_key == b.model_key
-    assert a.model_key == f"openai:Qwen/Qwen3-14B-AWQ@abc123|{settings.key()}|cut=chars4"
+    assert a.model_key == f"openai:Qwen/Qwen3-14B-AWQ@abc123|{settings.key()}|cut=chars4|escape={ESCAPE_VERSION}"
     assert OpenAIBackend("http://a/v1", "Qwen/Qwen3-14B-AWQ", revision="abc123").model_key != a.model_key
 
 
