@@ -98,7 +98,8 @@ class OpenAIBackend:
                 async with semaphore:
                     generation, error, seconds = await post_json(
                         http, "/chat/completions", self.payload(messages), timeout_s=self.settings.timeout_s,
-                        retries=self.retries, read=lambda data: parse_chat_reply(data, 0.0))
+                        retries=self.retries, read=lambda data: parse_chat_reply(data, 0.0),
+                        where=f"{self.base_url}/chat/completions")
                 if generation is None:
                     return Generation(None, None, None, seconds, error, truncated=truncated)
                 return dataclasses.replace(generation, latency_s=seconds, truncated=truncated)
