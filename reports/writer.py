@@ -205,7 +205,8 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
                   *[f"- {line}" for line in unavailable_lines(tables["unavailable"])], ""]
     lines += ["## Files", "",
               "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals); "
-              "`table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; `cost.csv`; `claims.csv`",
+              "`table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; `cost.csv`; `claims.csv`; "
+              "`unavailable.csv` (unavailable judgments by cause, when there are any)",
               "- `qrels.txt`, `runs/<ranker>.trec` (full pool, final order), `pool.parquet`, `directions.csv` "
               "(one row per planned direction, per-ranker outcomes)",
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
