@@ -461,6 +461,8 @@ def unavailable_causes(frame: pd.DataFrame) -> dict[str, int]:
 
 def capped_replies(frame: pd.DataFrame) -> int:
     """Unique inputs of a scored frame whose stored reply was cut to the cap (``usage["reply_chars"]``)."""
+    if "usage" not in frame:
+        return 0
     unique = frame.drop_duplicates(["qid", "pid"])
     return int(sum(isinstance(u, dict) and "reply_chars" in u for u in unique["usage"]))
 
