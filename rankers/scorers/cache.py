@@ -402,7 +402,7 @@ class ScoredInputs:
         return unavailable_causes(self.frame)
 
 
-#: Reasons as the scorers write them, read as short causes; the first that matches decides (see ``_cause``).
+#: Reasons as the scorers write them, read as short causes by :func:`unavailable_cause` (the first match decides).
 _HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
 _TIMEOUT = re.compile(r"\btimeout after ([\d.]+ ?s)\b", re.IGNORECASE)
 _MALFORMED = re.compile(r"\bmalformed (?:response|reply)\b.*?\b(JSONDecodeError|UnicodeDecodeError)\b")
