@@ -3,7 +3,8 @@ interrupted session), without a traceback, publishes nothing and keeps every sco
 
 The real specs on the CI subset: a designated-pairs ranker whose judgments no cache holds yet (a fresh score
 folder; pools, models and memos are read from the shared cache) is interrupted as soon as its first chunk of
-scores is committed, after a claim's rows were recorded (so there is something the run must not publish) — once in the in-process llama.cpp grader (SmolLM2), once in a rerank server client whose
+scores is committed, after the Table II rows of two fusion variants were recorded (rows the interrupted run must
+not publish) — once in the in-process llama.cpp grader (SmolLM2), once in a rerank server client whose
 loopback server answers slowly.
 """
 from __future__ import annotations
@@ -42,13 +43,6 @@ kind = "fusion"
 weights = {{ dense = 0.55, sparse = 0.30 }}
 order = 20
 
-# An H1-style claim: its spec runs before any scoring, so the run holds rows when it is interrupted.
-[claims.h1_fusion_b_strict_gt_fusion]
-family = "H1"
-ranker = "fusion_b"
-versus = "fusion"
-measure = "strict"
-
 [rankers.judge]
 mode = "designated"
 order = 50
@@ -82,7 +76,9 @@ def _interrupt_while_scoring(tmp_path: Path, judge: str) -> None:
     cache, results = _cache_with_fresh_scores(tmp_path), tmp_path / "results"
     profile = tmp_path / "interrupt.toml"
     profile.write_text(PROFILE.format(judge=judge), encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "--benchmark-skip",
+    # Without the H2 and H3 specs the judge is first scored for its Table II row, after the fusion variants' rows.
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "specs", "-k", "not test_h2 and not test_h3", "-p",
+                             "no:cacheprovider", "--benchmark-skip",
                              *SUBSET, "--profile", str(profile), "--cache-dir", str(cache), "--results-dir",
                              str(results), "-q"], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
