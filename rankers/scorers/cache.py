@@ -397,10 +397,6 @@ class ScoredInputs:
         """Unique inputs whose stored reply was cut to the cap."""
         return capped_replies(self.frame)
 
-    def causes(self) -> dict[str, int]:
-        """Unavailable unique inputs per cause, most frequent first (:func:`unavailable_causes`)."""
-        return unavailable_causes(self.frame)
-
 
 #: Reasons as the scorers write them, read as short causes by :func:`unavailable_cause` (the first match decides).
 _HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
