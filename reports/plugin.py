@@ -274,13 +274,20 @@ class ReportPlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.rows:
             return
-        from reports.writer import terminal_tables  # heavy: matplotlib (figures), only for the summary
+        from reports.writer import terminal_tables, unavailable_lines  # heavy: matplotlib, only for the summary
 
         terminalreporter.section("Preference Is Not Position: report")
+        causes = []
         for split, table, frame in self.frames():
             if TABLES[table][2]:
                 terminalreporter.write_line(f"\n[{split}] {TABLES[table][0]}")
                 terminalreporter.write_line(terminal_tables(table, frame))
+            if table == "unavailable":
+                causes += [f"[{split}] {line}" for line in unavailable_lines(frame)]
+        if causes:
+            terminalreporter.write_line(f"\n{TABLES['unavailable'][0]}:", yellow=True)
+            for line in causes:
+                terminalreporter.write_line(line, yellow=True)
         for split, frame in self.comparison.items():
             terminalreporter.write_line(f"\n[{split}] Comparison with {self.config.stash[SETTINGS].compare_run}")
             terminalreporter.write_line(terminal_tables("comparison", frame))

@@ -21,6 +21,8 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "tie_branch": ("Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch"), True),
     "pairwise": ("Paired differences between rankers on the same directions", ("first", "second"), True),
     "cost": ("Cost per stage", ("stage",), True),
+    "unavailable": ("Unavailable judgments by cause, and replies stored capped", ("ranker", "scope", "issue", "cause"),
+                    False),
     "claims": ("Hypothesis claims", ("claim",), True),
     "manifest": ("Run manifest entries", ("key",), False),
     "stages": ("Wall-clock per computed stage", ("stage",), False),

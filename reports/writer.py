@@ -71,6 +71,37 @@ def terminal_tables(table: str, frame: pd.DataFrame) -> str:
                                           max_colwidth=110)
 
 
+def unavailable_summary(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
+    """The ``unavailable`` table as ranker -> scope -> inputs, unavailable, causes (cause -> count), replies_capped."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in frame.to_dict("records"):
+        entry = out.setdefault(str(row["ranker"]), {}).setdefault(str(row["scope"]), {
+            "inputs": int(row["inputs"]), "unavailable": 0, "causes": {}, "replies_capped": 0})
+        if row["issue"] == "capped":
+            entry["replies_capped"] += int(row["count"])
+        else:
+            entry["unavailable"] += int(row["count"])
+            entry["causes"][str(row["cause"])] = int(row["count"])
+    return out
+
+
+def unavailable_lines(frame: pd.DataFrame) -> list[str]:
+    """One line per ranker and scope with unavailable judgments or capped replies, causes counted, e.g.
+    ``oa (window): 16 of 80 judgments unavailable — 16 ConnectError to 127.0.0.1:8011``."""
+    lines = []
+    for ranker, scopes in unavailable_summary(frame).items():
+        for scope, entry in scopes.items():
+            parts = []
+            if entry["unavailable"]:
+                causes = "; ".join(f"{n:,} {cause}" for cause, n in entry["causes"].items())
+                parts.append(f"{entry['unavailable']:,} of {entry['inputs']:,} judgments unavailable — {causes}")
+            if entry["replies_capped"]:
+                rows = frame[(frame["ranker"] == ranker) & (frame["scope"] == scope) & (frame["issue"] == "capped")]
+                parts.append(f"{entry['replies_capped']:,} replies {rows['cause'].iloc[0]}")
+            lines.append(f"{ranker} ({scope}): " + "; ".join(parts))
+    return lines
+
+
 def _fmt(value: object, digits: int) -> str:
     return "--" if value is None or pd.isna(value) else f"{value:.{digits}f}"
 
@@ -127,6 +158,7 @@ def _manifest(tables: dict[str, pd.DataFrame], context: dict[str, Any]) -> dict[
     manifest["run_id"] = context.get("run_id")
     manifest["pytest_exit_status"] = context.get("exitstatus")
     manifest["not_evaluated"] = list(context.get("not_evaluated", []))
+    manifest["unavailable"] = unavailable_summary(tables["unavailable"]) if "unavailable" in tables else {}
     manifest["partial"] = list(context.get("partial", []))
     return manifest
 
@@ -167,15 +199,21 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
         lines += ["## Failed or skipped (their rows are missing; everything else is published)", "",
                   *[f"- `{entry['test']}` {entry['outcome']}: {' '.join(str(entry['message']).split())}"
                     for entry in manifest["not_evaluated"]], ""]
+    if "unavailable" in tables:
+        lines += [f"## {TABLES['unavailable'][0]}", "",
+                  "An unavailable judgment sends its query back to the reference order and is retried on the next "
+                  "run (`unavailable.csv` has the counts):", "",
+                  *[f"- {line}" for line in unavailable_lines(tables["unavailable"])], ""]
     lines += ["## Files", "",
               "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals); "
-              "`table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; `cost.csv`; `claims.csv`",
+              "`table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; `cost.csv`; `claims.csv`; "
+              "`unavailable.csv` (unavailable judgments by cause, when there are any)",
               "- `qrels.txt`, `runs/<ranker>.trec` (full pool, final order), `pool.parquet`, `directions.csv` "
               "(one row per planned direction, per-ranker outcomes)",
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
               "models, seeds, samples, stage wall-clock, the sha256 of every other file)", ""]
     for name, (title, _, _) in TABLES.items():
-        if name in tables and name not in INTERNAL and name != "claims":
+        if name in tables and name not in INTERNAL and name not in ("claims", "unavailable"):
             lines += [f"## {title}", "", _brief(name, tables[name]).to_markdown(index=False, floatfmt=".4g"), ""]
     paper = paper_table2(split, int(tables["table2"]["n"].max()) if "table2" in tables else None)
     if paper is not None:

@@ -38,19 +38,20 @@ LAYOUT_PAIRS, LAYOUT_WINDOW_PAIRS, LAYOUT_SEED = 150, 8, 0
 
 
 @pytest.fixture(scope="module")
-def model():
+def model(settings):
+    """The GGUF under the run's ``--cache-dir`` (a joined model is written there, never to the default cache)."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: the llamacpp grader cannot run")
     from fixtures.gguf import gguf_model
     try:
-        return gguf_model(MODEL_NAME)
+        return gguf_model(MODEL_NAME, settings.cache_dir)
     except FileNotFoundError as exc:
         pytest.skip(f"GGUF {MODEL_NAME} unavailable: {exc}")
 
 
 @pytest.fixture(scope="module")
-def study():
+def study(settings):
     from fixtures.study import build_study
-    return build_study()
+    return build_study(settings.data_dir)
 
 
 def _pair_inputs(study, pair_ids) -> list[tuple[str, str]]:

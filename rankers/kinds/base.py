@@ -1,7 +1,8 @@
 """What a ranker kind is: one object that knows everything about itself.
 
 A kind (``kind = "..."`` in a profile's ``[rankers.<name>]`` table) declares its option
-schema, checks option values when the profile is read, says what this machine must have to
+schema, checks option values when the profile is read, checks what must answer before any work
+(``preflight``: a declared server ``url`` is reachable), says what this machine must have to
 run it (``requirements``: a package, a CUDA device; the specs skip its rows with that reason
 when something is missing), builds its ranking or its judgments from a :class:`Context`, and
 names its identity for memos and caches: the code it runs (``fixtures.code``: its module and
@@ -22,7 +23,8 @@ The harness looks kinds up by name (``rankers.kinds.kind``) and never branches o
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +47,8 @@ MARKS = ("llm", "gpu", "slow")
 MODES = ("window", "designated")
 #: Inputs per committed chunk for scorers that do not choose their own (a multiple of the window, 20).
 CHUNK = 60
+#: Options that say how judgments are stored, not how they are made: they stay out of a scorer's identity.
+STORAGE_OPTIONS = ("max_reply_chars",)
 
 _registry: dict[str, Kind] = {}
 
@@ -195,6 +199,23 @@ class Kind:
     def check(self, options: Mapping[str, Any], where: str) -> None:
         """Values the types alone do not rule out; raise ``DeclarationError`` naming ``where`` and the key."""
 
+    def preflight(self, options: Mapping[str, Any], where: str) -> None:
+        """What must answer before any work (run once per session, before pools and training): by default a
+        declared ``url`` is well-formed and its server answers HTTP. Raise ``DeclarationError`` naming ``where``.
+
+        Cheap by contract (a request or two with a short timeout, no model load): it runs for every
+        declaration, also when every score is cached.
+        """
+        url = options.get("url")
+        if not url:
+            return
+        from rankers.scorers.http import check_reachable  # http client only when a server is declared
+
+        try:
+            check_reachable(str(url), what=f"{self.name} server")
+        except ValueError as exc:
+            raise DeclarationError(f"{where}: {exc}") from None
+
     def requirements(self, options: Mapping[str, Any]) -> tuple[Requirement, ...]:
         return ()
 
@@ -230,6 +251,25 @@ class Kind:
 
     def scorer(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         raise NotImplementedError(f"kind {self.name!r} has no text scorer")
+
+
+def preflight_all(decls: Iterable[RankerDecl], where: Callable[[RankerDecl], str]) -> dict[str, str]:
+    """Each declaration's ``preflight``, run side by side (one slow server costs its timeout once); returns the
+    message of each that failed, by ranker name."""
+    decls = list(decls)
+
+    def run(decl: RankerDecl) -> str | None:
+        try:
+            decl.spec.preflight(decl.options, where(decl))
+        except DeclarationError as exc:
+            return str(exc)
+        except Exception as exc:  # any failure of a declared ranker's check is reported against its declaration
+            return f"{where(decl)}: preflight failed: {type(exc).__name__}: {exc}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(decls)))) as pool:
+        results = list(pool.map(run, decls))
+    return {d.name: message for d, message in zip(decls, results) if message is not None}
 
 
 class PoolKind(Kind):
@@ -283,11 +323,16 @@ class PointwiseKind(WindowKind):
         return ctx.shared(("lazy", *key), lambda: LazyScorer(model_key, build,
                                                              lambda: ctx.forget("scorer-key", identity)))
 
+    def scorer_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """All but the storage options (``max_reply_chars``): two declarations differing only there share judgments."""
+        return {k: v for k, v in options.items() if k not in STORAGE_OPTIONS}
+
     def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
-        from rankers.scorers.cache import ScoreCache, score_with_cache  # sqlite store, no model
+        from rankers.scorers.cache import MAX_REPLY_CHARS, ScoreCache, score_with_cache  # sqlite store, no model
 
         cache = ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
-        return score_with_cache(self.scorer(decl, ctx), inputs, cache, batch_size=CHUNK, desc=desc)
+        return score_with_cache(self.scorer(decl, ctx), inputs, cache, batch_size=CHUNK, desc=desc,
+                                max_reply_chars=int(decl.options.get("max_reply_chars", MAX_REPLY_CHARS)))
 
 
 class LazyScorer:
@@ -305,6 +350,14 @@ class LazyScorer:
             raise RuntimeError(f"the scorer's cache key changed from {self.model_key!r} to {real.model_key!r} "
                                "although its declared identity did not; the remembered key is forgotten, rerun")
         return getattr(real, name)
+
+
+def check_reply_cap(options: Mapping[str, Any], where: str) -> None:
+    """``max_reply_chars``, where declared, is a positive integer (characters of a reply stored per input)."""
+    value = options.get("max_reply_chars")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise DeclarationError(f"{where}: max_reply_chars must be a positive integer (characters of a reply "
+                               f"stored per input), got {value!r}")
 
 
 def local_files(value: str, cache_dir: Path | None = None) -> object | None:

@@ -2,9 +2,11 @@
 
 ``backend`` is ``llamacpp`` (a GGUF in-process on the CPU: the embedded default, needs
 llama-cpp-python), ``vllm`` (in-process on a GPU) or ``openai`` (any OpenAI-compatible server at
-``url``). ``grade = "expected"`` reads E[g] = sum of g * p(g) from the probabilities stored with the
-very judgments its argmax twin made (same options, hence the same cache key): no model call of
-its own. The scale is bounded (0-4), so the tie-branch claims apply to its argmax rankers.
+``url``, which must answer ``GET {url}/models`` before any work: ``preflight``). ``max_reply_chars``
+caps the reply stored per judgment (``rankers.scorers.cache``). ``grade = "expected"`` reads
+E[g] = sum of g * p(g) from the probabilities stored with the very judgments its argmax twin made
+(same options, hence the same cache key): no model call of its own. The scale is bounded (0-4), so
+the tie-branch claims apply to its argmax rankers.
 """
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from fixtures.models import require_model
-from rankers.kinds.base import (CUDA, Context, DeclarationError, PointwiseKind, RankerDecl, Requirement, needs_module,
-                                register)
+from rankers.kinds.base import (CUDA, Context, DeclarationError, PointwiseKind, RankerDecl, Requirement,
+                                check_reply_cap, needs_module, register)
 from rankers.scorers.base import TextScorer
 
 _NUM = (int, float)
@@ -32,7 +34,8 @@ class LLMGrader(PointwiseKind):
     options = {"backend": (str,), "model": (str,), "url": (str,), "grade": (str,), "prompt": (str,),
                "passage_tokens": (int,), "query_tokens": (int,), "near_tie_margin": _NUM, "n_threads": (int,),
                "max_model_len": (int,), "max_tokens": (int,), "thinking": (bool,), "temperature": _NUM,
-               "seed": (int,), "concurrency": (int,), "timeout_s": _NUM, "logprobs": (int,)}
+               "seed": (int,), "concurrency": (int,), "timeout_s": _NUM, "logprobs": (int,),
+               "max_reply_chars": (int,)}
     required = ("backend", "model")
     max_score = 4.0
     doc = "an LLM asked for an integer grade 0-4 (llamacpp, vllm or any OpenAI-compatible server)"
@@ -44,13 +47,36 @@ class LLMGrader(PointwiseKind):
             raise DeclarationError(f"{where}: backend must be one of {list(BACKENDS)}, got {options['backend']!r}")
         if options["backend"] == "openai" and not options.get("url"):
             raise DeclarationError(f"{where}: backend 'openai' needs 'url' (an OpenAI-compatible /v1 base URL)")
+        if options["backend"] != "openai" and options.get("url"):
+            raise DeclarationError(f"{where}: 'url' applies to backend 'openai' only (backend is "
+                                   f"{options['backend']!r})")
+        if options.get("url"):
+            from rankers.scorers.http import check_base_url  # http client only when a server is declared
+
+            try:
+                check_base_url(options["url"], "grader")
+            except ValueError as exc:
+                raise DeclarationError(f"{where}: {exc}") from None
+        check_reply_cap(options, where)
+
+    def preflight(self, options, where: str) -> None:
+        """An OpenAI-compatible server answers ``GET {url}/models`` (any HTTP status) before any work."""
+        if not options.get("url"):
+            return
+        from rankers.scorers.http import check_reachable  # http client only when a server is declared
+
+        try:
+            check_reachable(options["url"], "/models", "grader")
+        except ValueError as exc:
+            raise DeclarationError(f"{where}: {exc}") from None
 
     def requirements(self, options) -> tuple[Requirement, ...]:
         return {"llamacpp": (LLAMA_CPP,), "vllm": (VLLM, CUDA)}.get(options.get("backend"), ())
 
     def scorer_options(self, options) -> dict[str, Any]:
-        """All but ``grade``, which only says how a judgment is read: argmax and expected twins share judgments."""
-        return {k: v for k, v in options.items() if k != "grade"}
+        """All but ``grade``, which only says how a judgment is read (argmax and expected twins share judgments),
+        and the storage options."""
+        return {k: v for k, v in super().scorer_options(options).items() if k != "grade"}
 
     def reading(self, options: Mapping[str, Any]) -> str:
         return str(options.get("grade", "argmax"))

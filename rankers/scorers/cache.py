@@ -16,15 +16,30 @@ SQLite cannot read (truncated, overwritten) is moved aside as
 nothing is deleted and the scores are recomputed. The schema version is part of the
 file name and of ``PRAGMA user_version``; a file of another layout is moved aside the
 same way rather than misread.
+
+Size: a stored reply (``raw``) and reason (``error``) are capped at ``max_reply_chars``
+characters (:data:`MAX_REPLY_CHARS` unless a declaration says otherwise); a capped row keeps
+its score, records the reply's full length in ``usage["reply_chars"]`` and is counted
+(``ScoredInputs.n_capped``), so a server that answers megabytes cannot grow the cache by more
+than the cap per input. The write-ahead log is truncated back to :data:`WAL_LIMIT_BYTES` after
+each checkpoint.
+
+Causes: an unavailable result's stored reason reads as one short cause
+(:func:`unavailable_cause`: "HTTP 500 from 127.0.0.1:8011", "ConnectError to ...",
+"JSONDecodeError", "unparseable answer", "timeout after 60s", "non-finite score"), so a run can
+say why its judgments were unavailable (:func:`unavailable_causes`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import time
+import urllib.parse
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -63,6 +78,11 @@ CREATE TABLE IF NOT EXISTS scores (
     PRIMARY KEY (model_key, query_sha, pid, passage_sha)
 ) WITHOUT ROWID
 """
+#: Characters of a reply or reason stored per input unless a declaration says otherwise (``max_reply_chars``):
+#: 64 Ki, ten times a thinking model's 6,144-token output at ~4 characters per token, far above a grade.
+MAX_REPLY_CHARS = 65_536
+#: Size the write-ahead log is truncated back to after a checkpoint (SQLite's ``journal_size_limit``).
+WAL_LIMIT_BYTES = 8 << 20
 #: SQLite primary result codes meaning "these bytes are not a (sound) database".
 _CORRUPTION_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
@@ -133,6 +153,7 @@ class ScoreCache:
             conn.execute("PRAGMA busy_timeout = %d" % int(self.timeout_s * 1000))
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
             conn.execute("PRAGMA temp_store = MEMORY")  # the lookup's temporary key table never touches disk
             conn.execute(_SCHEMA)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -242,11 +263,18 @@ class ScoreCache:
                                  "AND digest=?", [(*k, d) for k, d in bad])
         self._run(delete)
 
-    def put_many(self, rows: Sequence[tuple[CacheKey, CachedScore]]) -> None:
-        """Store results in one transaction (all or nothing), replacing older results for the same keys."""
+    def put_many(self, rows: Sequence[tuple[CacheKey, CachedScore]],
+                 max_reply_chars: int = MAX_REPLY_CHARS) -> list[CachedScore]:
+        """Store results in one transaction (all or nothing), replacing older results for the same keys.
+
+        Returns the results as stored: replies and reasons capped at ``max_reply_chars`` (:func:`capped`).
+        """
         now = time.time()
         params = []
+        stored = []
         for key, r in rows:
+            r = capped(r, max_reply_chars)
+            stored.append(r)
             score, usage = _finite_or_none(r.score), json.dumps(r.usage, sort_keys=True)
             params.append((*key, score, r.error, usage, r.raw, now, row_digest(key, score, r.error, usage, r.raw, now)))
 
@@ -254,6 +282,29 @@ class ScoreCache:
             with _transaction(conn):
                 conn.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", params)
         self._run(insert)
+        return stored
+
+
+def _cut(text: str | None, limit: int) -> str | None:
+    """``text`` cut to at most ``limit`` characters, the cut marked at its end."""
+    if text is None or len(text) <= limit:
+        return text
+    mark = f"…[cut: {len(text):,} characters]"
+    return text[:max(limit - len(mark), 0)] + mark[:limit]
+
+
+def capped(result: CachedScore, max_reply_chars: int = MAX_REPLY_CHARS) -> CachedScore:
+    """``result`` with its reply and reason cut to ``max_reply_chars`` characters each; a cut reply's full
+    length goes to ``usage["reply_chars"]`` (how ``n_capped`` counts it). The score is never touched."""
+    if isinstance(max_reply_chars, bool) or not isinstance(max_reply_chars, int) or max_reply_chars < 1:
+        raise ValueError(f"max_reply_chars must be a positive integer, got {max_reply_chars!r}")
+    raw, error = _cut(result.raw, max_reply_chars), _cut(result.error, max_reply_chars)
+    if raw is result.raw and error is result.error:
+        return result
+    usage = dict(result.usage)
+    if raw is not result.raw:
+        usage["reply_chars"] = float(len(result.raw))
+    return CachedScore(result.score, error, usage, raw)
 
 
 @contextmanager
@@ -341,9 +392,80 @@ class ScoredInputs:
     def n_unavailable(self) -> int:
         return int(self.frame.drop_duplicates(["qid", "pid"])["score"].isna().sum())
 
+    @property
+    def n_capped(self) -> int:
+        """Unique inputs whose stored reply was cut to the cap."""
+        return capped_replies(self.frame)
+
+
+#: Reasons as the scorers write them, read as short causes by :func:`unavailable_cause` (the first match decides).
+_HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
+_TIMEOUT = re.compile(r"\btimeout after ([\d.]+ ?s)\b", re.IGNORECASE)
+_MALFORMED = re.compile(r"\bmalformed (?:response|reply)\b.*?\b(JSONDecodeError|UnicodeDecodeError)\b")
+_EXCEPTION = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Timeout|Unavailable|Interrupt))\b")
+_URL = re.compile(r"\bhttps?://[^\s)\]'\"]+")
+#: Phrases of the scorers' reasons (lower case) and the cause each reads as.
+_PHRASES = {"unparseable answer": "unparseable answer", "empty answer": "empty answer",
+            "unterminated <think> block": "unterminated <think> block", "no output": "no output",
+            "no message content": "no message content", "malformed response": "malformed reply",
+            "malformed reply": "malformed reply", "non-finite": "non-finite score",
+            "no score for this document": "no score for a document", "no numeric": "no numeric score"}
+
+
+def unavailable_cause(error: str | None) -> str:
+    """A stored reason as a short cause that counts alike across inputs: what failed and, for a server, where.
+
+    E.g. ``ConnectError: [Errno 111] Connection refused (http://127.0.0.1:8011/v1/rerank)`` reads
+    "ConnectError to 127.0.0.1:8011"; ``HTTP 500 (...): boom`` reads "HTTP 500 from 127.0.0.1:8011";
+    ``parse: unparseable answer '3 because'`` reads "unparseable answer". Unknown reasons keep their
+    first words, numbers masked, so they still group.
+    """
+    if not error or not error.strip():
+        return "no reason recorded"
+    text = " ".join(error.split())
+    url = _URL.search(text)
+    host = urllib.parse.urlsplit(url.group(0)).netloc if url else ""
+    if (m := _HTTP_STATUS.search(text)) is not None:
+        return f"HTTP {m.group(1)}" + (f" from {host}" if host else "")
+    if (m := _TIMEOUT.search(text)) is not None:
+        return f"timeout after {m.group(1).replace(' ', '')}" + (f" to {host}" if host else "")
+    if (m := _MALFORMED.search(text)) is not None:
+        return m.group(1) + (f" from {host}" if host else "")
+    lowered = text.lower()
+    cause = next((c for phrase, c in _PHRASES.items() if phrase in lowered), None)
+    if cause is not None:
+        return cause + (f" from {host}" if host and cause == "malformed reply" else "")
+    if (m := _EXCEPTION.search(text)) is not None:
+        if host:  # a connection-level failure: where matters more than the message
+            return f"{m.group(1)} to {host}"
+        return _masked(text[m.start():])
+    return _masked(text)
+
+
+def _masked(text: str) -> str:
+    """The first words of a reason with numbers masked, so reasons that differ only in counts group together."""
+    return re.sub(r"\d+", "N", text.split(" (http", 1)[0])[:80]
+
+
+def unavailable_causes(frame: pd.DataFrame) -> dict[str, int]:
+    """Unavailable unique (qid, pid) inputs of a scored frame (``score`` NaN) per cause, most frequent first."""
+    unique = frame.drop_duplicates(["qid", "pid"])
+    errors = unique.loc[unique["score"].isna(), "error"]
+    counts = Counter(unavailable_cause(e if isinstance(e, str) else None) for e in errors)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def capped_replies(frame: pd.DataFrame) -> int:
+    """Unique inputs of a scored frame whose stored reply was cut to the cap (``usage["reply_chars"]``)."""
+    if "usage" not in frame:
+        return 0
+    unique = frame.drop_duplicates(["qid", "pid"])
+    return int(sum(isinstance(u, dict) and "reply_chars" in u for u in unique["usage"]))
+
 
 def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, str]], cache: ScoreCache,
-                     batch_size: int = 64, progress: bool = True, *, desc: str | None = None) -> ScoredInputs:
+                     batch_size: int = 64, progress: bool = True, *, desc: str | None = None,
+                     max_reply_chars: int = MAX_REPLY_CHARS) -> ScoredInputs:
     """Score ``(qid, pid, query_text, passage_text)`` inputs, computing only what the cache lacks.
 
     Identical inputs (same query text, pid, passage text) are scored once. A stored
@@ -351,7 +473,8 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
     stays stored until the new result replaces it. The scorer receives (query text, passage
     text) tuples and nothing else; see ``_score_missing`` for how they are ordered and cut.
     Progress goes to a ``fixtures.progress`` stage named ``desc`` (done/total, rate, ETA,
-    unavailable so far).
+    unavailable so far). Replies and reasons are stored capped at ``max_reply_chars`` (the results
+    returned are those stored, so a warm run reads what a cold one returned).
     """
     model_key = scorer.model_key
     started = time.perf_counter()
@@ -366,7 +489,7 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
     n_retried = sum(k in found for k in todo)
     scoring_started = time.perf_counter()
     _score_missing(scorer, todo, unique, found, cache, batch_size,
-                   desc=(desc or f"score {model_key[:40]}") if progress else None)
+                   desc=(desc or f"score {model_key[:40]}") if progress else None, max_reply_chars=max_reply_chars)
     scoring_s = time.perf_counter() - scoring_started
     return ScoredInputs(_aligned_frame(rows, keys, found, set(todo)), n_unique=len(unique), n_scored=len(todo),
                         n_cached=len(unique) - len(todo), model_key=model_key, n_retried=n_retried,
@@ -389,7 +512,8 @@ def _keys(model_key: str, rows: list[tuple[str, str, str, str]]) -> list[CacheKe
 
 
 def _score_missing(scorer: TextScorer, todo: list[CacheKey], unique: dict[CacheKey, tuple[str, str]],
-                   found: dict[CacheKey, CachedScore], cache: ScoreCache, batch_size: int, desc: str | None) -> None:
+                   found: dict[CacheKey, CachedScore], cache: ScoreCache, batch_size: int, desc: str | None,
+                   max_reply_chars: int = MAX_REPLY_CHARS) -> None:
     """Score ``todo`` and commit each chunk as soon as it is scored (an interruption loses one chunk at most).
 
     The inputs are ordered by ``scorer.sort_key(query, passage)`` when the scorer has one (e.g.
@@ -411,8 +535,8 @@ def _score_missing(scorer: TextScorer, todo: list[CacheKey], unique: dict[CacheK
             chunk_keys = todo[start:start + chunk]
             batch = scorer.score([unique[k] for k in chunk_keys])
             _check_batch(batch, len(chunk_keys), model_key)
-            results = [_stored_result(batch, i) for i in range(len(chunk_keys))]
-            cache.put_many(list(zip(chunk_keys, results)))
+            results = cache.put_many([(k, _stored_result(batch, i)) for i, k in enumerate(chunk_keys)],
+                                     max_reply_chars)
             found.update(zip(chunk_keys, results))
             if reporter is not None:
                 reporter.update(len(chunk_keys), unavailable=sum(r.score is None for r in results))

@@ -1,4 +1,4 @@
-"""The HTTP client side every server-backed scorer shares: URL check, bounded requests, error text.
+"""The HTTP client side every server-backed scorer shares: URL checks, bounded requests, error text.
 
 Used by the OpenAI-compatible LLM backend and the rerank API scorer. A request never raises for
 one bad answer: ``post_json`` returns the parsed value or the reason it has none (HTTP status,
@@ -6,7 +6,8 @@ timeout, refused connection, malformed body), so the caller marks those inputs u
 the window falls back for them. Each attempt is bounded end to end by ``timeout_s`` (connect,
 queueing on the server, generation), so a dead or stuck server costs at most
 ``(retries + 1) * timeout_s`` per request; retries are off by default (a retried timeout on an
-overloaded server only adds load).
+overloaded server only adds load). ``check_reachable`` is the before-any-work check of a declared
+server: one cheap GET with a short timeout, any HTTP answer counting as reachable.
 """
 from __future__ import annotations
 
@@ -69,6 +70,27 @@ def check_base_url(url: object, what: str = "server") -> str:
     except httpx.InvalidURL as exc:
         raise ValueError(f"{what} URL {url!r} is malformed: {exc}") from None
     return url.strip().rstrip("/")
+
+
+#: Seconds the before-any-work check waits for a server: to connect, and for the whole answer.
+REACH_CONNECT_S, REACH_TOTAL_S = 5.0, 10.0
+
+
+def check_reachable(url: str, path: str = "", what: str = "server") -> None:
+    """A ValueError naming the URL and why unless ``GET {url}{path}`` gets an HTTP answer (any status) in time.
+
+    Any status counts: a server that says 404 or 405 to the probe is there and speaks HTTP; what a
+    scorer's own requests get is recorded per input as its reason. Refused connections, unknown
+    hosts, TLS failures and silence within :data:`REACH_TOTAL_S` do not.
+    """
+    base = check_base_url(url, what)
+    target = base + path
+    try:
+        with httpx.Client(timeout=httpx.Timeout(REACH_TOTAL_S, connect=REACH_CONNECT_S)) as http:
+            http.get(target)
+    except httpx.HTTPError as exc:
+        raise ValueError(f"{what} URL {base} is unreachable: {error_text(exc)} (GET {target}, "
+                         f"{REACH_TOTAL_S:g} s limit); start the server or correct the url") from None
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -175,3 +175,20 @@ def test_a_run_given_a_cache_dir_writes_nothing_to_the_default_cache(tmp_path: P
     assert result.returncode == 0, result.stdout[-3000:]
     leaked = home / ".cache" / "preference-position"
     assert not leaked.exists(), f"written outside --cache-dir: {sorted(str(p) for p in leaked.rglob('*'))[:10]}"
+
+
+def test_the_grader_benchmark_given_a_cache_dir_writes_nothing_to_the_default_cache(tmp_path: Path) -> None:
+    """Failure 11, its last leak: the grader benchmark joined its GGUF into the default cache folder, whatever
+    --cache-dir said. Its fixtures are set up (the 1.5B GGUF located, verified and, where missing, joined) under a
+    home folder of its own, with the shared cache given explicitly."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in environment(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"),
+                                        NEVIR_BENCH_GGUF="qwen2.5-coder-1.5b-instruct").items()
+           if k != "NEVIR_CACHE_DIR"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "specs/bench_grader.py", "-p", "no:cacheprovider",
+                             "--setup-only", "-rs", "-k", "prompt_layout", "--cache-dir", str(default_cache_dir()), "-q"],
+                            cwd=PROJECT_ROOT, capture_output=True, text=True, env=env, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "SETUP    M model" in result.stdout and "SKIPPED" not in result.stdout, result.stdout[-2000:]
+    leaked = home / ".cache" / "preference-position"
+    assert not leaked.exists(), f"written outside --cache-dir: {sorted(str(p) for p in leaked.rglob('*'))[:10]}"

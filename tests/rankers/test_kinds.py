@@ -37,6 +37,12 @@ def test_a_gpu_mark_or_a_cuda_device_option_needs_cuda() -> None:
     ({"kind": "rerank_api", "url": "ftp://h/v1", "model": "m"}, "scheme must be http or https"),
     ({"kind": "fusion", "thresholds": {"dense": "high"}}, "could not convert"),
     ({"kind": "lambdamart", "background": -3}, "background must be an integer >= 0"),
+    ({"kind": "llm_grader", "backend": "llamacpp", "model": "m", "url": "http://h:1/v1"},
+     "'url' applies to backend 'openai' only"),
+    ({"kind": "llm_grader", "backend": "openai", "model": "m", "url": "http://h:99999/v1"}, "invalid port"),
+    ({"kind": "llm_grader", "backend": "openai", "model": "m", "url": "http://h/v1", "max_reply_chars": 0},
+     "max_reply_chars must be a positive integer"),
+    ({"kind": "rerank_api", "url": "http://h/v1", "model": "m", "max_reply_chars": -5}, "max_reply_chars"),
 ])
 def test_each_kind_checks_its_option_values_when_the_profile_is_read(table, message) -> None:
     with pytest.raises(DeclarationError, match=message):
@@ -98,3 +104,58 @@ def test_a_code_digest_changes_with_an_imported_module_and_not_with_an_unrelated
     assert digest() == first
     (package / "b.py").write_text("X = 2\n")
     assert digest() != first
+
+
+# ----------------------------------------------------------------------------- before any work
+
+
+def test_a_reply_cap_is_storage_not_identity() -> None:
+    capped = parse_declaration("a", {"kind": "rerank_api", "url": "http://h/v1", "model": "m", "max_reply_chars": 99},
+                               "p")
+    plain = parse_declaration("b", {"kind": "rerank_api", "url": "http://h/v1", "model": "m"}, "p")
+    assert capped.scorer_options == plain.scorer_options == {"url": "http://h/v1", "model": "m"}
+
+
+def _refused(decls: list[RankerDecl]) -> dict[str, str]:
+    from rankers.kinds.base import preflight_all
+
+    return preflight_all(decls, lambda d: f"mine.toml [rankers.{d.name}]")
+
+
+def test_every_server_kind_refuses_an_unreachable_url_before_any_work() -> None:
+    from tests.support.loopback import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    decls = [parse_declaration("rr", {"kind": "rerank_api", "url": dead, "model": "m"}, "p"),
+             parse_declaration("oa", {"kind": "llm_grader", "backend": "openai", "url": f"{dead}/v1", "model": "m"},
+                               "p"),
+             parse_declaration("fusion", {"kind": "fusion"}, "p")]
+    refused = _refused(decls)
+    assert set(refused) == {"rr", "oa"}  # a kind without a server has nothing to check
+    assert refused["rr"].startswith("mine.toml [rankers.rr]: rerank_api server URL") and "unreachable" in refused["rr"]
+    assert refused["oa"].startswith("mine.toml [rankers.oa]: grader URL") and "unreachable" in refused["oa"]
+    assert f"GET {dead}/v1/models" in refused["oa"]
+
+
+def test_a_reachable_server_passes_and_any_kind_with_a_url_is_checked() -> None:
+    from rankers.kinds.base import Kind
+    from tests.support.faulty_chat_server import cycle, faulty_chat_server
+    from tests.support.kinds import registered
+    from tests.support.loopback import free_port
+    from tests.support.rerank_server import contract_rerank_server
+
+    class Remote(Kind):  # a kind some researcher adds, with a server of its own
+        name = "remote_test_kind"
+        options = {"url": (str,)}
+
+    with registered(Remote()), contract_rerank_server(lambda q, p: 1.0) as rerank, \
+            faulty_chat_server(cycle(["grade"])) as chat:
+        decls = [parse_declaration("rr", {"kind": "rerank_api", "url": rerank.base_url, "model": "m"}, "p"),
+                 parse_declaration("oa", {"kind": "llm_grader", "backend": "openai", "url": chat.base_url,
+                                          "model": "faulty"}, "p"),
+                 parse_declaration("mine", {"kind": "remote_test_kind", "url": chat.base_url}, "p"),
+                 parse_declaration("gone", {"kind": "remote_test_kind", "url": f"http://127.0.0.1:{free_port()}"},
+                                   "p")]
+        assert list(_refused(decls)) == ["gone"]
+        assert [path for path, _ in rerank.requests] == ["/v1/rerank"]  # one tiny rerank request, no more
+        assert [body["model"] for body in chat.requests] == []  # a grader server is only asked GET /models

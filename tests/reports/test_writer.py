@@ -194,3 +194,31 @@ def test_table2_latex_is_booktabs_with_n_intervals_and_caption() -> None:
 def test_tex_escape_covers_every_special_character() -> None:
     assert tex_escape("a&b%c#d$e_{}~^\\") == \
         r"a\&b\%c\#d\$e\_\{\}\textasciitilde{}\textasciicircum{}\textbackslash{}"
+
+
+def test_unavailable_judgments_are_published_by_cause_with_capped_replies(tmp_path: Path) -> None:
+    rows = [{"ranker": "oa", "scope": "window", "inputs": 80, "issue": "unavailable", "cause": "ConnectError to h:1",
+             "count": 12},
+            {"ranker": "oa", "scope": "window", "inputs": 80, "issue": "unavailable", "cause": "HTTP 500 from h:1",
+             "count": 4},
+            {"ranker": "oa", "scope": "window", "inputs": 80, "issue": "capped",
+             "cause": "over 65,536 characters stored cut", "count": 3},
+            {"ranker": "rr", "scope": "pair", "inputs": 8, "issue": "capped",
+             "cause": "over 100 characters stored cut", "count": 8}]
+    frame = pd.DataFrame(rows)
+    assert writer.unavailable_lines(frame) == [
+        "oa (window): 16 of 80 judgments unavailable — 12 ConnectError to h:1; 4 HTTP 500 from h:1; "
+        "3 replies over 65,536 characters stored cut",
+        "rr (pair): 8 replies over 100 characters stored cut"]
+    [path] = publish(tmp_path, "r1", {"test": {**tables(3), "unavailable": frame}}, {"exitstatus": 0}).values()
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["unavailable"]["oa"]["window"] == {
+        "inputs": 80, "unavailable": 16, "causes": {"ConnectError to h:1": 12, "HTTP 500 from h:1": 4},
+        "replies_capped": 3}
+    assert manifest["unavailable"]["rr"]["pair"]["unavailable"] == 0
+    report = (path / "report.md").read_text()
+    assert "- oa (window): 16 of 80 judgments unavailable — 12 ConnectError to h:1" in report
+    assert pd.read_csv(path / "unavailable.csv")["count"].sum() == 27
+    [clean] = publish(tmp_path, "r2", {"test": tables(3)}, {"exitstatus": 0}).values()
+    assert json.loads((clean / "manifest.json").read_text())["unavailable"] == {}
+    assert "Unavailable judgments" not in (clean / "report.md").read_text()

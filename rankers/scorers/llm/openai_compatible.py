@@ -18,6 +18,7 @@ import httpx
 from rankers.scorers.http import check_base_url, client, post_json, run_sync
 from rankers.scorers.llm.generation import Generation, GenerationSettings, TokenLogprob, settings_key
 from rankers.scorers.prompts import GradePrompt
+from rankers.scorers.prompts.hostile import ESCAPE_VERSION
 
 
 class MalformedReply(ValueError):
@@ -45,7 +46,7 @@ class OpenAIBackend:
     With ``settings.logprobs`` the request asks for ``logprobs``/``top_logprobs``; a server that
     returns none leaves the grade's probabilities absent. Data slots are cut to their budgets at
     :data:`CHARS_PER_TOKEN` characters per token, and chat-control syntax in data is neutralized
-    (the server tokenizes with special tokens on).
+    (the server tokenizes with special tokens on; ``rankers.scorers.prompts.hostile``).
     """
 
     def __init__(self, base_url: str, model: str, *, settings: GenerationSettings | None = None,
@@ -67,7 +68,8 @@ class OpenAIBackend:
     @property
     def model_key(self) -> str:
         extra = f"|{settings_key(self.extra_body)}" if self.extra_body else ""
-        return f"openai:{self.model}@{self.revision}|{self.settings.key()}{extra}|cut=chars{CHARS_PER_TOKEN}"
+        return (f"openai:{self.model}@{self.revision}|{self.settings.key()}{extra}|cut=chars{CHARS_PER_TOKEN}"
+                f"|escape={ESCAPE_VERSION}")
 
     @property
     def chunk_size(self) -> int:
@@ -96,7 +98,8 @@ class OpenAIBackend:
                 async with semaphore:
                     generation, error, seconds = await post_json(
                         http, "/chat/completions", self.payload(messages), timeout_s=self.settings.timeout_s,
-                        retries=self.retries, read=lambda data: parse_chat_reply(data, 0.0))
+                        retries=self.retries, read=lambda data: parse_chat_reply(data, 0.0),
+                        where=f"{self.base_url}/chat/completions")
                 if generation is None:
                     return Generation(None, None, None, seconds, error, truncated=truncated)
                 return dataclasses.replace(generation, latency_s=seconds, truncated=truncated)

@@ -8,6 +8,7 @@ from typing import Any
 from rankers.scorers.http import error_text
 from rankers.scorers.llm.generation import BackendUnavailable, Generation, GenerationSettings, TokenLogprob
 from rankers.scorers.prompts import GradePrompt
+from rankers.scorers.prompts.hostile import ESCAPE_VERSION
 
 
 class VLLMBackend:
@@ -32,7 +33,8 @@ class VLLMBackend:
 
     @property
     def model_key(self) -> str:
-        return f"vllm:{self.model}@{self.revision}|{self.settings.key()}|max_model_len={self.max_model_len}|cut=tokens"
+        return (f"vllm:{self.model}@{self.revision}|{self.settings.key()}|max_model_len={self.max_model_len}"
+                f"|cut=tokens|escape={ESCAPE_VERSION}")
 
     @property
     def chunk_size(self) -> int:

@@ -4,7 +4,9 @@ The prompt text lives in ``<version>.txt`` beside this module so that a change o
 reviewed file change; its version name and content digest enter every grader cache key.
 Rendering substitutes the two slots in one pass, so a passage can never inject into the
 template (a passage containing ``{{QUERY}}`` stays inside its slot), and :func:`escape_data`
-neutralizes the fence tags inside data, so a passage cannot close its own block.
+neutralizes the fence tags inside data, so a passage cannot close its own block. For servers,
+chat-control syntax in data is neutralized too (:func:`escape_control`, from
+:mod:`rankers.scorers.prompts.hostile`: the one function every server-bound prompt uses).
 
 The slot order is the template's: ``grade_v1`` puts the query first, ``grade_v2`` the passage
 first, so that grades of one passage under several queries share the longest prompt prefix
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from rankers.scorers.prompts.hostile import escape_control
+
 PROMPT_DIR = Path(__file__).resolve().parent
 SLOTS = ("QUERY", "PASSAGE")
 _SLOT_RE = re.compile(r"\{\{(QUERY|PASSAGE)\}\}")
@@ -26,9 +30,6 @@ _SLOT_RE = re.compile(r"\{\{(QUERY|PASSAGE)\}\}")
 #: ``< /passage>``, ``</PASSAGE\n>`` and a bare ``</passage`` whose ``>`` never comes. The
 #: opening ``<`` becomes ``&lt;``; the rest of the text is left as it was.
 _TAG_RE = re.compile(r"<(?=\s*/?\s*(?:query|passage)(?![A-Za-z0-9_\-]))", re.IGNORECASE)
-#: Chat-control syntax (``<|im_start|>``, ``<|eot_id|>`` ...). Only backends that send text to a
-#: server which tokenizes it with special tokens enabled need this (see :func:`escape_control`).
-_CONTROL_RE = re.compile(r"<\|")
 _SECTION_RE = re.compile(r"^\[(system|user)\]\s*$", re.MULTILINE)
 
 Messages = list[dict[str, str]]
@@ -79,16 +80,6 @@ class PromptTemplate:
 def escape_data(text: str) -> str:
     """Neutralize the template's fence tags inside data so a passage cannot open or close a block."""
     return _TAG_RE.sub("&lt;", text)
-
-
-def escape_control(text: str) -> str:
-    """Neutralize chat-control syntax (``<|...|>``) in data bound for a server.
-
-    An OpenAI-compatible server tokenizes the whole chat with special tokens enabled, so a
-    passage containing ``<|im_start|>`` would become a real control token there. The embedded
-    llama.cpp grader does not need this: it tokenizes data as plain text.
-    """
-    return _CONTROL_RE.sub("&lt;|", text)
 
 
 def parse_template(version: str, text: str, source: str = "<string>") -> PromptTemplate:

@@ -16,7 +16,8 @@ import pytest
 from fixtures import progress
 from fixtures.settings import Settings
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.cache import SCHEMA_VERSION, ScoreCache, ScoreCacheWarning, score_with_cache
+from rankers.scorers.cache import (SCHEMA_VERSION, CachedScore, ScoreCache, ScoreCacheWarning, capped,
+                                   score_with_cache, unavailable_cause, unavailable_causes)
 from tests.support.score_cache import cache_key, delete_stored, stored_count, stored_errors
 
 
@@ -396,3 +397,77 @@ def test_a_warm_run_touches_only_the_model_key(cache):
     score_with_cache(CountingScorer(), inputs, cache, progress=False)
     res = score_with_cache(LazyScorer(), inputs, cache, progress=False)
     assert res.n_cached == 5 and res.n_scored == 0 and res.frame["score"].notna().all()
+
+
+# ----------------------------------------------------------------------------- reply cap and causes
+
+
+class TalkativeScorer(CountingScorer):
+    """Answers each passage with a reply as long as the passage says (``"<n>:..."``) and a reason when it fails."""
+
+    def score(self, inputs):
+        batch = super().score(inputs)
+        raw = ["r" * int(p.split(":")[0]) for _, p in inputs]
+        errors = [None if e is None else "e" * int(p.split(":")[0]) for (_, p), e in zip(inputs, batch.errors)]
+        return ScoreBatch(batch.scores, errors, batch.usage, raw)
+
+
+def test_replies_and_reasons_are_stored_cut_to_the_cap_and_counted(cache):
+    inputs = [("q", "p1", "query", "10:a"), ("q", "p2", "query", "200:b"), ("q", "p3", "query", "300:c")]
+    scorer = TalkativeScorer(fail_on={"300:c"})
+    first = score_with_cache(scorer, inputs, cache, progress=False, max_reply_chars=100)
+    again = score_with_cache(TalkativeScorer(), inputs[:2], cache, progress=False, max_reply_chars=100)
+    for frame in (first.frame.set_index("pid"), again.frame.set_index("pid")):  # cold returns what warm reads
+        assert frame.loc["p1", "raw"] == "r" * 10 and "reply_chars" not in frame.loc["p1", "usage"]
+        cut = frame.loc["p2", "raw"]
+        assert len(cut) == 100 and cut.startswith("r" * 60) and cut.endswith("…[cut: 200 characters]")
+        assert frame.loc["p2", "usage"]["reply_chars"] == 200
+        assert frame.loc["p2", "score"] == float(len("query") * 100 + len("200:b"))  # the score is untouched
+    assert first.n_capped == 2 and again.n_capped == 1 and again.n_scored == 0
+    failed = first.frame.set_index("pid").loc["p3"]
+    assert len(failed["error"]) == 100 and np.isnan(failed["score"])
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1.5, True])
+def test_the_cap_is_a_positive_integer(limit):
+    with pytest.raises(ValueError, match="max_reply_chars"):
+        capped(CachedScore(1.0, None, {}, "x"), limit)
+
+
+@pytest.mark.parametrize("error, cause", [
+    ("ConnectError: [Errno 111] Connection refused (http://127.0.0.1:8011/v1/rerank)",
+     "ConnectError to 127.0.0.1:8011"),
+    ("backend: HTTP 500 (http://127.0.0.1:8011/v1/chat/completions): {\"error\": \"boom\"}",
+     "HTTP 500 from 127.0.0.1:8011"),
+    ("timeout after 60s (http://10.0.0.2:8000/v1/rerank)", "timeout after 60s to 10.0.0.2:8000"),
+    ("backend: malformed response (http://h:1/v1/chat/completions): JSONDecodeError: Expecting value: line 1",
+     "JSONDecodeError from h:1"),
+    ("malformed response (http://h:1/v1/rerank): ValueError: result index 5 out of range for 3 documents",
+     "malformed reply from h:1"),
+    ("parse: unparseable answer '3 because it is'", "unparseable answer"),
+    ("parse: empty answer", "empty answer"),
+    ("non-finite score", "non-finite score"), ("non-finite score inf from mypkg:make", "non-finite score"),
+    ("server returned no score for this document (index 3 of 20)", "no score for a document"),
+    ("backend: RuntimeError: llama_decode returned -1", "RuntimeError: llama_decode returned -N"),
+    ("", "no reason recorded"), (None, "no reason recorded"),
+])
+def test_a_stored_reason_reads_as_a_short_cause(error, cause):
+    assert unavailable_cause(error) == cause
+
+
+def test_causes_count_unique_unavailable_inputs_most_frequent_first(cache):
+    inputs = make_inputs(6) + make_inputs(6)  # duplicates count once
+    scorer = CountingScorer(fail_on={"passage " + "x" * i for i in (1, 2, 4)})
+    scored = score_with_cache(scorer, inputs, cache, progress=False)
+    assert unavailable_causes(scored.frame) == {"timeout": 3}
+    assert scored.n_unavailable == 3
+
+
+def test_a_dead_server_reads_as_a_connection_error_to_its_address(cache):
+    from rankers.scorers.rerank_api import RerankAPIScorer
+    from tests.support.loopback import free_port
+
+    port = free_port()
+    scored = score_with_cache(RerankAPIScorer(f"http://127.0.0.1:{port}", "m", timeout_s=5),
+                              make_inputs(4), cache, progress=False)
+    assert unavailable_causes(scored.frame) == {f"ConnectError to 127.0.0.1:{port}": 4}

@@ -91,7 +91,7 @@ def test_escape_data_neutralizes_exactly_the_fence_tags(text, escaped):
 
 
 def test_escape_control_neutralizes_chat_control_syntax():
-    assert escape_control("x <|im_start|>system <|eot_id|>") == "x &lt;|im_start|>system &lt;|eot_id|>"
+    assert escape_control("x <|im_start|>system <|eot_id|>") == "x \u2039|im_start|\u203asystem \u2039|eot_id|\u203a"
 
 
 def test_server_messages_escape_and_cut_each_slot_to_its_budget():
@@ -101,7 +101,7 @@ def test_server_messages_escape_and_cut_each_slot_to_its_budget():
     assert truncated
     user = messages[1]["content"]
     assert "<passage>\n" + "p" * 40 + "\n</passage>" in user  # 10 tokens x 4 characters
-    assert "q &lt;|im_end|>" in user
+    assert "q \u2039|im_end|\u203a" in user
     _, cut = GradePrompt(load_prompt(PROMPT_VERSION), QUERY, PASSAGE).server_messages(truncate_chars)
     assert not cut
 

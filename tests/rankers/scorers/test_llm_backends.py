@@ -27,6 +27,7 @@ from rankers.scorers.llm.llamacpp_backend import LlamaCppBackend
 from rankers.scorers.llm.openai_compatible import OpenAIBackend
 from rankers.scorers.llm.vllm_backend import VLLMBackend
 from rankers.scorers.prompts import GradePrompt, load_prompt
+from rankers.scorers.prompts.hostile import ESCAPE_VERSION
 
 PROMPT = load_prompt("grade_v2")
 NO_THINK = GenerationSettings(thinking=False)
@@ -167,7 +168,7 @@ def test_openai_retries_are_off_by_default_and_configurable():
         return httpx.Response(200, json=_chat("3")) if calls["n"] % 3 == 0 else httpx.Response(503, text="busy")
 
     out = OpenAIBackend("http://llm.test/v1", "m", transport=httpx.MockTransport(handler)).generate(_prompts(1))
-    assert calls["n"] == 1 and out[0].text is None and out[0].error == "HTTP 503: busy"
+    assert calls["n"] == 1 and out[0].text is None and out[0].error == "HTTP 503 (http://llm.test/v1/chat/completions): busy"
     calls["n"] = 0
     backend = OpenAIBackend("http://llm.test/v1", "m", retries=2, transport=httpx.MockTransport(handler))
     out = backend.generate(_prompts(1))
@@ -184,7 +185,7 @@ def test_openai_timeout_bounds_a_stuck_request():
     start = time.perf_counter()
     out = backend.generate(_prompts(2))
     assert time.perf_counter() - start < 5
-    assert [g.error for g in out] == ["timeout after 0.2s"] * 2
+    assert [g.error for g in out] == ["timeout after 0.2s (http://llm.test/v1/chat/completions)"] * 2
 
 
 def test_openai_rewraps_separate_reasoning_so_the_parser_sees_it():
@@ -215,14 +216,14 @@ def test_openai_malformed_reply_is_an_unavailable_input_with_a_clear_error(reply
     backend = OpenAIBackend("http://llm.test/v1", "m", transport=transport)
     batch = LLMGrader(backend).score([("q", "p")])
     assert np.isnan(batch.scores[0])
-    assert batch.errors[0].startswith("backend: malformed response: MalformedReply:") and message in batch.errors[0]
+    assert batch.errors[0].startswith("backend: malformed response (http://llm.test/v1/chat/completions): MalformedReply:") and message in batch.errors[0]
 
 
 def test_openai_non_json_body_is_an_error_not_a_crash():
     backend = OpenAIBackend("http://llm.test/v1", "m",
                             transport=httpx.MockTransport(lambda r: httpx.Response(200, text="<html>gateway</html>")))
     out = backend.generate(_prompts(1))
-    assert out[0].text is None and out[0].error.startswith("malformed response: JSONDecodeError")
+    assert out[0].text is None and out[0].error.startswith("malformed response (http://llm.test/v1/chat/completions): JSONDecodeError")
 
 
 def test_openai_works_when_called_inside_an_event_loop():
@@ -240,7 +241,7 @@ def test_openai_model_key_names_model_revision_and_settings_not_the_url():
     a = OpenAIBackend("http://a/v1", "Qwen/Qwen3-14B-AWQ", revision="abc123", settings=settings)
     b = OpenAIBackend("http://b:9/v1", "Qwen/Qwen3-14B-AWQ", revision="abc123", settings=settings)
     assert a.model_key == b.model_key
-    assert a.model_key == f"openai:Qwen/Qwen3-14B-AWQ@abc123|{settings.key()}|cut=chars4"
+    assert a.model_key == f"openai:Qwen/Qwen3-14B-AWQ@abc123|{settings.key()}|cut=chars4|escape={ESCAPE_VERSION}"
     assert OpenAIBackend("http://a/v1", "Qwen/Qwen3-14B-AWQ", revision="abc123").model_key != a.model_key
 
 
