@@ -32,7 +32,7 @@ import pandas as pd
 
 from fixtures.artifacts import sha256_file
 from fixtures.code import code_identity
-from fixtures.models import model_fingerprint
+from fixtures.models import model_fingerprint, model_problem
 from fixtures.study import Study
 from rankers.base import Ranking
 from rankers.scorers.base import TextScorer
@@ -197,6 +197,24 @@ class Kind:
 
     def requirements(self, options: Mapping[str, Any]) -> tuple[Requirement, ...]:
         return ()
+
+    def paths(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """Options naming a file or folder: the profile makes them absolute against the file that sets them."""
+        return ()
+
+    def models(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """Options naming a model (a hub name or a local folder, relative to the profile file that sets it)."""
+        return ()
+
+    def preflight(self, options: Mapping[str, Any], splits: Sequence[str]) -> list[str]:
+        """What would stop this declaration once work started, found before any (a few seconds at most).
+
+        By default every model it names is resolved (``fixtures.models.model_problem``: a local
+        folder exists, or a hub name is cached or answers one request); a kind adds its own
+        checks (a file per split, an importable factory). Each problem is one sentence.
+        """
+        problems = (model_problem(str(options[key]), self.name) for key in self.models(options) if options.get(key))
+        return [p for p in problems if p is not None]
 
     def scorer_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         return dict(options)

@@ -79,6 +79,7 @@ def test_extra_qids_are_an_error_unless_allowed(tmp_path):
         trec_run_ranking(path, REFERENCE, "theirs")
     ranking, coverage = trec_run_ranking(path, REFERENCE, "theirs", allow_extra_qids=True)
     assert coverage.extra_qids == ("q8", "q9") and coverage.n_extra_lines == 3
+    assert coverage.extra_lines == {"q8": 2, "q9": 1}
     assert ranking.info["extra_qids"] == 2 and set(ranking.frame["qid"]) == {"q1", "q2", "q3"}
 
 
@@ -144,8 +145,9 @@ def test_exported_fusion_run_reads_back_with_fusions_positions_and_strict_outcom
     ra, rb, names_r = all_ordered_pairs(ranking)
     assert names_r == names
     np.testing.assert_array_equal(strictly_greater(ra, rb), strictly_greater(fa, fb))
-    assert coverage.totals() == {"ranked_in_pool": len(pool), "unranked_in_pool": 0, "ranked_outside_pool": 0,
-                                 "uncovered_queries": 0, "extra_qids": 0, "extra_qid_lines": 0}
+    assert coverage.totals() == {"pool_queries": 6, "pool_passages": len(pool), "ranked_in_pool": len(pool),
+                                 "unranked_in_pool": 0, "ranked_outside_pool": 0, "uncovered_queries": 0,
+                                 "extra_qids": 0, "extra_qid_lines": 0}
 
 
 def test_fusion_ties_become_pid_order_in_an_exported_run(tmp_path):
