@@ -166,7 +166,9 @@ def factory_problem(spec: str) -> str | None:
     module_name, attr_path = match.groups()
     try:
         found = importlib.util.find_spec(module_name)
-    except Exception as exc:  # noqa: BLE001 - a parent package that is missing or fails to import
+    except ModuleNotFoundError:  # a parent package that is not there
+        found = None
+    except Exception as exc:  # noqa: BLE001 - a parent package that fails to import
         return f"factory {spec!r}: module {module_name!r} cannot be looked up ({type(exc).__name__}: {exc})"
     if found is None:
         return (f"factory {spec!r}: module {module_name!r} is not found on sys.path; name the folder that holds it "

@@ -10,7 +10,7 @@ import pytest
 
 from rankers.base import single_score_ranking, strictly_greater
 from rankers.fusion import fusion_ranking
-from rankers.trec_run import RunFileError, read_run_file, trec_run_ranking
+from rankers.trec_run import RunFileError, direction_coverage, read_run_file, trec_run_ranking
 from reports.trec import write_run
 
 # Reference (fusion) order: q1 a b c d e; q2 f g; q3 h i.
@@ -62,6 +62,19 @@ def test_placement_rule_and_counts_by_hand(tmp_path):
     assert coverage.uncovered_qids == ("q3",) and coverage.extra_qids == ()
     assert ranking.info["ranked_outside_pool"] == 1 and ranking.info["uncovered_queries"] == 1
     assert ranking.info["unranked_in_pool"] == 5 and ranking.info["tags"] == ["sys"] and not ranking.fallback
+
+
+def test_direction_coverage_and_ties_by_cause_by_hand(tmp_path):
+    """q1 ranks d, b (both 5.0) and e; q2 ranks g; q3 nothing: six directions, one of each situation."""
+    ranking, _ = trec_run_ranking(write(tmp_path, RUN), REFERENCE, "theirs")
+    directions = pd.DataFrame([("q1", "d", "b"), ("q1", "e", "a"), ("q1", "a", "c"), ("q2", "f", "g"),
+                               ("q3", "h", "i"), ("q1", "d", "e")],
+                              columns=["qid", "preferred_pid", "counterpart_pid"])
+    assert direction_coverage(ranking, directions) == {
+        "directions": 6, "both_ranked": 2, "preferred_only_ranked": 1, "counterpart_only_ranked": 1,
+        "neither_ranked": 2, "ties": 3, "ties_both_unranked": 2, "ties_equal_score": 1}
+    with pytest.raises(ValueError, match="lacks a designated passage"):
+        direction_coverage(ranking, pd.DataFrame([("q2", "f", "zz")], columns=list(directions.columns)))
 
 
 def test_equal_score_and_rank_fall_back_to_pid_for_position_only(tmp_path):
