@@ -130,7 +130,8 @@ def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WI
     manifest = {
         "split": split, "contract": {**CONTRACT, "corpus": CONTRACT["corpus"][split]},
         "pool_snapshot": {"parquet_sha256": ev.pool_digest(split), "path": str(parquet), **snapshot},
-        "candidates_order": f"profile {ev.profile.name!r} ranker {FUSION!r} ({dict(ev.decl(FUSION).options) or 'the protocol fusion'})",
+        "candidates_order": {"profile": ev.profile.name, "ranker": FUSION,
+                             "options": dict(ev.decl(FUSION).options) or "the protocol's fusion"},
         "counts": {"queries": len(pool_qids), "pool_rows": len(pool), "corpus_passages": len(corpus),
                    "eligible_directions": len(eligible), "rank_llm_depth": rank_llm_depth or None},
         "settings": ev.settings.as_dict(), "profile": str(ev.profile.path),

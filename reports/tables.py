@@ -155,7 +155,7 @@ def judgments_table(frame: pd.DataFrame, ranker: str, scope: str, rule_scores: d
         "grade": unique["score"] if bounded else np.nan, "grade_probs": probs,
         "grade_margin": [u.get("grade_margin", np.nan) for u in usage],
         "near_tie": pd.array([None if "near_tie" not in u else bool(u["near_tie"]) for u in usage], dtype="boolean"),
-        "unavailable": unavailable, "reason": unique["error"].where(unavailable, None),
+        "unavailable": unavailable, "reason": [e if u else None for e, u in zip(unique["error"], unavailable)],
         "seconds": np.asarray(seconds, dtype=float),
-        "raw_if_unavailable": unique["raw"].where(unavailable, None),
+        "raw_if_unavailable": [r if u else None for r, u in zip(unique["raw"], unavailable)],
     }, columns=list(JUDGMENT_COLUMNS))

@@ -44,9 +44,9 @@ def test_judgments_are_flattened_one_row_per_input_with_reasons_and_probabilitie
     a, b, c = (out.iloc[i] for i in range(3))
     assert (a["score"], a["rule_score"], a["grade"], a["grade_margin"], a["near_tie"], a["seconds"]) == \
         (3.0, 3.2, 3.0, 0.3, False, 1.5)
-    assert json.loads(a["grade_probs"]) == [0.0, 0.0, 0.1, 0.6, 0.3] and not a["unavailable"] and a["reason"] is None
+    assert json.loads(a["grade_probs"]) == [0.0, 0.0, 0.1, 0.6, 0.3] and not a["unavailable"] and pd.isna(a["reason"])
     assert b["unavailable"] and b["reason"] == "parse: 'three'" and b["raw_if_unavailable"] == "three"
-    assert np.isnan(b["rule_score"]) and pd.isna(b["near_tie"]) and b["grade_probs"] is None
+    assert np.isnan(b["rule_score"]) and pd.isna(b["near_tie"]) and pd.isna(b["grade_probs"])
     assert c["seconds"] == 0.25 and pd.isna(c["raw_if_unavailable"])
     unbounded = judgments_table(frame, "ce", "pair", {}, bounded=False)
     assert unbounded["grade"].isna().all()
