@@ -38,6 +38,7 @@ import pytest
 
 from fixtures.artifacts import sha256_file
 from fixtures.routes import ROUTES
+from fixtures.settings import pin_cpu_kernels
 from fixtures.study import CORPUS_OF
 from harness.options import OptionError, argument_parser, path_option, read_profile, resolve_before_work, \
     settings_from
@@ -162,6 +163,7 @@ def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K) -> dict[st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    pin_cpu_kernels()  # as the suite does, before anything loads torch: a pool built here is the suite's pool
     parser = argument_parser("python -m harness.export", "Export the frozen pools (queries, corpus, qrels, "
                              "candidate and route runs, rank_llm requests) for reranking outside the suite.")
     parser.add_argument("--out", required=True, help="folder to write <split>/ into (replaced split by split)")

@@ -173,8 +173,10 @@ def test_the_exported_files_read_as_they_are_with_outside_tools(walkthrough, spl
     assert all(len(r["candidates"]) <= 20 for r in requests)
     assert manifest["pool_snapshot"]["parquet_sha256"] and "_q1" in manifest["contract"]["qid"]
     results = walkthrough["results"] / split
-    published = json.loads((results / "manifest.json").read_text())["pool"]["parquet_sha256"]
-    assert manifest["pool_snapshot"]["parquet_sha256"] == published  # the very pool the run evaluated
+    published = json.loads((results / "manifest.json").read_text())["pool"]
+    # the very pool snapshot the run evaluated: same identity (cache key), same bytes
+    assert (manifest["pool_snapshot"]["path"], manifest["pool_snapshot"]["parquet_sha256"]) == \
+        (published["path"], published["parquet_sha256"])
 
 
 def test_the_comparison_matches_rankers_by_name_and_lists_one_sided_ones(walkthrough) -> None:
