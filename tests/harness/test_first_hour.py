@@ -186,6 +186,10 @@ def test_the_comparison_matches_rankers_by_name_and_lists_one_sided_ones(walkthr
         assert sides["bm25_outside"] == "this run only" and sides["my_reranker"] == "both"
         same = comparison[(comparison["ranker"] == "my_reranker") & (comparison["measure"] == "strict")]
         assert (same["delta"] == 0).all()  # the same scores, read back from the cache
+        # compared while this run was written, before it replaced the saved one: paired on the same directions
+        assert (same["basis"] == "paired").all() and (same["decision"] != "changed").all()
+        manifest = json.loads((walkthrough["results"] / split / "manifest.json").read_text())
+        assert "comparison.csv" in manifest["files"]  # published in the same step as the rest of the run
         assert "Comparison with a saved run" in (walkthrough["results"] / split / "report.md").read_text()
 
 

@@ -21,7 +21,7 @@ def test_rankers_on_one_side_only_are_listed_and_never_compared(tmp_path: Path) 
     saved = tmp_path / "old" / "test"
     saved.mkdir(parents=True)
     t2(["fusion", "gone"], 50.0).to_csv(saved / "table2.csv", index=False)
-    table = comparison_table(tmp_path / "results", str(tmp_path / "old"), "test", t2(["fusion", "new"], 52.0))
+    table = comparison_table(tmp_path / "results", str(tmp_path / "old"), "test", t2(["fusion", "new"], 52.0), {}, None)
     sides = table.drop_duplicates("ranker").set_index("ranker")["side"].to_dict()
     assert sides == {"fusion": "both", "new": "this run only", "gone": "saved run only"}
     fusion = table[(table["ranker"] == "fusion") & (table["measure"] == "strict_pct")].iloc[0]
