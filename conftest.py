@@ -27,7 +27,8 @@ from fixtures import progress  # noqa: E402
 from fixtures.settings import Settings  # noqa: E402
 from harness.claims import (check_claim_names, designated_twins, h2_claims, h3_claims, same_scorer,  # noqa: E402
                             tie_twins)
-from harness.options import add_options, read_profile, read_settings  # noqa: E402
+from harness.options import (OptionError, add_options, needed, read_profile, read_settings,  # noqa: E402
+                             resolve_before_work, use_pythonpath)
 from harness.profile import Profile  # noqa: E402
 from rankers.registry import RankerDecl  # noqa: E402
 
@@ -49,6 +50,12 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = read_settings(config)
     profile = read_profile(settings)
     check_claim_names(profile)
+    use_pythonpath(profile)
+    if not hasattr(config, "workerinput"):  # the controller resolves models, files and factories once
+        try:
+            resolve_before_work(settings, profile, _selected_by_marks(config))
+        except OptionError as exc:
+            raise pytest.UsageError(str(exc)) from None
     from reports.plugin import SETTINGS as PUBLISHING  # registered by pytest_plugins before configure
 
     config.stash[SETTINGS] = config.stash[PUBLISHING] = settings
@@ -89,6 +96,17 @@ def _stage_timings(request: pytest.FixtureRequest):
                 recorder.add("stages", split, row)
 
 
+def _selected_by_marks(config: pytest.Config):
+    """Whether ``-m`` keeps a ranker's rows (its declared marks against the mark expression)."""
+    expression = config.getoption("markexpr", "")
+    if not expression:
+        return lambda decl: True
+    from _pytest.mark.expression import Expression  # pytest's own -m grammar
+
+    compiled = Expression.compile(expression)
+    return lambda decl: compiled.evaluate(lambda name, **_: name in decl.marks)
+
+
 def _unmet(config: pytest.Config, decl: RankerDecl) -> tuple[str, ...]:
     """Why this machine cannot run a declared ranker (its requirements that are not met), checked once per run."""
     unmet = config.stash[UNMET]
@@ -98,9 +116,10 @@ def _unmet(config: pytest.Config, decl: RankerDecl) -> tuple[str, ...]:
 
 
 def _param(config: pytest.Config, value: object, decls: Iterable[RankerDecl], id: str | None = None) -> pytest.param:
-    """A parameter carrying the pytest marks its rankers declare (llm, gpu, slow), skipped with the reason when
-    one of them cannot run here."""
-    decls = list(decls)
+    """A parameter carrying the pytest marks of every ranker it computes (llm, gpu, slow) — its rankers and those
+    they read (reference, tie-breaker, baseline), so ``-m`` never lets a check compute a deselected ranker — skipped
+    with the reason when one of them cannot run here."""
+    decls = needed(config.stash[PROFILE], decls)
     marks = [getattr(pytest.mark, m) for m in sorted({m for d in decls for m in d.marks})]
     reasons = sorted({r for d in decls for r in _unmet(config, d)})
     if reasons:

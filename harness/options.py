@@ -4,44 +4,78 @@ Every option and the profile are validated in ``pytest_configure`` (before colle
 pools or models), and a bad one stops the run with one message naming the option or
 file, instead of failing after twenty minutes of pool building. Every path option is
 expanded (``~``) and made absolute here, once (``path_option``); everything else — the
-session, the report plugin — reads the resulting ``Settings``, never the raw options.
+session, the report plugin, the export command — reads the resulting ``Settings``, never
+the raw options. The options are declared once (``OPTIONS``) for pytest and for the
+suite's own commands (``argument_parser``), so ``python -m harness.export`` takes exactly
+the suite's ``--profile``, ``--splits``, ``--subset-pairs`` and the rest.
+
+Then everything the run will load is resolved (``resolve_before_work``): the route models,
+and for every ranker the run will compute, its models, files and factory. A missing module,
+model folder or run file, or a hub model that is neither cached nor reachable, is one
+message naming the file and ``[rankers.<name>]`` (or ``[models]``), before any training or
+scoring and with nothing published.
 """
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from fixtures.models import ModelNotFound, model_problem, resolve_dense_model, resolve_sparse_model
 from fixtures.settings import DEFAULT_SPLITS, PROJECT_ROOT, Settings, default_cache_dir
 from fixtures.study import EVALUATION_SPLITS, SPLITS
 from harness.profile import Profile, ProfileError, load_profile
+from rankers.registry import RankerDecl
+from reports.history import saved_run, saved_runs
 
 #: Splits a run may evaluate (Train feeds training only).
 EVALUABLE = ("test", "confirmation", "development")
+GROUP = ("nevir", "Preference Is Not Position evaluation")
+#: Every option of the suite, as (flag, argparse/pytest keyword arguments): declared once, read by both.
+OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--splits", {"default": ",".join(DEFAULT_SPLITS),
+                  "help": f"comma-separated evaluation splits among {', '.join(EVALUABLE)} (default: %(default)s)"}),
+    ("--results-dir", {"default": str(PROJECT_ROOT / "results"),
+                       "help": "where tables, runs and the report are written (default: ./results)"}),
+    ("--cache-dir", {"default": None, "help": "pools, trained models and text-score caches (default: "
+                                              "$NEVIR_CACHE_DIR or ~/.cache/preference-position)"}),
+    ("--data-dir", {"default": os.environ.get("NEVIR_DATA_DIR"),
+                    "help": "directory of official NevIR JSONL files instead of the vendored copy (env NEVIR_DATA_DIR)"}),
+    ("--profile", {"default": os.environ.get("NEVIR_PROFILE", "embedded"),
+                   "help": "profile in specs/profiles/ (embedded, paper) or a path to a .toml that may extend one"}),
+    ("--subset-pairs", {"type": int, "default": None,
+                        "help": "run every spec on a seeded sample of about N pairs (whole source groups) per split"}),
+    ("--subset-seed", {"type": int, "default": 0, "help": "seed of the --subset-pairs sample (default: 0)"}),
+    ("--grader-sample", {"type": int, "default": None,
+                         "help": "cap every declared sample at N directions (whole pairs) per split; 0 = no sampling"}),
+    ("--compare-to", {"default": None, "help": "compare this run's tables with a saved run id (results/.history) or "
+                                               "another results dir holding every evaluated split (checked up front)"}),
+)
+
+
+class OptionError(ValueError):
+    """A bad option or profile; the message names it (pytest shows it as a usage error)."""
 
 
 def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("nevir", "Preference Is Not Position evaluation")
-    group.addoption("--splits", default=",".join(DEFAULT_SPLITS),
-                    help=f"comma-separated evaluation splits among {', '.join(EVALUABLE)} (default: %(default)s)")
-    group.addoption("--results-dir", default=str(PROJECT_ROOT / "results"),
-                    help="where tables, runs and the report are written (default: ./results)")
-    group.addoption("--cache-dir", default=None,
-                    help="pools, trained models and text-score caches (default: $NEVIR_CACHE_DIR or "
-                         "~/.cache/preference-position)")
-    group.addoption("--data-dir", default=os.environ.get("NEVIR_DATA_DIR"),
-                    help="directory of official NevIR JSONL files instead of the vendored copy (env NEVIR_DATA_DIR)")
-    group.addoption("--profile", default=os.environ.get("NEVIR_PROFILE", "embedded"),
-                    help="profile in specs/profiles/ (embedded, paper) or a path to a .toml that may extend one")
-    group.addoption("--subset-pairs", type=int, default=None,
-                    help="run every spec on a seeded sample of about N pairs (whole source groups) per split")
-    group.addoption("--subset-seed", type=int, default=0, help="seed of the --subset-pairs sample (default: 0)")
-    group.addoption("--grader-sample", type=int, default=None,
-                    help="cap every declared sample at N directions (whole pairs) per split; 0 = no sampling")
-    group.addoption("--compare-to", default=None,
-                    help="compare this run's tables with a saved run id (results/.history) or another results dir")
+    group = parser.getgroup(*GROUP)
+    for flag, kwargs in OPTIONS:
+        group.addoption(flag, **kwargs)
+
+
+def argument_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """An argparse parser taking the suite's options (a command of its own adds its options to it)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    group = parser.add_argument_group(*GROUP)
+    for flag, kwargs in OPTIONS:
+        group.add_argument(flag, **kwargs)
+    return parser
 
 
 def _writable(path: Path, what: str) -> str | None:
@@ -59,44 +93,70 @@ def path_option(value: str | os.PathLike[str]) -> Path:
     return Path(value).expanduser().resolve()
 
 
-def read_settings(config: pytest.Config) -> Settings:
-    """Settings from the options, or ``pytest.UsageError`` naming the first bad option."""
-    opt = config.getoption
-    splits = tuple(s.strip() for s in str(opt("splits")).split(",") if s.strip())
+def _compare_problem(compare: str, results_dir: Path, splits: tuple[str, ...]) -> str | None:
+    """``--compare-to``: a saved run id or a results folder holding a Table II of every split of this run."""
+    missing = [s for s in splits if saved_run(results_dir, compare, s) is None]
+    if not missing:
+        return None
+    if path_option(compare).is_dir() or (results_dir / ".history" / compare).is_dir():
+        return (f"--compare-to {compare}: holds no Table II of split(s) {missing} of this run (no <split>/table2.csv "
+                "there); compare with a run of the same splits, or choose --splits accordingly")
+    return (f"--compare-to {compare!r} is neither a saved run id under {results_dir / '.history'} (latest: "
+            f"{saved_runs(results_dir)[-5:]}) nor a results directory")
+
+
+def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Settings:
+    """Settings from option values (``get(dest)``), or ``OptionError`` naming every bad option.
+
+    ``check_dirs`` is False on pytest-xdist workers: they inherit the controller's checked directories.
+    """
+    splits = tuple(s.strip() for s in str(get("splits")).split(",") if s.strip())
     problems: list[str] = []
     if not splits:
-        problems.append(f"--splits {opt('splits')!r} names no split; choose among {', '.join(EVALUABLE)}")
+        problems.append(f"--splits {get('splits')!r} names no split; choose among {', '.join(EVALUABLE)}")
     unknown = [s for s in splits if s not in EVALUABLE]
     if unknown:
         problems.append(f"--splits: unknown split(s) {unknown}; choose among {', '.join(EVALUABLE)}")
     if len(set(splits)) != len(splits):
         problems.append(f"--splits repeats a split: {list(splits)}")
-    subset = opt("subset_pairs")
+    subset = get("subset_pairs")
     if subset is not None and subset < 1:
         problems.append(f"--subset-pairs must be >= 1 (omit it to evaluate every pair), got {subset}")
     if subset is not None and [s for s in splits if s not in EVALUATION_SPLITS]:
         problems.append(f"--subset-pairs samples only {', '.join(EVALUATION_SPLITS)}; remove the other splits")
-    sample = opt("grader_sample")
+    sample = get("grader_sample")
     if sample is not None and sample < 0:
         problems.append(f"--grader-sample must be >= 0 (0 = no sampling), got {sample}")
-    data_dir = path_option(opt("data_dir")) if opt("data_dir") else None
+    data_dir = path_option(get("data_dir")) if get("data_dir") else None
     if data_dir is not None and not data_dir.is_dir():
         problems.append(f"--data-dir {data_dir} is not a directory")
-    cache_dir = path_option(opt("cache_dir") or default_cache_dir())
-    results_dir = path_option(opt("results_dir"))
-    if not hasattr(config, "workerinput"):  # workers inherit the controller's checked directories
+    cache_dir = path_option(get("cache_dir") or default_cache_dir())
+    results_dir = path_option(get("results_dir"))
+    compare = get("compare_to")
+    if compare and path_option(compare).is_dir():  # a results folder (else a run id under results/.history)
+        compare = str(path_option(compare))
+    if check_dirs:
         for path, what in ((cache_dir, "--cache-dir"), (results_dir, "--results-dir")):
             problem = _writable(path, what)
             if problem:
                 problems.append(problem)
-    compare = opt("compare_to")
-    if compare and path_option(compare).is_dir():  # a results folder (else a run id under results/.history)
-        compare = str(path_option(compare))
+        if compare and splits:
+            problem = _compare_problem(compare, results_dir, splits)
+            if problem:
+                problems.append(problem)
     if problems:
-        raise pytest.UsageError("; ".join(problems))
+        raise OptionError("; ".join(problems))
     return Settings(splits=splits, results_dir=results_dir, cache_dir=cache_dir, data_dir=data_dir,
-                    profile=str(opt("profile")), subset_pairs=subset, subset_seed=opt("subset_seed"),
+                    profile=str(get("profile")), subset_pairs=subset, subset_seed=get("subset_seed"),
                     grader_sample=sample, compare_run=compare)
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    """Settings from pytest's options, or ``pytest.UsageError`` naming the first bad option."""
+    try:
+        return settings_from(config.getoption, check_dirs=not hasattr(config, "workerinput"))
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def read_profile(settings: Settings) -> Profile:
@@ -105,3 +165,55 @@ def read_profile(settings: Settings) -> Profile:
         return load_profile(settings.profile, SPLITS)
     except ProfileError as exc:
         raise pytest.UsageError(f"--profile: {exc}") from None
+
+
+def use_pythonpath(profile: Profile) -> None:
+    """Put the profile's ``pythonpath`` folders at the front of ``sys.path`` (once), where factories are found."""
+    for folder in reversed(profile.pythonpath):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+
+
+def needed(profile: Profile, chosen: Iterable[RankerDecl]) -> list[RankerDecl]:
+    """The chosen rankers and every ranker they read (reference, tie-breaker, baseline), transitively."""
+    out: dict[str, RankerDecl] = {}
+    todo = list(chosen)
+    while todo:
+        decl = todo.pop()
+        if decl.name in out:
+            continue
+        out[decl.name] = decl
+        todo += [profile.rankers[n] for n in (decl.reference, decl.tie_breaker, decl.baseline)
+                 if n is not None and n in profile.rankers]
+    return [d for d in profile.ordered() if d.name in out]
+
+
+def _route_problem(profile: Profile, role: str) -> str | None:
+    name = str(profile.models.get(role, "") or "builtin:")
+    if name.startswith("builtin:"):
+        try:
+            (resolve_dense_model if role == "dense" else resolve_sparse_model)(None)
+        except ModelNotFound as exc:
+            return f"{profile.path} [models] {role}: {exc}"
+        return None
+    problem = model_problem(name, f"{role} route")
+    return None if problem is None else f"{profile.path} [models] {role}: {problem}"
+
+
+def resolve_before_work(settings: Settings, profile: Profile,
+                        selected: Callable[[RankerDecl], bool] = lambda decl: True) -> None:
+    """Resolve everything the run will load before any of it, or ``OptionError`` listing every problem.
+
+    The route models (every pool needs them), then each ranker the run computes — those ``selected``
+    (e.g. by ``-m``) and every ranker they read — whose requirements this machine meets (a ranker it
+    cannot run is skipped with its reason instead): its kind's ``preflight`` (models, files, factory).
+    """
+    use_pythonpath(profile)
+    problems = [p for p in (_route_problem(profile, role) for role in ("dense", "sparse")) if p]
+    for decl in needed(profile, (d for d in profile.ordered() if selected(d))):
+        if any(not r.met() for r in decl.requirements()):
+            continue
+        problems += [f"{profile.path} [rankers.{decl.name}]: {p}"
+                     for p in decl.spec.preflight(decl.options, settings.splits)]
+    if problems:
+        raise OptionError("cannot start, nothing was computed:\n  " + "\n  ".join(problems))

@@ -19,9 +19,12 @@ by exactly the rules of every other ranker. The rule, per pool query:
    "uncovered" everywhere without a word). ``allow_extra_qids=True`` drops them instead,
    and they are counted.
 
-Every count is returned (:class:`RunCoverage`) and summarized in ``Ranking.info``: per query
-the ranked-in-pool, unranked-in-pool and ranked-outside-pool passages, the pool queries the
-run does not cover, and any dropped extra qids.
+Every count is returned (:class:`RunCoverage`) and summarized in ``Ranking.info`` (so a memoized
+ranking keeps them): per query the ranked-in-pool, unranked-in-pool and ranked-outside-pool
+passages, the pool queries the run does not cover, and any dropped extra qids.
+:func:`direction_coverage` counts, over a ranker's directions, which designated passages the
+run ranked and its ties by cause (both designated passages unranked, or equal run scores);
+the report publishes both (``coverage.csv``).
 
 The file is read here, not with ``reports.trec`` (rankers never import reports): six fields
 per non-blank line, an integer rank, a finite score, each (qid, pid) at most once; any
@@ -39,7 +42,7 @@ success when the preferred passage's id sorts first, and reports no tie there.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -127,9 +130,13 @@ class RunCoverage:
     uncovered_qids: tuple[str, ...]
     extra_qids: tuple[str, ...]
     n_extra_lines: int
+    #: Run lines per dropped extra qid.
+    extra_lines: dict[str, int] = field(default_factory=dict)
 
     def totals(self) -> dict[str, int]:
-        return {"ranked_in_pool": int(self.per_query["ranked_in_pool"].sum()),
+        return {"pool_queries": len(self.per_query),
+                "pool_passages": int(self.per_query[["ranked_in_pool", "unranked_in_pool"]].to_numpy().sum()),
+                "ranked_in_pool": int(self.per_query["ranked_in_pool"].sum()),
                 "unranked_in_pool": int(self.per_query["unranked_in_pool"].sum()),
                 "ranked_outside_pool": int(self.per_query["ranked_outside_pool"].sum()),
                 "uncovered_queries": len(self.uncovered_qids),
@@ -148,7 +155,7 @@ def trec_run_ranking(path: str | Path, reference: Ranking, name: str, *,
         raise RunFileError(f"{path}: {len(extra)} run qids are not queries of the pool of {reference.name!r}, "
                            f"e.g. {extra[:5]}; is the run from another split or query-id scheme? "
                            "(allow_extra_qids drops them and counts them)")
-    n_extra_lines = int(run["qid"].isin(extra).sum())
+    extra_lines = run.loc[run["qid"].isin(extra), "qid"].value_counts()
     run = run[~run["qid"].isin(extra)]
 
     # Both sides are unique per (qid, pid): the reference as a Ranking, the run as read.
@@ -177,7 +184,36 @@ def trec_run_ranking(path: str | Path, reference: Ranking, name: str, *,
     counts["unranked_in_pool"] = counts["qid"].map(by_qid.size()).astype(int) - counts["ranked_in_pool"]
     counts["ranked_outside_pool"] = counts["qid"].map(outside).fillna(0).astype(int)
     covered = set(run["qid"].unique())
-    coverage = RunCoverage(counts, tuple(q for q in pool_qids if q not in covered), tuple(extra), n_extra_lines)
+    coverage = RunCoverage(counts, tuple(q for q in pool_qids if q not in covered), tuple(extra),
+                           int(extra_lines.sum()), {str(q): int(n) for q, n in extra_lines.items()})
     info = {"run_file": str(path), "reference": reference.name, "tags": sorted(run["tag"].unique()),
             **coverage.totals()}
     return Ranking(name, frame[list(RANKING_COLUMNS)], frozenset(), info), coverage
+
+
+#: What :func:`direction_coverage` counts over a ranker's eligible directions.
+DIRECTION_COUNTS = ("directions", "both_ranked", "preferred_only_ranked", "counterpart_only_ranked",
+                    "neither_ranked", "ties", "ties_both_unranked", "ties_equal_score")
+
+
+def direction_coverage(ranking: Ranking, directions: pd.DataFrame) -> dict[str, int]:
+    """Over eligible ``directions`` (qid, preferred_pid, counterpart_pid): which designated passages a run's
+    ranking ranked (key ``k0 = 1``), and its ties by cause.
+
+    A direction whose two designated passages the run left unranked is a tie by construction (both
+    keys ``(0, 0, 0)``): the run said nothing about it. A tie between two ranked passages is the run's
+    own equal scores. Both are failures of strict preference; the counts say which kind a run has.
+    """
+    keys = ranking.frame.set_index(["qid", "pid"])[["k0", "k1"]]
+    pos = keys.reindex(pd.MultiIndex.from_arrays([directions["qid"], directions["preferred_pid"]])).to_numpy()
+    neg = keys.reindex(pd.MultiIndex.from_arrays([directions["qid"], directions["counterpart_pid"]])).to_numpy()
+    if np.isnan(pos).any() or np.isnan(neg).any():
+        raise ValueError(f"ranking {ranking.name!r} lacks a designated passage of an eligible direction")
+    pos_ranked, neg_ranked = pos[:, 0] == 1.0, neg[:, 0] == 1.0
+    both, neither = pos_ranked & neg_ranked, ~pos_ranked & ~neg_ranked
+    equal = both & (pos[:, 1] == neg[:, 1])
+    return {"directions": len(directions), "both_ranked": int(both.sum()),
+            "preferred_only_ranked": int((pos_ranked & ~neg_ranked).sum()),
+            "counterpart_only_ranked": int((~pos_ranked & neg_ranked).sum()), "neither_ranked": int(neither.sum()),
+            "ties": int((neither | equal).sum()), "ties_both_unranked": int(neither.sum()),
+            "ties_equal_score": int(equal.sum())}

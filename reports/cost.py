@@ -27,13 +27,16 @@ def stage_cost(stage: str, frame: pd.DataFrame) -> dict[str, object]:
     requests (unique inputs), tokens, wall-clock, gaps.
 
     Usage comes from the cache, i.e. from when each input was actually scored, so a rerun
-    served from the cache reports the original cost, not zero.
+    served from the cache reports the original cost, not zero. ``timed_by_suite`` counts requests
+    whose scorer reported no time of its own: their ``seconds`` is their chunk's wall-clock shared
+    equally (``rankers.scorers.cache``).
     """
     unique = frame.drop_duplicates(["qid", "pid"])
     in_tok, missing_in = _usage_sum(unique["usage"], "input_tokens")
     out_tok, _ = _usage_sum(unique["usage"], "output_tokens")
     lat, missing_lat = _usage_sum(unique["usage"], "latency_s")
     secs, missing_secs = _usage_sum(unique["usage"], "seconds")
+    shared, _ = _usage_sum(unique["usage"], "seconds_shared")
     return {
         "stage": stage,
         "judgments": len(frame),
@@ -43,7 +46,19 @@ def stage_cost(stage: str, frame: pd.DataFrame) -> dict[str, object]:
         "wall_s": lat + secs,
         "unavailable": int(unique["score"].isna().sum()),
         "missing_usage": max(missing_in, min(missing_lat, missing_secs)),
+        "timed_by_suite": int(shared),
     }
+
+
+def ranking_cost(stage: str, ranking: Ranking) -> dict[str, object]:
+    """One cost row for a full-pool ranking: the pool rows it ordered and the wall-clock of computing it.
+
+    ``wall_s`` is measured when the ranking is computed and kept with it (``Ranking.info``), so a
+    memoized ranking reports what it cost then (training a model on the way included), not zero.
+    """
+    return {"stage": stage, "judgments": len(ranking.frame), "requests": np.nan, "input_tokens": np.nan,
+            "output_tokens": np.nan, "wall_s": float(ranking.info.get("wall_s", np.nan)), "unavailable": 0,
+            "missing_usage": 0 if "wall_s" in ranking.info else len(ranking.frame), "timed_by_suite": 0}
 
 
 def _merge(window: Ranking, fusion: Ranking, rerank_qids: set[str], name: str) -> Ranking:

@@ -193,15 +193,26 @@ def reviewed_run(results_dir: Path, profile: str, scope: str, split: str, pool: 
     return None
 
 
+def saved_runs(results_dir: Path) -> list[str]:
+    """Run ids kept under ``<results>/.history``, oldest first."""
+    history = Path(results_dir) / HISTORY
+    return sorted(p.name for p in history.glob("*") if p.is_dir()) if history.is_dir() else []
+
+
+def saved_run(results_dir: Path, other: str, split: str) -> Path | None:
+    """The folder ``--compare-to other`` means for a split: a run id's split in the history, or another results
+    directory's split folder (or that folder itself); None when none holds a table2.csv."""
+    candidates = [Path(results_dir) / HISTORY / other / split, Path(other) / split, Path(other)]
+    return next((folder for folder in candidates if (folder / "table2.csv").is_file()), None)
+
+
 def _locate(results_dir: Path, other: str, split: str) -> Path:
     """The folder of a run id's split in the history, or of another results directory (or its split folder)."""
-    candidates = [Path(results_dir) / HISTORY / other / split, Path(other) / split, Path(other)]
-    for folder in candidates:
-        if (folder / "table2.csv").is_file():
-            return folder
-    known = sorted(p.name for p in (Path(results_dir) / HISTORY).glob("*")) if (Path(results_dir) / HISTORY).is_dir() else []
+    folder = saved_run(results_dir, other, split)
+    if folder is not None:
+        return folder
     raise FileNotFoundError(f"--compare-to {other!r}: no {split}/table2.csv as a saved run id or a results "
-                            f"directory; saved runs: {known[-5:]}")
+                            f"directory; saved runs: {saved_runs(results_dir)[-5:]}")
 
 
 def compare_tables(now: pd.DataFrame, then: pd.DataFrame, split: str,
@@ -270,12 +281,34 @@ def compare_runs(results_dir: Path, other: str, split: str, table2: pd.DataFrame
     paired when both runs' ``directions.csv`` exist and share the pool snapshot; margins from this run's manifest."""
     if table2 is None:
         return pd.DataFrame(columns=list(COMPARISON_COLUMNS))
-    folder = _locate(results_dir, other, split)
     here = Path(results_dir) / split
-    mine, theirs = _read_manifest(here), _read_manifest(folder)
-    paired = (pool_digest(mine) is not None and pool_digest(mine) == pool_digest(theirs)
-              and (here / "directions.csv").is_file() and (folder / "directions.csv").is_file())
-    now_dirs = pd.read_csv(here / "directions.csv") if paired else None
+    directions = pd.read_csv(here / "directions.csv") if (here / "directions.csv").is_file() else None
+    return compare_with(results_dir, other, split, table2, _read_manifest(here), directions)
+
+
+def compare_with(results_dir: Path, other: str, split: str, table2: pd.DataFrame, manifest: Mapping,
+                 directions: pd.DataFrame | None) -> pd.DataFrame:
+    """This run's Table II, manifest and ``directions.csv`` (as published, or about to be) against a saved run,
+    paired when both runs' directions exist and share the pool snapshot; margins from this run's manifest."""
+    folder = _locate(results_dir, other, split)
+    theirs = _read_manifest(folder)
+    paired = (pool_digest(manifest) is not None and pool_digest(manifest) == pool_digest(theirs)
+              and directions is not None and (folder / "directions.csv").is_file())
+    now_dirs = directions if paired else None
     then_dirs = pd.read_csv(folder / "directions.csv") if paired else None
-    margins = mine.get("margins") if isinstance(mine.get("margins"), Mapping) else {}
+    margins = manifest.get("margins") if isinstance(manifest.get("margins"), Mapping) else {}
     return compare_tables(table2, pd.read_csv(folder / "table2.csv"), split, now_dirs, then_dirs, margins)
+
+
+def comparison_table(results_dir: Path, other: str, split: str, table2: pd.DataFrame, manifest: Mapping,
+                     directions: pd.DataFrame | None) -> pd.DataFrame:
+    """``compare_with`` with the rankers matched by name made explicit, for ``comparison.csv``: a ``side``
+    column says whether a ranker is in both runs (compared), in this run only, or in the saved run only (one
+    row each, not compared)."""
+    then = pd.read_csv(_locate(results_dir, other, split) / "table2.csv")
+    table = compare_with(results_dir, other, split, table2, manifest, directions)
+    now_names, then_names = set(table2["ranker"]), set(then["ranker"])
+    table.insert(1, "side", ["both" if r in then_names else "this run only" for r in table["ranker"]])
+    only_then = [r for r in then["ranker"] if r not in now_names]
+    extra = pd.DataFrame({"ranker": only_then, "side": "saved run only", "measure": "(not compared)"})
+    return pd.concat([table, extra], ignore_index=True) if only_then else table

@@ -234,7 +234,7 @@ class ReportPlugin:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _publish(self, session: pytest.Session, exitstatus: int, should_stop) -> None:
-        from reports.history import compare_runs, run_id, save_to_history  # pandas I/O only at session end
+        from reports.history import run_id, save_to_history  # pandas I/O only at session end
         from reports.writer import INTERRUPTED, PARTIAL, PublishError, publish  # heavy: matplotlib
 
         settings = self.config.stash[SETTINGS]
@@ -254,7 +254,8 @@ class ReportPlugin:
         root = results_dir / PARTIAL if self.partial else results_dir
         ident = run_id(tables)
         context = {"exitstatus": exitstatus, "figure_cache": settings.cache_dir / "figures",
-                   "splits": {s: {"not_evaluated": self.not_evaluated(s), "partial": self.partial} for s in splits}}
+                   "splits": {s: {"not_evaluated": self.not_evaluated(s), "partial": self.partial} for s in splits},
+                   "compare": self._comparer(results_dir, settings.compare_run) if settings.compare_run else None}
         try:
             self.published = publish(root, ident, splits, context, should_stop=should_stop)
         except PublishError as exc:
@@ -264,12 +265,22 @@ class ReportPlugin:
                 save_to_history(results_dir, ident, split, path)
             except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
                 self.errors.append(f"{split}: published, but not saved to the history ({type(exc).__name__}: {exc})")
-        other = settings.compare_run
-        for split, split_tables in splits.items() if other else ():
+
+    def _comparer(self, results_dir: Path, other: str):
+        """What the writer calls per split with this run's Table II, manifest and directions.csv while it writes
+        them, before anything is published (``other`` may be the very folder about to be replaced): the
+        comparison for ``comparison.csv``, or None when it cannot be made (reported, the run still published)."""
+        from reports.history import comparison_table  # pandas I/O only at session end
+
+        def compare(split: str, table2: pd.DataFrame, manifest: dict[str, Any],
+                    directions: pd.DataFrame | None) -> pd.DataFrame | None:
             try:
-                self.comparison[split] = compare_runs(results_dir, other, split, split_tables["table2"])
-            except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
+                self.comparison[split] = comparison_table(results_dir, other, split, table2, manifest, directions)
+            except Exception as exc:  # noqa: BLE001 - the run is still published; the error is reported
                 self.errors.append(f"{split}: no comparison with {other} ({type(exc).__name__}: {exc})")
+                return None
+            return self.comparison[split]
+        return compare
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.rows:
@@ -289,8 +300,13 @@ class ReportPlugin:
             for line in causes:
                 terminalreporter.write_line(line, yellow=True)
         for split, frame in self.comparison.items():
-            terminalreporter.write_line(f"\n[{split}] Comparison with {self.config.stash[SETTINGS].compare_run}")
-            terminalreporter.write_line(terminal_tables("comparison", frame))
+            terminalreporter.write_line(f"\n[{split}] Comparison with {self.config.stash[SETTINGS].compare_run} "
+                                        "(comparison.csv; rankers matched by name)")
+            terminalreporter.write_line(terminal_tables("comparison", frame[frame["side"] == "both"]))
+            for side in ("this run only", "saved run only"):
+                names = list(dict.fromkeys(frame.loc[frame["side"] == side, "ranker"]))
+                if names:
+                    terminalreporter.write_line(f"rankers in {side}, not compared: {', '.join(names)}")
         for message in self.notices:
             terminalreporter.write_line(f"\nnot published: {message}")
         for message in self.failed:

@@ -1,4 +1,5 @@
-"""Output tables (docs/protocol.md#outputs): per-direction outcomes, Table II and Table III (pair-only vs window).
+"""Output tables (``docs/protocol.md#outputs``): per-direction outcomes, Table II, Table III (pair-only vs
+window) and the per-judgment export of every text scorer.
 
 ``directions.csv`` keeps every planned direction, eligible or not, so anyone can
 recount Table I and Table II from it; outcomes of non-eligible directions are NA,
@@ -6,6 +7,7 @@ never False or 0.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,6 +26,10 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "unavailable": ("Unavailable judgments by cause, and replies stored capped", ("ranker", "scope", "issue", "cause"),
                     False),
     "claims": ("Hypothesis claims", ("claim",), True),
+    "coverage": ("TREC-run coverage: what each run ranked in the pool, what was dropped, ties by cause",
+                 ("ranker",), True),
+    "comparison": ("Comparison with a saved run (--compare-to): rankers matched by name", ("ranker", "measure"),
+                   False),
     "manifest": ("Run manifest entries", ("key",), False),
     "stages": ("Wall-clock per computed stage", ("stage",), False),
     "artifacts": ("Cached files behind the published results", ("artifact",), False),
@@ -123,3 +129,35 @@ def table3(l1_rows: Sequence[dict[str, object]], l2_rows: Sequence[dict[str, obj
     for c in ("l1_strict", "l1_ties", "l1_unavailable", "l2_strict"):
         merged[c] = merged[c].astype("Int64")
     return merged[list(TABLE3_COLUMNS)]
+
+
+#: ``judgments.csv``: one row per judgment a window ranker read, with what its scorer stored beside the score.
+JUDGMENT_COLUMNS = ("ranker", "scope", "qid", "pid", "score", "rule_score", "grade", "grade_probs", "grade_margin",
+                    "near_tie", "unavailable", "reason", "seconds", "raw_if_unavailable")
+
+
+def judgments_table(frame: pd.DataFrame, ranker: str, scope: str, rule_scores: dict[tuple[str, str], float],
+                    bounded: bool) -> pd.DataFrame:
+    """A scorer's judgments of one scope (``ScoredInputs.frame``: qid, pid, score, error, usage, raw) as
+    flat columns, one row per distinct (qid, pid).
+
+    ``score`` is the stored judgment, ``rule_score`` what this ranker's window rule reads from it (the
+    expected grade E[g] for a ``grade = "expected"`` ranker); ``grade`` is the score on a bounded grade
+    scale. Probabilities (a JSON list p0..p4), margin and near-tie flag are the grader's, where it stored them;
+    ``reason`` says why an unavailable judgment is unavailable, and its raw output is kept for auditing.
+    """
+    unique = frame.drop_duplicates(["qid", "pid"]).reset_index(drop=True)
+    usage = [u if isinstance(u, dict) else {} for u in unique["usage"]]
+    unavailable = unique["score"].isna().to_numpy()
+    seconds = [u.get("seconds", u.get("latency_s", np.nan)) for u in usage]
+    probs = [json.dumps(u["grade_probs"]) if isinstance(u.get("grade_probs"), list) else None for u in usage]
+    return pd.DataFrame({
+        "ranker": ranker, "scope": scope, "qid": unique["qid"], "pid": unique["pid"], "score": unique["score"],
+        "rule_score": [rule_scores.get((q, p), np.nan) for q, p in zip(unique["qid"], unique["pid"])],
+        "grade": unique["score"] if bounded else np.nan, "grade_probs": probs,
+        "grade_margin": [u.get("grade_margin", np.nan) for u in usage],
+        "near_tie": pd.array([None if "near_tie" not in u else bool(u["near_tie"]) for u in usage], dtype="boolean"),
+        "unavailable": unavailable, "reason": [e if u else None for e, u in zip(unique["error"], unavailable)],
+        "seconds": np.asarray(seconds, dtype=float),
+        "raw_if_unavailable": [r if u else None for r, u in zip(unique["raw"], unavailable)],
+    }, columns=list(JUDGMENT_COLUMNS))

@@ -207,7 +207,8 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
     lines += ["## Files", "",
               "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals); "
               "`table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; `cost.csv`; `claims.csv`; "
-              "`unavailable.csv` (unavailable judgments by cause, when there are any)",
+              "`unavailable.csv` (unavailable judgments by cause, when there are any); `coverage.csv` (TREC runs); "
+              "`judgments.csv` (every text judgment); `comparison.csv` (--compare-to)",
               "- `qrels.txt`, `runs/<ranker>.trec` (full pool, final order), `pool.parquet`, `directions.csv` "
               "(one row per planned direction, per-ranker outcomes)",
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
@@ -251,6 +252,19 @@ def _write(out: Path, split: str, tables: dict[str, pd.DataFrame], context: dict
         rankers = list(tables["table2"]["ranker"]) if "table2" in tables else []
         outcomes = {r: _read_sealed(p) for r in rankers if (p := _artifact(tables, f"outcomes:{r}")) is not None}
         directions_table(annotated, outcomes).to_csv(out / "directions.csv", index=False)
+    compare = context.get("compare")
+    if compare is not None and "table2" in tables:  # --compare-to: against the saved run, before this one replaces it
+        directions = pd.read_csv(out / "directions.csv") if (out / "directions.csv").is_file() else None
+        comparison = compare(split, tables["table2"], manifest, directions)
+        if comparison is not None:
+            tables["comparison"] = comparison
+            comparison.to_csv(out / "comparison.csv", index=False)
+            comparison.to_json(out / "comparison.json", orient="records", indent=1)
+    judgments = [_read_sealed(_artifact(tables, a)) for a in (tables["artifacts"]["artifact"]
+                                                                   if "artifacts" in tables else [])
+                 if a.startswith("judgments:")]
+    if judgments:  # every text scorer's judgments, one row per (ranker, scope, qid, pid)
+        pd.concat(judgments, ignore_index=True).to_csv(out / "judgments.csv", index=False)
     pool = _artifact(tables, "pool")
     if pool is not None:
         _copy_sealed(pool, out / "pool.parquet")

@@ -17,7 +17,7 @@ from harness.claims import (check_claim, claim_book, designated_twins, expected_
 from reports.cost import replay_rows, stage_cost
 from reports.measures import direction_outcomes
 from reports.outputs import stash_frame
-from reports.tables import pair_only_outcomes, pair_only_summary, table3
+from reports.tables import judgments_table, pair_only_outcomes, pair_only_summary, table3
 from reports.tie_branch import expected_grade_rows, tie_branch_table
 
 
@@ -67,6 +67,11 @@ def test_cost_and_replays(evaluation, split, window_ranker, report) -> None:
         scored = evaluation.text_scores(split, window_ranker, stage)
         label = "pair_only" if stage == "pair" else stage
         report.add("cost", split, stage_cost(f"{window_ranker}_{label}", scored.frame), order=decl.order)
+        # Every judgment with what its scorer stored (probabilities, margin, reason), for judgments.csv.
+        judgments = judgments_table(scored.frame, window_ranker, stage, decl.spec.read(decl, scored),
+                                    bounded=decl.max_score is not None)
+        report.add("artifacts", split, {"artifact": f"judgments:{window_ranker}:{stage}", "path": str(
+            stash_frame(evaluation.settings.cache_dir, f"judgments-{window_ranker}-{stage}", judgments))})
     if decl.designated_only:
         return  # replays reorder whole windows: they need every window score
     population = evaluation.directions_for(split, window_ranker)

@@ -15,6 +15,8 @@ from fixtures.code import code_digest
 from fixtures.populations import eligible_directions
 from harness.claims import check_gate
 from reports.explore import judgments
+from rankers.trec_run import direction_coverage
+from reports.cost import ranking_cost
 from reports.outputs import stash_frame, stash_run
 from reports.comparisons import pairwise_table
 from reports.trec import mrr_from_files, write_qrels
@@ -45,7 +47,16 @@ def test_table2_row(evaluation, split, ranker, report, tmp_path: Path) -> None:
         assert math.isnan(row["mrr"]), "a designated-pair ranker has no full-pool position"
         return
     assert 1 <= row["mean_rank_pos"] and 1 <= row["mean_rank_neg"]
-    run = stash_run(evaluation.settings.cache_dir, evaluation.ranking(split, ranker))
+    ranking = evaluation.ranking(split, ranker)
+    if not decl.is_window:  # a window ranker's cost is its judgments' (test_cost_and_replays)
+        report.add("cost", split, ranking_cost(f"{ranker}_rank", ranking), order=decl.order)
+    if "coverage" in ranking.info:  # another system's run: what it ranked in the pool and what was dropped
+        coverage = {"ranker": ranker, **ranking.info["coverage"],
+                    **direction_coverage(ranking, eligible_directions(directions))}
+        report.add("coverage", split, coverage, order=decl.order)
+        report.add("manifest", split, {"key": f"coverage:{ranker}", "value": coverage})
+        assert coverage["ties"] == row["ties"] and coverage["directions"] == row["n"]
+    run = stash_run(evaluation.settings.cache_dir, ranking)
     report.add("artifacts", split, {"artifact": f"run:{ranker}", "path": str(run)})
     qrels = write_qrels(directions, tmp_path / "qrels.txt")
     # Recomputed from the files alone; remembered per (run bytes, qrels bytes), so a warm run rereads neither.

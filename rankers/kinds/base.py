@@ -2,7 +2,8 @@
 
 A kind (``kind = "..."`` in a profile's ``[rankers.<name>]`` table) declares its option
 schema, checks option values when the profile is read, checks what must answer before any work
-(``preflight``: a declared server ``url`` is reachable), says what this machine must have to
+(``preflight``: models, files and factories it names exist; ``contact``: a declared server
+``url`` answers), says what this machine must have to
 run it (``requirements``: a package, a CUDA device; the specs skip its rows with that reason
 when something is missing), builds its ranking or its judgments from a :class:`Context`, and
 names its identity for memos and caches: the code it runs (``fixtures.code``: its module and
@@ -34,7 +35,7 @@ import pandas as pd
 
 from fixtures.artifacts import sha256_file
 from fixtures.code import code_identity
-from fixtures.models import model_fingerprint
+from fixtures.models import model_fingerprint, model_problem
 from fixtures.study import Study
 from rankers.base import Ranking
 from rankers.scorers.base import TextScorer
@@ -199,7 +200,7 @@ class Kind:
     def check(self, options: Mapping[str, Any], where: str) -> None:
         """Values the types alone do not rule out; raise ``DeclarationError`` naming ``where`` and the key."""
 
-    def preflight(self, options: Mapping[str, Any], where: str) -> None:
+    def contact(self, options: Mapping[str, Any], where: str) -> None:
         """What must answer before any work (run once per session, before pools and training): by default a
         declared ``url`` is well-formed and its server answers HTTP. Raise ``DeclarationError`` naming ``where``.
 
@@ -218,6 +219,24 @@ class Kind:
 
     def requirements(self, options: Mapping[str, Any]) -> tuple[Requirement, ...]:
         return ()
+
+    def paths(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """Options naming a file or folder: the profile makes them absolute against the file that sets them."""
+        return ()
+
+    def models(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """Options naming a model (a hub name or a local folder, relative to the profile file that sets it)."""
+        return ()
+
+    def preflight(self, options: Mapping[str, Any], splits: Sequence[str]) -> list[str]:
+        """What would stop this declaration once work started, found before any (a few seconds at most).
+
+        By default every model it names is resolved (``fixtures.models.model_problem``: a local
+        folder exists, or a hub name is cached or answers one request); a kind adds its own
+        checks (a file per split, an importable factory). Each problem is one sentence.
+        """
+        problems = (model_problem(str(options[key]), self.name) for key in self.models(options) if options.get(key))
+        return [p for p in problems if p is not None]
 
     def scorer_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         return dict(options)
@@ -253,18 +272,18 @@ class Kind:
         raise NotImplementedError(f"kind {self.name!r} has no text scorer")
 
 
-def preflight_all(decls: Iterable[RankerDecl], where: Callable[[RankerDecl], str]) -> dict[str, str]:
-    """Each declaration's ``preflight``, run side by side (one slow server costs its timeout once); returns the
+def contact_all(decls: Iterable[RankerDecl], where: Callable[[RankerDecl], str]) -> dict[str, str]:
+    """Each declaration's ``contact``, run side by side (one slow server costs its timeout once); returns the
     message of each that failed, by ranker name."""
     decls = list(decls)
 
     def run(decl: RankerDecl) -> str | None:
         try:
-            decl.spec.preflight(decl.options, where(decl))
+            decl.spec.contact(decl.options, where(decl))
         except DeclarationError as exc:
             return str(exc)
         except Exception as exc:  # any failure of a declared ranker's check is reported against its declaration
-            return f"{where(decl)}: preflight failed: {type(exc).__name__}: {exc}"
+            return f"{where(decl)}: server check failed: {type(exc).__name__}: {exc}"
         return None
 
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(decls)))) as pool:

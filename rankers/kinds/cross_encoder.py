@@ -26,6 +26,9 @@ class CrossEncoder(PointwiseKind):
     def requirements(self, options) -> tuple[Requirement, ...]:
         return (CUDA,) if str(options.get("device", "")).startswith("cuda") else ()
 
+    def models(self, options) -> tuple[str, ...]:
+        return () if options.get("model") == TRAINED else ("model",)
+
     def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
         identity = super().identity(decl, ctx)
         if decl.options.get("model") == TRAINED:

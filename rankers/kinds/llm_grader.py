@@ -2,11 +2,16 @@
 
 ``backend`` is ``llamacpp`` (a GGUF in-process on the CPU: the embedded default, needs
 llama-cpp-python), ``vllm`` (in-process on a GPU) or ``openai`` (any OpenAI-compatible server at
-``url``, which must answer ``GET {url}/models`` before any work: ``preflight``). ``max_reply_chars``
-caps the reply stored per judgment (``rankers.scorers.cache``). ``grade = "expected"`` reads
-E[g] = sum of g * p(g) from the probabilities stored with the very judgments its argmax twin made
-(same options, hence the same cache key): no model call of its own. The scale is bounded (0-4), so
-the tie-branch claims apply to its argmax rankers.
+``url``, which must answer ``GET {url}/models`` before any work: ``contact``). ``model`` is an
+embedded GGUF name (``llamacpp``), a hub name or local folder (``vllm``), or, for a server, the name
+the server serves the model under (its alias: what ``GET /v1/models`` lists, e.g.
+``--served-model-name`` or llama.cpp's ``--alias``). ``logprobs`` is the number of top alternatives
+per generated token a server returns, from which the grade probabilities are read (0 to 20; ``true``
+means 5, ``false`` means 0). ``max_reply_chars`` caps the reply stored per judgment
+(``rankers.scorers.cache``). ``grade = "expected"`` reads E[g] = sum of g * p(g) from the
+probabilities stored with the very judgments its argmax twin made (same options, hence the same
+cache key): no model call of its own. The scale is bounded (0-4), so the tie-branch claims apply to
+its argmax rankers.
 """
 from __future__ import annotations
 
@@ -24,6 +29,10 @@ GRADER_KEYS = ("prompt", "passage_tokens", "query_tokens", "near_tie_margin")
 #: How a judgment becomes the window rule's score: the argmax grade, or the expected grade E[g].
 GRADES = ("argmax", "expected")
 BACKENDS = ("llamacpp", "vllm", "openai")
+#: Top alternatives per token that ``logprobs = true`` asks a server for (the grade digit is nearly always among them).
+DEFAULT_LOGPROBS = 5
+#: The most alternatives OpenAI-compatible servers return per token.
+MAX_LOGPROBS = 20
 LLAMA_CPP = needs_module("llama_cpp", "llama-cpp-python",
                          "the CPU grader was not set up; `bash .ci/setup` installs it")
 VLLM = needs_module("vllm", "vllm", "pip install -e \".[gpu]\" on a GPU machine")
@@ -34,11 +43,12 @@ class LLMGrader(PointwiseKind):
     options = {"backend": (str,), "model": (str,), "url": (str,), "grade": (str,), "prompt": (str,),
                "passage_tokens": (int,), "query_tokens": (int,), "near_tie_margin": _NUM, "n_threads": (int,),
                "max_model_len": (int,), "max_tokens": (int,), "thinking": (bool,), "temperature": _NUM,
-               "seed": (int,), "concurrency": (int,), "timeout_s": _NUM, "logprobs": (int,),
+               "seed": (int,), "concurrency": (int,), "timeout_s": _NUM, "logprobs": (int, bool),
                "max_reply_chars": (int,)}
     required = ("backend", "model")
     max_score = 4.0
-    doc = "an LLM asked for an integer grade 0-4 (llamacpp, vllm or any OpenAI-compatible server)"
+    doc = ("an LLM asked for an integer grade 0-4 (llamacpp, vllm or any OpenAI-compatible server: model = the "
+           "server's model name/alias, logprobs = top alternatives per token, true = 5)")
 
     def check(self, options, where: str) -> None:
         if options.get("grade", "argmax") not in GRADES:
@@ -47,6 +57,16 @@ class LLMGrader(PointwiseKind):
             raise DeclarationError(f"{where}: backend must be one of {list(BACKENDS)}, got {options['backend']!r}")
         if options["backend"] == "openai" and not options.get("url"):
             raise DeclarationError(f"{where}: backend 'openai' needs 'url' (an OpenAI-compatible /v1 base URL)")
+        model = str(options.get("model", ""))
+        if options["backend"] == "openai" and (model.startswith(("/", ".", "~")) or model.endswith(".gguf")):
+            raise DeclarationError(f"{where}: for backend 'openai', model is the name the server serves the model "
+                                   f"under (its alias, as GET {options['url'].rstrip('/')}/models lists it), not a "
+                                   f"file; got {model!r}")
+        logprobs = options.get("logprobs", DEFAULT_LOGPROBS)
+        if not isinstance(logprobs, bool) and not 0 <= logprobs <= MAX_LOGPROBS:
+            raise DeclarationError(f"{where}: logprobs is the number of top alternatives per generated token the "
+                                   f"server returns (an integer 0-{MAX_LOGPROBS}; true = {DEFAULT_LOGPROBS}, "
+                                   f"false = 0), got {logprobs!r}")
         if options["backend"] != "openai" and options.get("url"):
             raise DeclarationError(f"{where}: 'url' applies to backend 'openai' only (backend is "
                                    f"{options['backend']!r})")
@@ -59,7 +79,7 @@ class LLMGrader(PointwiseKind):
                 raise DeclarationError(f"{where}: {exc}") from None
         check_reply_cap(options, where)
 
-    def preflight(self, options, where: str) -> None:
+    def contact(self, options, where: str) -> None:
         """An OpenAI-compatible server answers ``GET {url}/models`` (any HTTP status) before any work."""
         if not options.get("url"):
             return
@@ -73,10 +93,19 @@ class LLMGrader(PointwiseKind):
     def requirements(self, options) -> tuple[Requirement, ...]:
         return {"llamacpp": (LLAMA_CPP,), "vllm": (VLLM, CUDA)}.get(options.get("backend"), ())
 
+    def models(self, options) -> tuple[str, ...]:
+        return ("model",) if options.get("backend") == "vllm" else ()
+
     def scorer_options(self, options) -> dict[str, Any]:
         """All but ``grade``, which only says how a judgment is read (argmax and expected twins share judgments),
-        and the storage options."""
-        return {k: v for k, v in super().scorer_options(options).items() if k != "grade"}
+        and the storage options.
+
+        ``logprobs = true``/``false`` is the count it means (5/0), so both spellings share one cache key.
+        """
+        out = {k: v for k, v in super().scorer_options(options).items() if k != "grade"}
+        if isinstance(out.get("logprobs"), bool):
+            out["logprobs"] = DEFAULT_LOGPROBS if out["logprobs"] else 0
+        return out
 
     def reading(self, options: Mapping[str, Any]) -> str:
         return str(options.get("grade", "argmax"))

@@ -3,11 +3,14 @@
 The factory, called with the declaration's ``options`` as keywords, returns a text scorer
 (``window = true``, the default: a window reranker through the score cache) or a full-pool scorer
 (``window = false``). A full-pool ranking of user code is never memoized: its code may read anything.
-The scorer's identity names the factory module's source beside the options.
+The scorer's identity names the factory module's source beside the options. The factory's module is
+found through ``sys.path``, which the profile's ``[profile] pythonpath`` folders lead; it is looked
+up (not run) before any work, so a missing module or factory stops the run at once.
 """
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,12 @@ class Python(PointwiseKind):
 
     def is_window(self, options) -> bool:
         return bool(options.get("window", True))
+
+    def preflight(self, options, splits: Sequence[str]) -> list[str]:
+        from rankers.scorers.python_scorer import factory_problem  # a source lookup; the factory is not run
+
+        problem = factory_problem(options["factory"])
+        return [] if problem is None else [problem]
 
     @staticmethod
     def loaded(decl: RankerDecl, ctx: Context, window: bool):

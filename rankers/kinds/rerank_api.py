@@ -1,7 +1,7 @@
 """``kind = "rerank_api"``: an HTTP ``/rerank`` server scores the window (``rankers.scorers.rerank_api``).
 
 vLLM, SGLang, llama.cpp's server (``--rerank``), Text Embeddings Inference (``api = "tei"``) or
-Infinity. The server is asked before any work (``preflight``: reachable, then one tiny rerank request): an
+Infinity. The server is asked before any work (``contact``: reachable, then one tiny rerank request): an
 unreachable or misconfigured one is one clear error against the declaration at the start of the
 session, not thousands of unavailable scores after the pools are built. The URL is not part of the
 scores' identity (the model and its revision are), so moving the server keeps the cache.
@@ -32,11 +32,11 @@ class RerankAPI(PointwiseKind):
             raise DeclarationError(f"{where}: {exc}") from None
         check_reply_cap(options, where)
 
-    def preflight(self, options, where: str) -> None:
+    def contact(self, options, where: str) -> None:
         """The server answers HTTP, then one tiny rerank request: it serves the route and the model with a score."""
         from rankers.scorers.rerank_api import RerankAPIScorer, RerankServerError  # http client only when declared
 
-        super().preflight(options, where)
+        super().contact(options, where)
         scorer_options = self.scorer_options(options)
         try:
             RerankAPIScorer(**scorer_options).check()
@@ -46,7 +46,7 @@ class RerankAPI(PointwiseKind):
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         from rankers.scorers.rerank_api import RerankAPIScorer  # http client only when declared
 
-        return RerankAPIScorer(**decl.scorer_options)  # checked against the server by preflight, before any work
+        return RerankAPIScorer(**decl.scorer_options)  # checked against the server by ``contact``, before any work
 
 
 register(RerankAPI())

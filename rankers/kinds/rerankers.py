@@ -10,6 +10,8 @@ from fixtures.models import require_model
 from rankers.kinds.base import Context, PointwiseKind, RankerDecl, Requirement, needs_module, register
 from rankers.scorers.base import TextScorer
 
+#: ``model_type`` values whose ``model`` is a Hugging Face name or a local folder.
+HUB_TYPES = ("cross-encoder", "t5", "colbert", "llm-layerwise")
 RERANKERS = needs_module("rerankers", "the rerankers package", "pip install -e \".[rerankers]\"")
 
 
@@ -21,6 +23,13 @@ class Rerankers(PointwiseKind):
 
     def requirements(self, options) -> tuple[Requirement, ...]:
         return (RERANKERS,)
+
+    def models(self, options) -> tuple[str, ...]:
+        """A Hugging Face model (resolved before work) for the library's transformers-based types; API and
+        FlashRank names are the library's own business."""
+        model_type = options.get("model_type")
+        hub = model_type in HUB_TYPES or (model_type is None and "/" in str(options.get("model", "")))
+        return ("model",) if hub else ()
 
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         from rankers.scorers.rerankers_scorer import RerankersScorer  # optional extra: rerankers

@@ -1,27 +1,50 @@
 """``kind = "trec_run"``: another system's TREC run evaluated in the fixed pool (``docs/protocol.md#trec-runs``).
 
-``path`` is relative to the profile that declares it; ``{split}`` in it selects one file per split.
-Unranked pool passages follow in fusion's order; qids that are no NevIR direction of any split are
-an error naming the file. The ranking is memoized under the run file's bytes and fusion's key.
+``path`` is relative to the profile file that declares it; ``{split}`` in it selects one file per
+split. Unranked pool passages follow in fusion's order. The run's qids are checked against the
+split: a run that holds no qid of the split, qids that are no NevIR direction, and qids of other
+splits (unless ``other_splits = "ignore"`` declares them) are errors naming the file and split;
+qids of the split outside a ``--subset-pairs`` sample are dropped and counted. What was ranked,
+unranked and dropped rides on the ranking (``Ranking.info["coverage"]``) into ``coverage.csv``.
+The ranking is memoized under the run file's bytes and fusion's key.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fixtures.artifacts import sha256_file
 from rankers.base import Ranking
-from rankers.kinds.base import Context, KindBuildError, PoolKind, RankerDecl, register
+from rankers.kinds.base import Context, DeclarationError, KindBuildError, PoolKind, RankerDecl, register
 
 #: Whose order the passages a run does not rank keep.
 UNRANKED_ORDER = "fusion"
+#: What to do with run lines of other splits' qids: an error (a run declared for the wrong split), or drop them.
+OTHER_SPLITS = ("error", "ignore")
 
 
 class TrecRun(PoolKind):
     name = "trec_run"
-    options = {"path": (str,)}
+    options = {"path": (str,), "other_splits": (str,)}
     required = ("path",)
     doc = "a TREC run file of another system, evaluated in the fixed pool"
+
+    def check(self, options, where: str) -> None:
+        if options.get("other_splits", "error") not in OTHER_SPLITS:
+            raise DeclarationError(f"{where}: other_splits must be one of {list(OTHER_SPLITS)}, "
+                                   f"got {options['other_splits']!r}")
+
+    def paths(self, options) -> tuple[str, ...]:
+        return ("path",)
+
+    def preflight(self, options, splits: Sequence[str]) -> list[str]:
+        missing = [str(Path(options["path"].replace("{split}", s))) for s in splits]
+        missing = [p for p in dict.fromkeys(missing) if not Path(p).is_file()]
+        if not missing:
+            return []
+        return [f"run file(s) not found: {missing} (paths resolve relative to the profile file; "
+                f"{{split}} in the path is replaced by each evaluated split)"]
 
     @staticmethod
     def path(decl: RankerDecl, ctx: Context, split: str) -> Path:
@@ -37,10 +60,28 @@ class TrecRun(PoolKind):
         path = self.path(decl, ctx, split)
         ranking, coverage = trec_run_ranking(path, ctx.ranking(split, UNRANKED_ORDER), decl.name,
                                              allow_extra_qids=True)
-        unknown = sorted(set(coverage.extra_qids) - set(ctx.study.directions["qid"]))
+        split_of = dict(zip(ctx.study.directions["qid"], ctx.study.directions["split"]))
+        unknown = sorted(q for q in coverage.extra_qids if q not in split_of)
         if unknown:
             raise KindBuildError(f"{ctx.where(decl)}: run file {path} ranks {len(unknown)} qid(s) that are no NevIR "
-                                 f"direction of any split, e.g. {unknown[:3]}")
+                                 f"direction of any split, e.g. {unknown[:3]} (qids are '<NevIR pair id>_q1' and "
+                                 "'_q2', as in the exported queries and qrels)")
+        other = sorted(q for q in coverage.extra_qids if split_of[q] != split)
+        if other and decl.options.get("other_splits", "error") != "ignore":
+            splits = sorted({split_of[q] for q in other})
+            raise KindBuildError(f"{ctx.where(decl)}: run file {path} (read for split {split!r}) ranks {len(other)} "
+                                 f"qid(s) of other splits {splits}, e.g. {other[:3]}; use one file per split "
+                                 "({split} in path), or declare other_splits = \"ignore\" to drop them (counted)")
+        if len(coverage.uncovered_qids) == len(coverage.per_query):
+            raise KindBuildError(f"{ctx.where(decl)}: run file {path} holds no qid of split {split!r} (its "
+                                 f"{len(coverage.extra_qids)} qid(s) belong to other splits or outside this run's "
+                                 "sample): every direction would be a tie")
+        outside = [q for q in coverage.extra_qids if split_of[q] == split]
+        ranking.info["coverage"] = {
+            "run_file": str(path), "run_sha256": sha256_file(path), **coverage.totals(),
+            "other_split_qids": len(other), "other_split_lines": sum(coverage.extra_lines[q] for q in other),
+            "outside_sample_qids": len(outside), "outside_sample_lines": sum(coverage.extra_lines[q] for q in outside),
+            "unknown_qids": 0}
         return ranking
 
 

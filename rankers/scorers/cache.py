@@ -533,21 +533,31 @@ def _score_missing(scorer: TextScorer, todo: list[CacheKey], unique: dict[CacheK
     with stage(desc, len(todo), "inputs") if desc else nullcontext() as reporter:
         for start in range(0, len(todo), chunk):
             chunk_keys = todo[start:start + chunk]
+            started = time.perf_counter()
             batch = scorer.score([unique[k] for k in chunk_keys])
+            share = (time.perf_counter() - started) / len(chunk_keys)
             _check_batch(batch, len(chunk_keys), model_key)
-            results = cache.put_many([(k, _stored_result(batch, i)) for i, k in enumerate(chunk_keys)],
+            results = cache.put_many([(k, _stored_result(batch, i, share)) for i, k in enumerate(chunk_keys)],
                                      max_reply_chars)
             found.update(zip(chunk_keys, results))
             if reporter is not None:
                 reporter.update(len(chunk_keys), unavailable=sum(r.score is None for r in results))
 
 
-def _stored_result(batch: ScoreBatch, i: int) -> CachedScore:
-    """Input ``i`` of a batch as stored: a non-finite score is unavailable, with a reason."""
+def _stored_result(batch: ScoreBatch, i: int, seconds: float) -> CachedScore:
+    """Input ``i`` of a batch as stored: a non-finite score is unavailable, with a reason.
+
+    A scorer that reports no time of its own (no ``seconds`` or ``latency_s`` in its usage) gets its
+    chunk's wall-clock shared equally over the chunk's inputs (``seconds``, with ``seconds_shared = 1``),
+    so cost tables never show real work as free.
+    """
     finite = bool(np.isfinite(batch.scores[i]))
+    usage = dict(batch.usage[i]) if batch.usage else {}
+    if "seconds" not in usage and "latency_s" not in usage:
+        usage.update(seconds=seconds, seconds_shared=1.0)
     return CachedScore(_finite_or_none(batch.scores[i]),
                        batch.errors[i] if finite else (batch.errors[i] or "non-finite score"),
-                       dict(batch.usage[i]) if batch.usage else {}, batch.raw[i] if batch.raw else None)
+                       usage, batch.raw[i] if batch.raw else None)
 
 
 def _aligned_frame(rows: list[tuple[str, str, str, str]], keys: list[CacheKey], found: dict[CacheKey, CachedScore],

@@ -25,11 +25,14 @@ with that error, and the score cache keeps every batch finished before it.
 """
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -133,8 +136,8 @@ def _import(spec: str, label: str) -> Any:
     except ModuleNotFoundError as exc:
         parts = module_name.split(".")
         if exc.name in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}:
-            raise ScorerDeclarationError(f"{label}: module {module_name!r} not found (install it, or put its folder "
-                                         "on PYTHONPATH)") from exc
+            raise ScorerDeclarationError(f"{label}: module {module_name!r} not found (install it, or name its folder "
+                                         "in the profile's [profile] pythonpath)") from exc
         raise ScorerDeclarationError(f"{label}: importing {module_name!r} failed: {exc}") from exc
     except Exception as exc:
         raise ScorerDeclarationError(f"{label}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
@@ -147,6 +150,59 @@ def _import(spec: str, label: str) -> Any:
     if not callable(target):
         raise ScorerDeclarationError(f"{label}: {attr_path!r} is a {type(target).__name__}, not a callable factory")
     return target
+
+
+def factory_problem(spec: str) -> str | None:
+    """Why ``spec`` cannot give a factory, found without running the factory's module (None: it looks sound).
+
+    Checked before any work: the declaration's form, that the module is found on ``sys.path``
+    (the profile's ``pythonpath`` included; parent packages are imported to look inside them), that
+    its source parses, defines the factory's first name, and that each package it imports at its top
+    level is installed. Only running the module proves more, and that happens when the ranker is built.
+    """
+    match = _SPEC.match(spec.strip()) if isinstance(spec, str) else None
+    if match is None:
+        return f"factory {spec!r} must look like 'package.module:factory' (a module path, one colon, an attribute)"
+    module_name, attr_path = match.groups()
+    try:
+        found = importlib.util.find_spec(module_name)
+    except ModuleNotFoundError:  # a parent package that is not there
+        found = None
+    except Exception as exc:  # noqa: BLE001 - a parent package that fails to import
+        return f"factory {spec!r}: module {module_name!r} cannot be looked up ({type(exc).__name__}: {exc})"
+    if found is None:
+        return (f"factory {spec!r}: module {module_name!r} is not found on sys.path; name the folder that holds it "
+                "in the profile's [profile] pythonpath (relative to the profile file), or install it")
+    if not found.origin or not found.origin.endswith(".py"):
+        return None  # an extension or namespace module: only importing it can tell more
+    origin = Path(found.origin)
+    try:
+        tree = ast.parse(origin.read_text(encoding="utf-8"), str(origin))
+    except SyntaxError as exc:
+        return f"factory {spec!r}: {origin}:{exc.lineno}: syntax error: {exc.msg}"
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"factory {spec!r}: cannot read {origin} ({exc})"
+    defined: set[str] = set()
+    star = False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            star |= any(a.name == "*" for a in node.names)
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            roots = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if node.module and node.level == 0 else []
+            for root in (r.split(".")[0] for r in roots):
+                if importlib.util.find_spec(root) is None:
+                    return (f"factory {spec!r}: {origin}:{node.lineno} imports {root!r}, which is not installed "
+                            "(pip install it, or add its folder to the profile's pythonpath)")
+    first = attr_path.split(".")[0]
+    if first not in defined and not star and not origin.name == "__init__.py":
+        return f"factory {spec!r}: {origin} defines no {first!r} at its top level"
+    return None
 
 
 def load_python_scorer(spec: str, options: Mapping[str, Any] | None = None, *, ranker: str | None = None

@@ -27,7 +27,7 @@ machine serving them, are the scores' identity.
 One failed request never raises: its inputs come back NaN with the reason (HTTP status,
 timeout, refused connection, malformed JSON, missing index, non-finite score), so the
 window falls back for those queries and counts them. ``check()`` is the one place that
-raises: a declaration's preflight against an unreachable or misconfigured server.
+raises: a declaration's server check against an unreachable or misconfigured server.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ API_ROUTES = {"v1": "/v1/rerank", "rerank": "/rerank", "tei": "/rerank"}
 
 
 class RerankServerError(RuntimeError):
-    """The preflight ``check()`` could not get a valid answer from the server."""
+    """The server check ``check()`` could not get a valid answer from the server."""
 
 
 def parse_rerank_response(data: Any, n_documents: int) -> tuple[list[float], list[str | None]]:

@@ -117,9 +117,9 @@ def test_a_reply_cap_is_storage_not_identity() -> None:
 
 
 def _refused(decls: list[RankerDecl]) -> dict[str, str]:
-    from rankers.kinds.base import preflight_all
+    from rankers.kinds.base import contact_all
 
-    return preflight_all(decls, lambda d: f"mine.toml [rankers.{d.name}]")
+    return contact_all(decls, lambda d: f"mine.toml [rankers.{d.name}]")
 
 
 def test_every_server_kind_refuses_an_unreachable_url_before_any_work() -> None:

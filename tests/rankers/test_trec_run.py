@@ -10,7 +10,7 @@ import pytest
 
 from rankers.base import single_score_ranking, strictly_greater
 from rankers.fusion import fusion_ranking
-from rankers.trec_run import RunFileError, read_run_file, trec_run_ranking
+from rankers.trec_run import RunFileError, direction_coverage, read_run_file, trec_run_ranking
 from reports.trec import write_run
 
 # Reference (fusion) order: q1 a b c d e; q2 f g; q3 h i.
@@ -64,6 +64,19 @@ def test_placement_rule_and_counts_by_hand(tmp_path):
     assert ranking.info["unranked_in_pool"] == 5 and ranking.info["tags"] == ["sys"] and not ranking.fallback
 
 
+def test_direction_coverage_and_ties_by_cause_by_hand(tmp_path):
+    """q1 ranks d, b (both 5.0) and e; q2 ranks g; q3 nothing: six directions, one of each situation."""
+    ranking, _ = trec_run_ranking(write(tmp_path, RUN), REFERENCE, "theirs")
+    directions = pd.DataFrame([("q1", "d", "b"), ("q1", "e", "a"), ("q1", "a", "c"), ("q2", "f", "g"),
+                               ("q3", "h", "i"), ("q1", "d", "e")],
+                              columns=["qid", "preferred_pid", "counterpart_pid"])
+    assert direction_coverage(ranking, directions) == {
+        "directions": 6, "both_ranked": 2, "preferred_only_ranked": 1, "counterpart_only_ranked": 1,
+        "neither_ranked": 2, "ties": 3, "ties_both_unranked": 2, "ties_equal_score": 1}
+    with pytest.raises(ValueError, match="lacks a designated passage"):
+        direction_coverage(ranking, pd.DataFrame([("q2", "f", "zz")], columns=list(directions.columns)))
+
+
 def test_equal_score_and_rank_fall_back_to_pid_for_position_only(tmp_path):
     run = "q2 Q0 g 1 2.0 s\nq2 Q0 f 1 2.0 s\n"
     ranking, _ = trec_run_ranking(write(tmp_path, run), REFERENCE, "theirs")
@@ -79,6 +92,7 @@ def test_extra_qids_are_an_error_unless_allowed(tmp_path):
         trec_run_ranking(path, REFERENCE, "theirs")
     ranking, coverage = trec_run_ranking(path, REFERENCE, "theirs", allow_extra_qids=True)
     assert coverage.extra_qids == ("q8", "q9") and coverage.n_extra_lines == 3
+    assert coverage.extra_lines == {"q8": 2, "q9": 1}
     assert ranking.info["extra_qids"] == 2 and set(ranking.frame["qid"]) == {"q1", "q2", "q3"}
 
 
@@ -144,8 +158,9 @@ def test_exported_fusion_run_reads_back_with_fusions_positions_and_strict_outcom
     ra, rb, names_r = all_ordered_pairs(ranking)
     assert names_r == names
     np.testing.assert_array_equal(strictly_greater(ra, rb), strictly_greater(fa, fb))
-    assert coverage.totals() == {"ranked_in_pool": len(pool), "unranked_in_pool": 0, "ranked_outside_pool": 0,
-                                 "uncovered_queries": 0, "extra_qids": 0, "extra_qid_lines": 0}
+    assert coverage.totals() == {"pool_queries": 6, "pool_passages": len(pool), "ranked_in_pool": len(pool),
+                                 "unranked_in_pool": 0, "ranked_outside_pool": 0, "uncovered_queries": 0,
+                                 "extra_qids": 0, "extra_qid_lines": 0}
 
 
 def test_fusion_ties_become_pid_order_in_an_exported_run(tmp_path):

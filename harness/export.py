@@ -1,0 +1,190 @@
+"""The frozen pools out, in standard forms: ``python -m harness.export --out DIR`` (run from the checkout).
+
+An outside system (PyTerrier, rank_llm, the ``rerankers`` library, a script) reranks exactly the
+suite's candidates from these files and hands its run back through a profile's ``kind = "trec_run"``
+ranker (``docs/protocol.md#trec-runs``). The command takes the suite's own options (``--profile``,
+``--splits``, ``--subset-pairs``, ``--cache-dir``, ``--data-dir``...), so it exports the very pools a
+run with those options evaluates; a missing pool is built first. Per split, under ``<out>/<split>/``:
+
+- ``queries.tsv`` (``qid<TAB>text``) and ``queries.jsonl`` (``{"qid", "_id", "text"}``): every pool query;
+- ``corpus.jsonl`` (``{"docno", "_id", "text"}``) and ``corpus.tsv`` (``docno<TAB>text``): the corpus
+  the split ranks (Test queries rank the Test passages; the others rank Train+Validation);
+- ``qrels.txt`` (TREC: ``qid 0 pid relevance``): per eligible direction, preferred passage 1, its
+  counterpart 0; ``directions.tsv``: every direction with its pair, group, designated passages and
+  whether it is eligible (counted in the suite's tables);
+- ``candidates.trec``: the whole pool per query in fusion order (score = pool size − rank + 1), the
+  candidates to rerank; ``runs/<route>.trec``: each route's own results (its raw score and rank);
+- ``rank_llm.jsonl``: rank_llm's retrieve-results requests (``{"query": {"text", "qid"}, "candidates":
+  [{"docid", "score", "doc": {"contents"}}]}``), the top ``--rank-llm-depth`` candidates per query;
+- ``manifest.json``: the contract (qid and passage-id formats, corpora), the pool snapshot and its
+  digest, counts, settings and the sha256 of every file.
+
+Each split is written into a staging folder and swapped in whole, so an interrupted export never
+leaves a folder mixing two exports.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from fixtures.artifacts import sha256_file
+from fixtures.routes import ROUTES
+from fixtures.settings import pin_cpu_kernels
+from fixtures.study import CORPUS_OF
+from harness.options import OptionError, argument_parser, path_option, read_profile, resolve_before_work, \
+    settings_from
+from harness.session import Evaluation
+from rankers.base import Ranking
+from rankers.registry import FUSION
+from rankers.window import WINDOW_K
+from reports.trec import write_run
+
+#: The qid, passage-id and corpus rules an outside run must follow (also in ``manifest.json``).
+CONTRACT = {
+    "qid": "<NevIR pair id>_q1 (query q1: doc1 preferred over doc2) and <NevIR pair id>_q2 (query q2: doc2 "
+           "preferred over doc1)",
+    "pid": "'p' + the first 16 hex digits of sha256 of the passage's exact UTF-8 text (one text, one id)",
+    "corpus": {split: ("Test passages" if corpus == "test" else "Train+Validation passages")
+               for split, corpus in CORPUS_OF.items()},
+    "candidates": "candidates.trec: every pool passage of every pool query, in fusion order; a run read back with "
+                  "kind = 'trec_run' places the pool passages it ranks first, by its score, then those it does not "
+                  "rank in fusion order, all tied with each other; passages outside the pool are dropped",
+    "read_back": "a profile ranker: kind = \"trec_run\", path = \"<your runs>/{split}.trec\" (relative to the "
+                 "profile file); every qid must be a direction of the split it is read for",
+}
+#: What the TSV files cannot carry inside a field.
+TSV_BREAKERS = ("\t", "\n", "\r")
+
+
+def _tsv(path: Path, rows: Sequence[tuple[str, str]], what: str) -> None:
+    """``id<TAB>text`` lines, refusing a text a TSV reader would split (the JSONL keeps every text exactly)."""
+    for ident, text in rows:
+        if any(ch in text for ch in TSV_BREAKERS):
+            raise ValueError(f"{what} {ident!r} contains a tab or line break; TSV cannot hold it (use the JSONL)")
+    path.write_text("".join(f"{ident}\t{text}\n" for ident, text in rows), encoding="utf-8")
+
+
+def _jsonl(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+
+
+def route_runs(pool: pd.DataFrame) -> dict[str, Ranking]:
+    """Each route's own results in the pool (raw score, route rank) as a ranking to write as a TREC run."""
+    out: dict[str, Ranking] = {}
+    for route in ROUTES:
+        hits = pool[pool[f"{route}_rank"].notna()].sort_values(["qid", f"{route}_rank"], kind="mergesort")
+        frame = pd.DataFrame({"qid": hits["qid"], "pid": hits["pid"], "rank": hits[f"{route}_rank"].astype(int),
+                              "k0": hits[f"{route}_score"].astype(float), "k1": 0.0, "k2": 0.0})
+        out[route] = Ranking(route, frame.reset_index(drop=True))
+    return out
+
+
+def _write_route_run(ranking: Ranking, path: Path) -> None:
+    """``qid Q0 pid rank score route``: the route's own score (not a position score), as it retrieved."""
+    f = ranking.frame
+    path.write_text("".join(f"{q} Q0 {p} {r} {s!r} {ranking.name}\n" for q, p, r, s in
+                            zip(f["qid"], f["pid"], f["rank"], f["k0"].astype(float))), encoding="utf-8")
+
+
+def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WINDOW_K) -> dict[str, Any]:
+    """Write one split's files into ``out`` (an empty folder); returns its manifest."""
+    pool = ev.pool(split)
+    fusion = ev.ranking(split, FUSION)
+    queries = ev.queries(split)
+    corpus = ev.study.corpus_for(split)
+    population = ev.population(split)
+    pool_qids = list(pd.unique(fusion.frame.sort_values(["qid", "rank"], kind="mergesort")["qid"]))
+    ordered = fusion.frame.sort_values(["qid", "rank"], kind="mergesort")
+    sizes = ordered.groupby("qid", sort=False)["pid"].transform("size")
+
+    _tsv(out / "queries.tsv", [(q, queries[q]) for q in pool_qids], "query")
+    _jsonl(out / "queries.jsonl", [{"qid": q, "_id": q, "text": queries[q]} for q in pool_qids])
+    _tsv(out / "corpus.tsv", list(corpus.items()), "passage")
+    _jsonl(out / "corpus.jsonl", [{"docno": p, "_id": p, "text": t} for p, t in corpus.items()])
+    eligible = population[population["eligible"].astype(bool)].sort_values("qid", kind="mergesort")
+    (out / "qrels.txt").write_text("".join(f"{q} 0 {a} 1\n{q} 0 {b} 0\n" for q, a, b in zip(
+        eligible["qid"], eligible["preferred_pid"], eligible["counterpart_pid"])), encoding="utf-8")
+    population[["qid", "pair_id", "direction", "group", "preferred_pid", "counterpart_pid", "eligible"]].to_csv(
+        out / "directions.tsv", sep="\t", index=False)
+    write_run(fusion, out / "candidates.trec", tag=FUSION)
+    for route, ranking in route_runs(pool).items():
+        (out / "runs").mkdir(exist_ok=True)
+        _write_route_run(ranking, out / "runs" / f"{route}.trec")
+    top = ordered.assign(score=(sizes - ordered["rank"] + 1).to_numpy())
+    if rank_llm_depth:
+        top = top[top["rank"] <= rank_llm_depth]
+    with (out / "rank_llm.jsonl").open("w", encoding="utf-8") as fh:
+        for qid, rows in top.groupby("qid", sort=False):
+            fh.write(json.dumps({"query": {"text": queries[qid], "qid": qid}, "candidates": [
+                {"docid": p, "score": float(s), "doc": {"contents": corpus[p]}}
+                for p, s in zip(rows["pid"], rows["score"])]}, ensure_ascii=False) + "\n")
+    snapshot, parquet = ev.pool_snapshot(split)
+    manifest = {
+        "split": split, "contract": {**CONTRACT, "corpus": CONTRACT["corpus"][split]},
+        "pool_snapshot": {"parquet_sha256": ev.pool_digest(split), "path": str(parquet), **snapshot},
+        "candidates_order": {"profile": ev.profile.name, "ranker": FUSION,
+                             "options": dict(ev.decl(FUSION).options) or "the protocol's fusion"},
+        "counts": {"queries": len(pool_qids), "pool_rows": len(pool), "corpus_passages": len(corpus),
+                   "eligible_directions": len(eligible), "rank_llm_depth": rank_llm_depth or None},
+        "settings": ev.settings.as_dict(), "profile": str(ev.profile.path),
+        "data": ev.study.data_provenance(),
+    }
+    manifest["files"] = {str(p.relative_to(out)): sha256_file(p) for p in sorted(out.rglob("*")) if p.is_file()}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")
+    return manifest
+
+
+def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K) -> dict[str, Path]:
+    """Export every split of the run's settings under ``out/<split>``, each swapped in whole when complete."""
+    written: dict[str, Path] = {}
+    for split in ev.settings.splits:
+        final = out / split
+        staging = out / f".staging-{split}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        try:
+            export_split(ev, split, staging, rank_llm_depth)
+            if final.exists():
+                shutil.rmtree(final)
+            staging.rename(final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        written[split] = final
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    pin_cpu_kernels()  # as the suite does, before anything loads torch: a pool built here is the suite's pool
+    parser = argument_parser("python -m harness.export", "Export the frozen pools (queries, corpus, qrels, "
+                             "candidate and route runs, rank_llm requests) for reranking outside the suite.")
+    parser.add_argument("--out", required=True, help="folder to write <split>/ into (replaced split by split)")
+    parser.add_argument("--rank-llm-depth", type=int, default=WINDOW_K,
+                        help="candidates per query in rank_llm.jsonl (default: the window, %(default)s; 0 = whole pool)")
+    args = parser.parse_args(argv)
+    try:
+        if args.rank_llm_depth < 0:
+            raise OptionError(f"--rank-llm-depth must be >= 0 (0 = the whole pool), got {args.rank_llm_depth}")
+        settings = settings_from(lambda name: getattr(args, name))
+        profile = read_profile(settings)
+        resolve_before_work(settings, profile, lambda decl: decl.name == FUSION)
+    except (OptionError, pytest.UsageError) as exc:  # a bad option or profile, named, before any work
+        parser.exit(2, f"error: {exc}\n")
+    started = time.perf_counter()
+    written = export(Evaluation(settings, profile), path_option(args.out), args.rank_llm_depth)
+    for split, path in written.items():
+        print(f"[{split}] exported to {path}")
+    print(f"export took {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
