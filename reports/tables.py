@@ -21,6 +21,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "tie_branch": ("Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch"), True),
     "pairwise": ("Paired differences between rankers on the same directions", ("first", "second"), True),
     "cost": ("Cost per stage", ("stage",), True),
+    "order_bias": ("Listwise and pairwise judges: repairs and position bias", ("ranker", "scope"), True),
     "claims": ("Hypothesis claims", ("claim",), True),
     "manifest": ("Run manifest entries", ("key",), False),
     "stages": ("Wall-clock per computed stage", ("stage",), False),

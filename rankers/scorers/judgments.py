@@ -195,7 +195,7 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
             for name in list(pending):
                 outcomes = [memo[k] for k in keyed[name]]
                 for key, request, o in zip(keyed[name], pending[name], outcomes):
-                    rows.append({"qid": name[0], "variant": name[1], "key": f"{key[2]}/{key[3][:16]}",
+                    rows.append({"qid": name[0], "variant": name[1], "key": _digest(key)[:32],
                                  "pids": request.pids, "cached": o.cached, "available": o.available,
                                  "error": o.error, "input_tokens": _number(o.usage.get("input_tokens")),
                                  "output_tokens": _number(o.usage.get("output_tokens")),
