@@ -188,6 +188,9 @@ class Kind:
     doc: ClassVar[str] = ""
     #: Whether its rankers can reorder a window (``is_window`` decides for one declaration's options).
     window: ClassVar[bool] = False
+    #: Whether a designated-mode ranker's outcomes equal its windowed twin's: true when each passage is judged on
+    #: its own (a listwise or pairwise judgment of the pair depends on which other passages are judged with it).
+    designated_exact: ClassVar[bool] = False
 
     def is_window(self, options: Mapping[str, Any]) -> bool:
         return self.window
@@ -252,6 +255,8 @@ class PointwiseKind(WindowKind):
     with the same options, stands in for it lazily (a warm run reads its cache key from the memo
     and never loads the model), and scores what the cache lacks.
     """
+
+    designated_exact = True
 
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         raise NotImplementedError
