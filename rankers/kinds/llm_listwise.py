@@ -22,6 +22,8 @@ from typing import Any
 
 from rankers.kinds.base import (CUDA, Context, DeclarationError, RankerDecl, Requirement, WindowKind, needs_module,
                                 register)
+from rankers.scorers.judgments import drive, group_windows, scored_inputs
+from rankers.scorers.listwise import TOKENS_PER_ID, ListwiseJudge, RerankersListJudge, sliding_windows
 from rankers.window import WINDOW_K
 
 _NUM = (int, float)
@@ -111,7 +113,6 @@ class LLMJudgeKind(WindowKind):
 
     def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
         from rankers.scorers.cache import ScoreCache  # sqlite store, no model
-        from rankers.scorers.judgments import drive, group_windows, scored_inputs
 
         judge = self.judge_of(decl, ctx)
         ranks = self._reference_ranks(decl, ctx, {str(i[0]) for i in inputs})
@@ -179,8 +180,6 @@ class LLMListwise(LLMJudgeKind):
         return super().requirements(options)
 
     def make_judge(self, decl: RankerDecl, ctx: Context):
-        from rankers.scorers.listwise import TOKENS_PER_ID, ListwiseJudge, RerankersListJudge
-
         options = decl.options
         if options["backend"] == "rerankers":
             return RerankersListJudge(str(options["model"]), str(options["model_type"]), options.get("options", {}))
@@ -189,8 +188,6 @@ class LLMListwise(LLMJudgeKind):
         return ListwiseJudge(self.backend(decl, ctx, default_max_tokens=TOKENS_PER_ID * sub + 8), **budgets)
 
     def algorithm(self, decl: RankerDecl, query: str, items: Sequence[tuple[str, str]]):
-        from rankers.scorers.listwise import sliding_windows
-
         window = int(decl.options.get("window", WINDOW_K))
         sub = int(decl.options.get("sub_window", window))
         step = int(decl.options.get("step", max(sub // 2, 1)))

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from rankers.kinds.base import Context, DeclarationError, RankerDecl, register
 from rankers.kinds.llm_listwise import LLM_OPTIONS, LLMJudgeKind, positive
+from rankers.scorers.pairwise import ANSWER_MAX_TOKENS, PairwiseJudge, allpair, sliding
 from rankers.window import WINDOW_K
 
 ALGORITHMS = ("allpair", "sliding")
@@ -41,14 +42,10 @@ class LLMPairwise(LLMJudgeKind):
         positive(options, "passes", where)
 
     def make_judge(self, decl: RankerDecl, ctx: Context):
-        from rankers.scorers.pairwise import ANSWER_MAX_TOKENS, PairwiseJudge
-
         budgets = {k: decl.options[k] for k in ("prompt", "passage_tokens", "query_tokens") if k in decl.options}
         return PairwiseJudge(self.backend(decl, ctx, default_max_tokens=ANSWER_MAX_TOKENS), **budgets)
 
     def algorithm(self, decl: RankerDecl, query: str, items: Sequence[tuple[str, str]]):
-        from rankers.scorers.pairwise import allpair, sliding
-
         window = int(decl.options.get("window", WINDOW_K))
         if decl.options.get("algorithm", "allpair") == "sliding":
             return sliding(query, items, window, int(decl.options.get("passes", 10)))

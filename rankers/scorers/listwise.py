@@ -15,7 +15,9 @@ a reply; here it is a counted fallback instead, never a silent identity permutat
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any
 
 from rankers.scorers.judgments import Algorithm, Outcome, Request, WindowResult
@@ -160,8 +162,6 @@ class RerankersListJudge:
     version, the model type, the model and its options."""
 
     def __init__(self, model: str, model_type: str, options: dict[str, Any] | None = None) -> None:
-        from importlib import metadata
-
         try:
             from rerankers import Reranker  # optional extra; its listwise types import litellm / rank_llm
         except ImportError as exc:
@@ -185,8 +185,6 @@ class RerankersListJudge:
         return (request.query, request.pids)
 
     def judge(self, requests: Sequence[Request]) -> list[Outcome]:
-        import time
-
         out = []
         for request in requests:
             n, start = len(request.items), time.perf_counter()
