@@ -63,7 +63,8 @@ def test_cost_and_replays(evaluation, split, window_ranker, report) -> None:
     for stage in stages:
         scored = evaluation.text_scores(split, window_ranker, stage)
         label = "pair_only" if stage == "pair" else stage
-        report.add("cost", split, stage_cost(f"{window_ranker}_{label}", scored.frame, scored.calls), order=decl.order)
+        report.add("cost", split, stage_cost(f"{window_ranker}_{label}", scored.frame, scored.calls),
+                   order=decl.order)
     if decl.designated_only:
         return  # replays reorder whole windows: they need every window score
     population = evaluation.directions_for(split, window_ranker)

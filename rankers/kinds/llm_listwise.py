@@ -1,4 +1,6 @@
-"""``kind = "llm_listwise"``: an LLM that orders the whole window at once, RankGPT-style (``docs/protocol.md#listwise``).
+"""``kind = "llm_listwise"``: an LLM that orders a whole window at once, RankGPT-style.
+
+See ``docs/protocol.md#listwise``.
 
 The reference's top ``window`` passages (default 20: the whole window) go to the model as one list with
 identifiers [1]..[n] in the reference's order; a window longer than ``sub_window`` is ranked by sliding

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -163,7 +164,7 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
 
     for name in list(running):
         advance(name, None)
-    with stage(desc, None, "model calls") if desc else _Silent() as reporter:
+    with stage(desc, None, "model calls", announce_after_s=3.0) if desc else nullcontext() as reporter:
         while pending:
             keyed = {name: [request_key(model_key, r, hashes) for r in requests] for name, requests in pending.items()}
             wanted: dict[CacheKey, Request] = {}
@@ -204,14 +205,6 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
     calls = pd.DataFrame(rows, columns=list(CALL_COLUMNS))
     return Driven(results, calls, n_unique=int(calls["key"].nunique()) if len(calls) else 0, n_judged=n_judged,
                   n_retried=n_retried, n_rejected=n_rejected, seconds=time.perf_counter() - started)
-
-
-class _Silent:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _number(value: Any) -> float:
