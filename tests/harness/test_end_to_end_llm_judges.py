@@ -1,7 +1,7 @@
 """Listwise and pairwise rankers declared in a profile, end to end on the CI subset, on a real model.
 
 A temporary profile extends the embedded one and declares, on a seeded sample of the Test split's directions,
-a listwise ranker (RankGPT-style sliding sub-windows over the fusion top 4, with an order check), the very
+a listwise ranker (RankGPT-style sliding sub-windows over the fusion top 3, with an order check), the very
 same declaration pointed at an OpenAI-compatible llama.cpp server on 127.0.0.1 (only ``backend``, ``url``
 and ``model`` change), and pairwise rankers (all pairs, PRP-sliding and designated mode), all on the
 embedded SmolLM2-135M GGUF (a protocol model: its rankings are not meant to be good). The specs then
@@ -47,11 +47,11 @@ model = "builtin:smollm2-135m-instruct"
 population = "judged"
 compare_to = "judged_fusion"
 thinking = false
-window = 4
-sub_window = 3
-step = 2
-order_check = 2
-passage_tokens = 96
+window = 3
+sub_window = 2
+step = 1
+order_check = 1
+passage_tokens = 64
 order = 71
 
 [rankers.listwise_smol_server]
@@ -68,8 +68,8 @@ model = "builtin:smollm2-135m-instruct"
 population = "judged"
 compare_to = "judged_fusion"
 thinking = false
-window = 4
-passage_tokens = 96
+window = 3
+passage_tokens = 64
 order = 73
 
 [rankers.pairwise_smol_sliding]
@@ -141,14 +141,14 @@ def test_cost_rows_count_model_judgments_tokens_and_time_per_window(runs) -> Non
             assert row["requests"] > 0 and row["judgments"] >= row["requests"], (name, stage)
             assert row["input_tokens"] > 0 and row["wall_s"] > 0 and row["windows"] == 4, (name, stage)
             assert row["wall_s_per_window"] == pytest.approx(row["wall_s"] / row["windows"])
-    # All pairs of a 4-passage window in both orders: 12 judgments per window.
-    assert cost.loc["pairwise_smol_window", "judgments"] == 4 * 12
+    # All pairs of a 3-passage window in both orders: 6 judgments per window.
+    assert cost.loc["pairwise_smol_window", "judgments"] == 4 * 6
     # Designated mode: the two orders of the designated pair, 2 judgments per direction (shared with L1's).
     assert cost.loc["pairwise_smol_pairs_pair_only", "judgments"] == 4 * 2
-    # Sub-windows [1, 4) and [0, 3) of a 4-passage window: 2 judgments per window and per reversed window (2 of
+    # Sub-windows [1, 3) and [0, 2) of a 3-passage window: 2 judgments per window and per reversed window (1 of
     # them), fewer where a window stopped at an unusable reply (it falls back at once).
     windows = _table(runs, "order_bias").set_index(["ranker", "scope"]).loc[("listwise_smol", "window")]
-    assert 6 <= cost.loc["listwise_smol_window", "judgments"] <= 4 * 2 + 2 * 2
+    assert 5 <= cost.loc["listwise_smol_window", "judgments"] <= 4 * 2 + 1 * 2
     assert cost.loc["listwise_smol_window", "fallback_windows"] == windows["fallback_windows"]
 
 
@@ -160,12 +160,12 @@ def test_repairs_order_sensitivity_and_inconsistent_pairs_are_published(runs) ->
         assert row["windows"] == 4 and 0 <= row["fallback_windows"] <= 4
         for repair in ("duplicates", "out_of_range", "missing"):
             assert 0 <= row[f"windows_with_{repair}"] <= 4
-        assert row["order_checked"] <= 2 and row["order_changed"] <= row["order_checked_with_pair"]
+        assert row["order_checked"] <= 1 and row["order_changed"] <= row["order_checked_with_pair"]
     for name in ("pairwise_smol", "pairwise_smol_sliding", "pairwise_smol_pairs"):
         row = bias.loc[(name, "pair_only")]
         assert row["pairs"] == 4 and 0 <= row["inconsistent_pairs"] <= 4  # one designated pair per direction
         assert row["inconsistent_pct"] == pytest.approx(100 * row["inconsistent_pairs"] / 4)
-    assert bias.loc[("pairwise_smol", "window"), "pairs"] == 4 * 6  # all pairs of 4 passages
+    assert bias.loc[("pairwise_smol", "window"), "pairs"] == 4 * 3  # all pairs of 3 passages
     # The designated ranker reads the very comparisons the window ranker's pair scope made (one judge key).
     assert bias.loc[("pairwise_smol_pairs", "pair_only"), "inconsistent_pairs"] == \
         bias.loc[("pairwise_smol", "pair_only"), "inconsistent_pairs"]
