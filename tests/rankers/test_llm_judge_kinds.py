@@ -112,9 +112,11 @@ def test_listwise_kind_through_an_openai_compatible_server(tmp_path):
     assert scored.scores == {(qid, "p2"): -1.0, (qid, "p3"): -2.0, (qid, "p1"): -3.0}
     assert len(bodies) == 2, "the window and its reversed presentation (order_check = 1); the rerun reads the cache"
     assert again.n_scored == 0 and again.scores == scored.scores
-    sent = bodies[0]
+    # The two requests go out concurrently: find each by its first passage, not by arrival order.
+    first = {re.search(r'\[1\] <passage id="1">\n(.*?)\n', b["messages"][1]["content"]).group(1): b for b in bodies}
+    assert sorted(first) == ["a bank account", "a text about deserts"]  # reference order, and reversed
+    sent = first["a text about deserts"]
     assert sent["max_tokens"] == 6 * 20 + 8 and sent["chat_template_kwargs"] == {"enable_thinking": False}
-    assert "[1] <passage id=\"1\">\na text about deserts" in sent["messages"][1]["content"]
     assert list(scored.windows["variant"]) == ["main", "reversed"] and scored.calls["input_tokens"].notna().all()
 
 
