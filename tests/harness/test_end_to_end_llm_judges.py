@@ -111,8 +111,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     return {"cold": cold, "warm": warm, "root": root}
 
 
+def _published(runs, run: str):
+    """Where a run was published: a selection (-k, -m) goes under <results>/partial."""
+    return runs["root"] / run / "partial" / "test"
+
+
 def _table(runs, name: str, run: str = "cold") -> pd.DataFrame:
-    return pd.read_csv(runs["root"] / run / "test" / f"{name}.csv")
+    return pd.read_csv(_published(runs, run) / f"{name}.csv")
 
 
 @pytest.mark.llm
@@ -169,7 +174,7 @@ def test_repairs_order_sensitivity_and_inconsistent_pairs_are_published(runs) ->
     # The designated ranker reads the very comparisons the window ranker's pair scope made (one judge key).
     assert bias.loc[("pairwise_smol_pairs", "pair_only"), "inconsistent_pairs"] == \
         bias.loc[("pairwise_smol", "pair_only"), "inconsistent_pairs"]
-    manifest = json.loads((runs["root"] / "cold" / "test" / "manifest.json").read_text())
+    manifest = json.loads((_published(runs, "cold") / "manifest.json").read_text())
     text = json.dumps(manifest)
     assert "order_bias:listwise_smol:window" in text and "order_bias:pairwise_smol_pairs:pair_only" in text
 
@@ -177,7 +182,7 @@ def test_repairs_order_sensitivity_and_inconsistent_pairs_are_published(runs) ->
 @pytest.mark.llm
 def test_a_warm_rerun_judges_only_what_was_unusable_and_publishes_the_same_rows(runs) -> None:
     assert runs["warm"].returncode == 0, runs["warm"].stdout[-4000:]
-    stages = json.loads((runs["root"] / "warm" / "test" / "manifest.json").read_text())["stages_wall_clock"]
+    stages = json.loads((_published(runs, "warm") / "manifest.json").read_text())["stages_wall_clock"]
     judged = {k: (v["scored_now"], v["retried"]) for k, v in stages.items() if "scored_now" in v}
     assert judged and all(now == retried for now, retried in judged.values()), judged  # only unusable ones again
     # The in-process judgments are reproducible bit for bit, retried or not; a server's are its own business.
