@@ -50,6 +50,8 @@ def test_table3_pair_only_vs_window(evaluation, split, window_ranker, report) ->
     report.add("table3", split, row, order=evaluation.decl(window_ranker).order)
     assert row["n"] == l2["n"]
     assert row["l1_strict"] + row["l1_ties"] + row["l1_unavailable"] <= row["n"]
+    if not evaluation.decl(window_ranker).spec.pointwise:
+        return  # a listwise or pairwise judgment of the pair alone is not its judgment within the window
     # L1 reads the very scores L2's rule reads: where the window scored both designated passages, equal values.
     per = tie_branch_frame(evaluation, split, window_ranker).set_index("qid")
     scored = per.index[per["branch"] != "outside_window_or_fallback"]

@@ -188,9 +188,10 @@ class Kind:
     doc: ClassVar[str] = ""
     #: Whether its rankers can reorder a window (``is_window`` decides for one declaration's options).
     window: ClassVar[bool] = False
-    #: Whether a designated-mode ranker's outcomes equal its windowed twin's: true when each passage is judged on
-    #: its own (a listwise or pairwise judgment of the pair depends on which other passages are judged with it).
-    designated_exact: ClassVar[bool] = False
+    #: Whether each (query, passage) is judged on its own, so a passage's score does not depend on which other
+    #: passages are judged with it: then a designated-mode ranker equals its windowed twin and pair-only (L1) reads
+    #: the window's very scores. False for listwise and pairwise judges.
+    pointwise: ClassVar[bool] = False
 
     def is_window(self, options: Mapping[str, Any]) -> bool:
         return self.window
@@ -256,7 +257,7 @@ class PointwiseKind(WindowKind):
     and never loads the model), and scores what the cache lacks.
     """
 
-    designated_exact = True
+    pointwise = True
 
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         raise NotImplementedError
