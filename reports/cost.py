@@ -22,16 +22,20 @@ def _usage_sum(usage: pd.Series, key: str) -> tuple[float, int]:
     return float(np.nansum(values)), int(np.isnan(values).sum())
 
 
-def stage_cost(stage: str, frame: pd.DataFrame) -> dict[str, object]:
+def stage_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame | None = None) -> dict[str, object]:
     """One cost row (``stage``: the scoring scope, e.g. pair_only or window): judgments (planned inputs),
-    requests (unique inputs), tokens, wall-clock, gaps.
+    requests (unique inputs), tokens, wall-clock, gaps, and wall-clock per window (per query judged).
 
     Usage comes from the cache, i.e. from when each input was actually scored, so a rerun
     served from the cache reports the original cost, not zero. ``timed_by_suite`` counts requests
     whose scorer reported no time of its own: their ``seconds`` is their chunk's wall-clock shared
-    equally (``rankers.scorers.cache``).
+    equally (``rankers.scorers.cache``). A listwise or pairwise judge passes its ``calls`` (one row per
+    model judgment used): judgments and requests then count model judgments (:func:`judgment_cost`).
     """
+    if calls is not None:
+        return judgment_cost(stage, frame, calls)
     unique = frame.drop_duplicates(["qid", "pid"])
+    windows = int(frame["qid"].nunique())
     in_tok, missing_in = _usage_sum(unique["usage"], "input_tokens")
     out_tok, _ = _usage_sum(unique["usage"], "output_tokens")
     lat, missing_lat = _usage_sum(unique["usage"], "latency_s")
@@ -47,6 +51,36 @@ def stage_cost(stage: str, frame: pd.DataFrame) -> dict[str, object]:
         "unavailable": int(unique["score"].isna().sum()),
         "missing_usage": max(missing_in, min(missing_lat, missing_secs)),
         "timed_by_suite": int(shared),
+        "windows": windows,
+        "wall_s_per_window": (lat + secs) / windows if windows else float("nan"),
+    }
+
+
+def judgment_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame) -> dict[str, object]:
+    """The cost row of a judge that judges several passages at once (listwise lists, pairwise comparisons).
+
+    ``judgments``: model judgments the windows used (a comparison two windows share counts twice);
+    ``requests``: distinct judgments, each made once (now or by the run that cached it), whose tokens and
+    latency are summed; ``unavailable``: distinct judgments unusable; ``windows``: queries judged, with the
+    wall-clock per window and per judgment. Order-check judgments (windows presented reversed) are included:
+    they are what the check cost.
+    """
+    unique = calls.drop_duplicates("key")
+    n, windows = len(unique), int(frame["qid"].nunique())
+    wall = float(np.nansum(unique["latency_s"].to_numpy(dtype=float)))
+    return {
+        "stage": stage,
+        "judgments": len(calls),
+        "requests": n,
+        "input_tokens": float(np.nansum(unique["input_tokens"].to_numpy(dtype=float))),
+        "output_tokens": float(np.nansum(unique["output_tokens"].to_numpy(dtype=float))),
+        "wall_s": wall,
+        "unavailable": int((~unique["available"].astype(bool)).sum()),
+        "missing_usage": int(unique["latency_s"].isna().sum()),
+        "windows": windows,
+        "wall_s_per_window": wall / windows if windows else float("nan"),
+        "wall_s_per_judgment": wall / n if n else float("nan"),
+        "fallback_windows": int(frame.loc[frame["score"].isna(), "qid"].nunique()),
     }
 
 

@@ -129,10 +129,14 @@ def tie_twins(windows: Sequence[RankerDecl]) -> dict[str, tuple[str, str]]:
 
 
 def designated_twins(windows: Sequence[RankerDecl]) -> dict[str, tuple[str, str]]:
-    """Each designated-pair ranker and a fully windowed twin (same scorer and grade rule): id -> (designated, window)."""
+    """Each designated-pair ranker and a fully windowed twin (same scorer and grade rule): id -> (designated, window).
+
+    Only for kinds whose designated outcomes equal the window's (pointwise judges); a pairwise or listwise
+    judgment of the pair alone is another measurement than the pair's order in the judged window.
+    """
     out: dict[str, tuple[str, str]] = {}
     for d in windows:
-        if not d.designated_only:
+        if not d.designated_only or not d.spec.pointwise:
             continue
         for w in windows:
             if (not w.designated_only and same_scorer(d, w) and d.reading == w.reading

@@ -25,6 +25,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "cost": ("Cost per stage", ("stage",), True),
     "unavailable": ("Unavailable judgments by cause, and replies stored capped", ("ranker", "scope", "issue", "cause"),
                     False),
+    "order_bias": ("Listwise and pairwise judges: repairs and position bias", ("ranker", "scope"), True),
     "claims": ("Hypothesis claims", ("claim",), True),
     "coverage": ("TREC-run coverage: what each run ranked in the pool, what was dropped, ties by cause",
                  ("ranker",), True),

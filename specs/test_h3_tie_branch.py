@@ -53,6 +53,8 @@ def test_table3_pair_only_vs_window(evaluation, split, window_ranker, report) ->
     report.add("table3", split, row, order=evaluation.decl(window_ranker).order)
     assert row["n"] == l2["n"]
     assert row["l1_strict"] + row["l1_ties"] + row["l1_unavailable"] <= row["n"]
+    if not evaluation.decl(window_ranker).spec.pointwise:
+        return  # a listwise or pairwise judgment of the pair alone is not its judgment within the window
     # L1 reads the very scores L2's rule reads: where the window scored both designated passages, equal values.
     per = tie_branch_frame(evaluation, split, window_ranker).set_index("qid")
     scored = per.index[per["branch"] != "outside_window_or_fallback"]
@@ -66,7 +68,8 @@ def test_cost_and_replays(evaluation, split, window_ranker, report) -> None:
     for stage in stages:
         scored = evaluation.text_scores(split, window_ranker, stage)
         label = "pair_only" if stage == "pair" else stage
-        report.add("cost", split, stage_cost(f"{window_ranker}_{label}", scored.frame), order=decl.order)
+        report.add("cost", split, stage_cost(f"{window_ranker}_{label}", scored.frame, scored.calls),
+                   order=decl.order)
         # Every judgment with what its scorer stored (probabilities, margin, reason), for judgments.csv.
         judgments = judgments_table(scored.frame, window_ranker, stage, decl.spec.read(decl, scored),
                                     bounded=decl.max_score is not None)

@@ -193,6 +193,10 @@ class Kind:
     doc: ClassVar[str] = ""
     #: Whether its rankers can reorder a window (``is_window`` decides for one declaration's options).
     window: ClassVar[bool] = False
+    #: Whether each (query, passage) is judged on its own, so a passage's score does not depend on which other
+    #: passages are judged with it: then a designated-mode ranker equals its windowed twin and pair-only (L1) reads
+    #: the window's very scores. False for listwise and pairwise judges.
+    pointwise: ClassVar[bool] = False
 
     def is_window(self, options: Mapping[str, Any]) -> bool:
         return self.window
@@ -311,6 +315,8 @@ class PointwiseKind(WindowKind):
     with the same options, stands in for it lazily (a warm run reads its cache key from the memo
     and never loads the model), and scores what the cache lacks.
     """
+
+    pointwise = True
 
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         raise NotImplementedError

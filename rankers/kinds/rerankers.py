@@ -1,17 +1,21 @@
 """``kind = "rerankers"``: any pointwise model of the ``rerankers`` library (``rankers.scorers.rerankers_scorer``).
 
 An optional extra (``pip install -e ".[rerankers]"``); without it the ranker's rows are skipped with
-that reason. ``options`` go to the library's ``Reranker``; listwise types return no scores, so their
-inputs come back unavailable and the window falls back (see ``docs/protocol.md#listwise``).
+that reason. ``options`` go to the library's ``Reranker``. Its listwise types (RankGPT, RankLLM) return ranks
+without scores: they are declared as ``kind = "llm_listwise"`` with ``backend = "rerankers"``
+(``docs/protocol.md#listwise``), and this kind refuses them with that pointer.
 """
 from __future__ import annotations
 
 from fixtures.models import require_model
-from rankers.kinds.base import Context, PointwiseKind, RankerDecl, Requirement, needs_module, register
+from rankers.kinds.base import (Context, DeclarationError, PointwiseKind, RankerDecl, Requirement, needs_module,
+                                register)
 from rankers.scorers.base import TextScorer
 
 #: ``model_type`` values whose ``model`` is a Hugging Face name or a local folder.
 HUB_TYPES = ("cross-encoder", "t5", "colbert", "llm-layerwise")
+#: The library's listwise model types: ``kind = "llm_listwise"`` with ``backend = "rerankers"`` runs them.
+LISTWISE_TYPES = ("rankgpt", "rankgpt3", "rankgpt4", "rankllm", "gpt")
 RERANKERS = needs_module("rerankers", "the rerankers package", "pip install -e \".[rerankers]\"")
 
 
@@ -20,6 +24,12 @@ class Rerankers(PointwiseKind):
     options = {"model": (str,), "model_type": (str,), "batch_size": (int,), "options": (dict,)}
     required = ("model",)
     doc = "any model of the rerankers library"
+
+    def check(self, options, where: str) -> None:
+        if str(options.get("model_type", "")).lower() in LISTWISE_TYPES:
+            raise DeclarationError(f"{where}: model_type {options['model_type']!r} is listwise (ranks, no scores); "
+                                   f"declare kind = \"llm_listwise\", backend = \"rerankers\", model_type = "
+                                   f"\"{options['model_type']}\" instead")
 
     def requirements(self, options) -> tuple[Requirement, ...]:
         return (RERANKERS,)

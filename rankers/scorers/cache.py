@@ -372,6 +372,8 @@ class ScoredInputs:
     Counts are over unique inputs: ``n_scored`` sent to the scorer by this call, of which
     ``n_retried`` had a stored unavailable result; ``n_cached`` used as stored;
     ``n_rejected`` stored rows that failed their digest (deleted, hence among ``n_scored``).
+    A listwise or pairwise judge's results count judgments instead of inputs and carry ``calls`` and
+    ``windows`` (see ``rankers.scorers.judgments``).
     """
 
     frame: pd.DataFrame
@@ -382,6 +384,10 @@ class ScoredInputs:
     n_retried: int = 0
     n_rejected: int = 0
     stats: dict[str, float] = field(default_factory=dict)
+    #: For judges that judge several passages at once (``rankers.scorers.judgments``): one row per model
+    #: judgment used (its tokens, latency, reading) and one row per judged window; None for pointwise scorers.
+    calls: pd.DataFrame | None = None
+    windows: pd.DataFrame | None = None
 
     @property
     def scores(self) -> dict[tuple[str, str], float]:

@@ -52,3 +52,16 @@ def test_stage_cost_sums_unique_inputs() -> None:
     row = stage_cost("grader_window", frame)
     assert (row["judgments"], row["requests"], row["unavailable"]) == (3, 2, 1)
     assert (row["input_tokens"], row["output_tokens"], row["wall_s"]) == (22.0, 1.0, 0.75)
+
+
+def test_judgment_cost_counts_model_judgments_not_inputs() -> None:
+    """A listwise or pairwise judge: judgments are the uses, requests the distinct judgments (each made once)."""
+    frame = pd.DataFrame({"qid": ["a", "a", "b", "b"], "pid": ["p1", "p2", "p1", "p2"],
+                          "score": [1.0, 0.0, np.nan, np.nan]})
+    calls = pd.DataFrame({"key": ["k1", "k2", "k1", "k3"], "available": [True, True, True, False],
+                          "input_tokens": [300.0, 310.0, 300.0, np.nan], "output_tokens": [0.0, 0.0, 0.0, np.nan],
+                          "latency_s": [1.0, 0.5, 1.0, 2.0]})
+    row = stage_cost("pw_window", frame, calls)
+    assert (row["judgments"], row["requests"], row["unavailable"], row["fallback_windows"]) == (4, 3, 1, 1)
+    assert (row["input_tokens"], row["output_tokens"], row["wall_s"]) == (610.0, 0.0, 3.5)
+    assert (row["windows"], row["wall_s_per_window"], row["wall_s_per_judgment"]) == (2, 1.75, 3.5 / 3)

@@ -113,6 +113,8 @@ class Generation:
     token_logprobs: tuple[TokenLogprob, ...] | None = None
     truncated: bool = False
     extra: dict[str, float] = field(default_factory=dict)
+    #: Probabilities of a closed set of answers read from their tokens' logits (the pairwise judge's "A"/"B").
+    choice_probs: tuple[float, ...] | None = None
 
 
 class BackendUnavailable(RuntimeError):
@@ -139,6 +141,23 @@ class LLMBackend(Protocol):
 
     def generate(self, prompts: Sequence[GradePrompt]) -> list[Generation]:
         ...
+
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def answer_text(text: str | None) -> tuple[str | None, str | None]:
+    """The answer part of a generated text: what follows the last ``</think>``, or all of it when it has no
+    thinking block; (None, reason) when there is no output or the thinking block never closes."""
+    if text is None:
+        return None, "no output"
+    lowered = text.lower()
+    close = lowered.rfind(THINK_CLOSE)
+    if close >= 0:
+        return text[close + len(THINK_CLOSE):], None
+    if THINK_OPEN in lowered:
+        return None, "unterminated <think> block"
+    return text, None
 
 
 def settings_key(settings: dict[str, Any]) -> str:

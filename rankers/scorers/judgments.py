@@ -1,0 +1,261 @@
+"""Judgments of several passages at once (a listwise list, a pairwise comparison): keyed, cached, driven, counted.
+
+A pointwise scorer judges one (query, passage); the listwise and pairwise judges judge one query with an
+**ordered** tuple of passages, and their answer depends on every passage and on the order they were shown in
+(``docs/protocol.md#listwise``, ``#pairwise``). So a judgment's cache key names the judge's ``model_key``
+(model, revision, prompt version, settings, parser version), the query text's sha256, the ordered passage ids
+and the ordered passage texts' sha256s. Judgments live in the shared score cache's table
+(``rankers.scorers.cache``: row digests, corruption recovery, WAL) under those keys; an unusable judgment
+(error, timeout, a reply with no usable answer) is stored with its reason and judged again on the next run.
+
+A ranking algorithm (RankGPT's sliding windows, PRP's all pairs or bubble passes) is a generator per window:
+it yields the judgments it needs next, receives their outcomes, and returns the window's scores. The driver
+(:func:`drive`) runs every window's algorithm in lockstep, so each step's judgments of all windows go to the
+model together (a batch for a server, prompts sorted to share prefixes for llama.cpp), reads what the cache
+holds, commits each chunk as it is judged (an interruption loses one chunk), and reuses a judgment every time
+it recurs within the run (the same comparison in two bubble passes, in a window and in its designated pair).
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+import pandas as pd
+
+from fixtures.corpus import text_hash
+from fixtures.progress import stage
+from rankers.scorers.cache import CachedScore, CacheKey, ScoreCache, ScoredInputs
+
+
+@dataclass(frozen=True)
+class Request:
+    """One judgment to make: the query and the passages in the order the model sees them, as (pid, text)."""
+
+    query: str
+    items: tuple[tuple[str, str], ...]
+
+    @property
+    def pids(self) -> tuple[str, ...]:
+        return tuple(pid for pid, _ in self.items)
+
+
+class Outcome(NamedTuple):
+    """A judgment as stored: ``result`` is the judge's reading (a permutation, a choice), None when unusable."""
+
+    result: Any
+    error: str | None
+    usage: dict[str, Any]
+    raw: str | None
+    cached: bool  # read from the cache (made by an earlier run), not judged now
+
+    @property
+    def available(self) -> bool:
+        return self.error is None and self.result is not None
+
+
+class Judge(Protocol):
+    """Makes judgments; ``model_key`` names everything that changes one; ``chunk_size`` requests per call."""
+
+    @property
+    def model_key(self) -> str:
+        ...
+
+    @property
+    def chunk_size(self) -> int:
+        ...
+
+    def sort_key(self, request: Request) -> tuple:
+        ...
+
+    def judge(self, requests: Sequence[Request]) -> list[Outcome]:
+        ...
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """What an algorithm returns for one window: a score per pid (None when it fell back) and its counts."""
+
+    scores: dict[str, float] | None
+    error: str | None = None
+    order: tuple[str, ...] = ()
+    counts: dict[str, float] = field(default_factory=dict)
+
+
+#: One window's algorithm: yields the requests it needs next, is sent their outcomes, returns its result.
+Algorithm = Generator[list[Request], list[Outcome], WindowResult]
+
+
+def _digest(parts: Iterable[str]) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+def request_key(model_key: str, request: Request, hashes: dict[str, str] | None = None) -> CacheKey:
+    """(model key, query sha256, ``n:`` + digest of the ordered pids, digest of the ordered text sha256s)."""
+    hashes = {} if hashes is None else hashes
+
+    def h(text: str) -> str:
+        if text not in hashes:
+            hashes[text] = text_hash(text)
+        return hashes[text]
+
+    pids = request.pids
+    return (model_key, h(request.query), f"{len(pids)}:{_digest(pids)}", _digest(h(t) for _, t in request.items))
+
+
+def _stored(outcome: Outcome) -> CachedScore:
+    """An outcome as a score-cache row: score 1 when usable (None otherwise, so the next run judges it again)."""
+    usage = {**outcome.usage, "result": outcome.result}
+    return CachedScore(1.0 if outcome.available else None, outcome.error if not outcome.available else None,
+                       usage, outcome.raw)
+
+
+def _read(row: CachedScore) -> Outcome:
+    usage = dict(row.usage)
+    result = usage.pop("result", None)
+    return Outcome(result if row.available else None, None if row.available else (row.error or "unavailable"),
+                   usage, row.raw, True)
+
+
+@dataclass(frozen=True)
+class Driven:
+    """Every window's result, each judgment use (``calls``) and the driver's counts."""
+
+    results: dict[tuple[str, str], WindowResult]
+    calls: pd.DataFrame
+    n_unique: int
+    n_judged: int
+    n_retried: int
+    n_rejected: int
+    seconds: float
+
+
+CALL_COLUMNS = ("qid", "variant", "key", "pids", "cached", "available", "error", "input_tokens", "output_tokens",
+                "latency_s", "result", "usage")
+
+
+def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], Algorithm],
+          desc: str | None = None) -> Driven:
+    """Run every window's algorithm (keyed by (qid, variant)), judging only what the cache lacks.
+
+    A stored unusable judgment is judged again (once per run); a judgment made in this run is never repeated,
+    however often the algorithms ask for it.
+    """
+    started = time.perf_counter()
+    model_key = judge.model_key
+    hashes: dict[str, str] = {}
+    memo: dict[CacheKey, Outcome] = {}
+    pending: dict[tuple[str, str], list[Request]] = {}
+    results: dict[tuple[str, str], WindowResult] = {}
+    running = dict(algorithms)
+    rows: list[dict[str, Any]] = []
+    n_judged = n_retried = n_rejected = 0
+
+    def advance(name: tuple[str, str], sent: list[Outcome] | None) -> None:
+        try:
+            pending[name] = running[name].send(sent) if sent is not None else next(running[name])
+        except StopIteration as stop:
+            results[name] = stop.value
+            pending.pop(name, None)
+
+    for name in list(running):
+        advance(name, None)
+    with stage(desc, None, "model calls", announce_after_s=3.0) if desc else nullcontext() as reporter:
+        while pending:
+            keyed = {name: [request_key(model_key, r, hashes) for r in requests] for name, requests in pending.items()}
+            wanted: dict[CacheKey, Request] = {}
+            for name, keys in keyed.items():
+                for key, request in zip(keys, pending[name]):
+                    if key not in memo:
+                        wanted.setdefault(key, request)
+            found, rejected = cache.lookup(wanted)
+            n_rejected += len(rejected)
+            todo = []
+            for key in wanted:
+                row = found.get(key)
+                if row is not None and row.available:
+                    memo[key] = _read(row)
+                else:
+                    todo.append(key)
+                    n_retried += row is not None
+            todo.sort(key=lambda k: judge.sort_key(wanted[k]))
+            for start in range(0, len(todo), judge.chunk_size):
+                chunk = todo[start:start + judge.chunk_size]
+                fresh = judge.judge([wanted[k] for k in chunk])
+                if len(fresh) != len(chunk):
+                    raise RuntimeError(f"judge {model_key!r} returned {len(fresh)} outcomes for {len(chunk)} requests")
+                cache.put_many([(k, _stored(o)) for k, o in zip(chunk, fresh)])
+                memo.update(zip(chunk, (o._replace(cached=False) for o in fresh)))
+                n_judged += len(chunk)
+                if reporter is not None:
+                    reporter.update(len(chunk), unusable=sum(not o.available for o in fresh))
+            for name in list(pending):
+                outcomes = [memo[k] for k in keyed[name]]
+                for key, request, o in zip(keyed[name], pending[name], outcomes):
+                    rows.append({"qid": name[0], "variant": name[1], "key": _digest(key)[:32],
+                                 "pids": request.pids, "cached": o.cached, "available": o.available,
+                                 "error": o.error, "input_tokens": _number(o.usage.get("input_tokens")),
+                                 "output_tokens": _number(o.usage.get("output_tokens")),
+                                 "latency_s": _number(o.usage.get("latency_s")), "result": o.result, "usage": o.usage})
+                advance(name, outcomes)
+    calls = pd.DataFrame(rows, columns=list(CALL_COLUMNS))
+    return Driven(results, calls, n_unique=int(calls["key"].nunique()) if len(calls) else 0, n_judged=n_judged,
+                  n_retried=n_retried, n_rejected=n_rejected, seconds=time.perf_counter() - started)
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+WINDOW_COLUMNS = ("qid", "variant", "fallback", "error", "order", "calls")
+
+
+def scored_inputs(inputs: Sequence[tuple[str, str, str, str]], driven: Driven, model_key: str) -> ScoredInputs:
+    """The window rule's view: one row per input (its window's score for it, NaN where the window fell back),
+    with every judgment use (``calls``) and every window's result (``windows``) alongside."""
+    main = {qid: r for (qid, variant), r in driven.results.items() if variant == "main"}
+    scores, errors = [], []
+    for qid, pid, _, _ in inputs:
+        result = main.get(str(qid))
+        value = np.nan if result is None or result.scores is None else result.scores.get(str(pid), np.nan)
+        scores.append(value)
+        errors.append(None if np.isfinite(value) else (result.error if result is not None and result.error
+                                                        else "no judgment for this passage"))
+    used = driven.calls.groupby(["qid", "variant"]).size() if len(driven.calls) else pd.Series(dtype=int)
+    windows = pd.DataFrame([{"qid": qid, "variant": variant, "fallback": r.scores is None, "error": r.error,
+                             "order": r.order, "calls": int(used.get((qid, variant), 0)), **r.counts}
+                            for (qid, variant), r in sorted(driven.results.items())])
+    if windows.empty:
+        windows = pd.DataFrame(columns=list(WINDOW_COLUMNS))
+    cached = {qid: bool(len(g)) and bool(g["cached"].all()) for qid, g in driven.calls.groupby("qid")} \
+        if len(driven.calls) else {}
+    frame = pd.DataFrame({"qid": [str(i[0]) for i in inputs], "pid": [str(i[1]) for i in inputs],
+                          "score": np.asarray(scores, dtype=float), "error": errors,
+                          "usage": [{} for _ in inputs], "raw": [None] * len(inputs),
+                          "cached": [cached.get(str(i[0]), True) for i in inputs]})
+    return ScoredInputs(frame, n_unique=driven.n_unique, n_scored=driven.n_judged,
+                        n_cached=driven.n_unique - driven.n_judged, model_key=model_key, n_retried=driven.n_retried,
+                        n_rejected=driven.n_rejected, stats={"total_seconds": driven.seconds},
+                        calls=driven.calls, windows=windows)
+
+
+def group_windows(inputs: Sequence[tuple[str, str, str, str]],
+                  rank: Callable[[str, str], float]) -> dict[str, tuple[str, tuple[tuple[str, str], ...]]]:
+    """The inputs as one window per qid: (query, ((pid, passage), ...)) in the order ``rank(qid, pid)`` gives
+    (the reference's ranks: the order the model is shown, whatever order the caller listed them in)."""
+    out: dict[str, tuple[str, list[tuple[float, str, str]]]] = {}
+    for qid, pid, query, passage in inputs:
+        qid, pid = str(qid), str(pid)
+        entry = out.setdefault(qid, (str(query), []))
+        if entry[0] != query:
+            raise ValueError(f"qid {qid!r} comes with two query texts")
+        if all(p != pid for _, p, _ in entry[1]):
+            entry[1].append((rank(qid, pid), pid, str(passage)))
+    return {qid: (query, tuple((pid, text) for _, pid, text in sorted(items))) for qid, (query, items) in out.items()}
