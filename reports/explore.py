@@ -42,8 +42,9 @@ POOL_TOP = WINDOW_K
 NOT_EVALUATED, SUCCESS, WRONG, TIE = 0, 1, 2, 3
 #: Branch codes of the tie-branch analysis (``reports.tie_branch.BRANCHES``), one letter per direction.
 BRANCH_CODES = {"equal_score": "e", "different_score": "d", "outside_window_or_fallback": "o"}
-#: Columns of a window ranker's judgments artifact (``judgments``).
-JUDGMENT_COLUMNS = ("qid", "pid", "score", "p0", "p1", "p2", "p3", "p4", "margin", "near_tie", "error")
+#: The scopes of a window ranker's judgments (``judgments:<ranker>:<scope>`` artifacts, ``judgments_table``) the
+#: page reads, first present first: its window's, or its designated pairs' for a ranker that scores only those.
+JUDGMENT_SCOPES = ("window", "pair")
 #: Table II columns the page shows (present ones only).
 TABLE2_COLUMNS = ("ranker", "n", "strict", "strict_pct", "strict_pct_lo", "strict_pct_hi", "mrr", "mrr_lo", "mrr_hi",
                   "paired", "paired_n", "paired_pct", "paired_pct_lo", "paired_pct_hi", "pref_at_1", "ties", "fallback",
@@ -58,28 +59,6 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 #: the first one open (``demo`` in explore.js).
 SCREENSHOT_STATE = "#view=directions&demo=1&first=1"
 SCREENSHOT_SIZE = (1440, 1000)
-
-
-def judgments(scored: pd.DataFrame, rule_scores: Mapping[tuple[str, str], float]) -> pd.DataFrame:
-    """A window ranker's judgments as the page shows them (one row per (qid, pid) it scored).
-
-    ``scored`` is a scorer's frame (qid, pid, error, usage); ``score`` is what the ranker's rule
-    reads (e.g. the expected grade for ``grade = "expected"``), so the page never recomputes it.
-    A grader's usage adds its five grade probabilities, margin and near-tie flag (NaN otherwise).
-    """
-    frame = scored.drop_duplicates(["qid", "pid"]).reset_index(drop=True)
-    keys = list(zip(_strings(frame["qid"]), _strings(frame["pid"])))
-    out = {"qid": [k[0] for k in keys], "pid": [k[1] for k in keys],
-           "score": np.array([rule_scores.get(k, math.nan) for k in keys], dtype=float)}
-    usage = [u if isinstance(u, Mapping) else {} for u in frame["usage"]]
-    probs = [u.get("grade_probs") for u in usage]
-    for g in range(5):
-        out[f"p{g}"] = np.array([p[g] if isinstance(p, Sequence) and len(p) == 5 else math.nan for p in probs],
-                                dtype=float)
-    out["margin"] = np.array([u.get("grade_margin", math.nan) for u in usage], dtype=float)
-    out["near_tie"] = np.array([u.get("near_tie", math.nan) for u in usage], dtype=float)
-    out["error"] = [None if e is None or (isinstance(e, float) and math.isnan(e)) else str(e) for e in frame["error"]]
-    return pd.DataFrame(out, columns=list(JUDGMENT_COLUMNS))
 
 
 @dataclass(frozen=True)
@@ -97,7 +76,7 @@ class ExploreInputs:
     pairwise: pd.DataFrame | None = None
     pool_top: pd.DataFrame | None = None
     reference: str | None = None
-    judgments: dict[str, pd.DataFrame] = field(default_factory=dict)
+    judgments: dict[str, pd.DataFrame] = field(default_factory=dict)  # ``judgments_table`` frames, per ranker
     branches: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: dict[str, bytes] = field(default_factory=dict)
 
@@ -106,6 +85,11 @@ def _artifacts(tables: Mapping[str, pd.DataFrame]) -> dict[str, Path]:
     if "artifacts" not in tables:
         return {}
     return {str(a): Path(p) for a, p in zip(tables["artifacts"]["artifact"], tables["artifacts"]["path"])}
+
+
+def _judgments(name: str, paths: Mapping[str, Path]) -> Path | None:
+    """The judgments artifact the page shows for a ranker (``JUDGMENT_SCOPES``); None for a full-pool ranker."""
+    return next((paths[a] for s in JUDGMENT_SCOPES if (a := f"judgments:{name}:{s}") in paths), None)
 
 
 def top_of(ranking: Ranking, k: int = POOL_TOP) -> pd.DataFrame:
@@ -144,9 +128,9 @@ def load_inputs(split: str, tables: Mapping[str, pd.DataFrame], manifest: Mappin
         name = str(row["ranker"])
         decl = declared.get(name, {}) if isinstance(declared.get(name), Mapping) else {}
         rankers.append({"name": name, "label": decl.get("label") or name, "n": int(row["n"]),
-                        "compare_to": decl.get("compare_to"), "window": f"scores:{name}" in paths})
+                        "compare_to": decl.get("compare_to"), "window": _judgments(name, paths) is not None})
     references = [declared[r]["reference"] for r in names if isinstance(declared.get(r), Mapping)
-                  and declared[r].get("reference") and f"scores:{r}" in paths]
+                  and declared[r].get("reference") and _judgments(r, paths) is not None]
     reference = next((r for r in [*references, *names] if f"top:{r}" in paths), None)
     pool_top = None
     if reference is not None and "pool" in paths:
@@ -164,7 +148,7 @@ def load_inputs(split: str, tables: Mapping[str, pd.DataFrame], manifest: Mappin
         queries=dict(zip(annotated["qid"].astype(str), annotated["query"].astype(str))),
         passages=dict(zip(corpus["pid"].astype(str), corpus["text"].astype(str))),
         claims=tables.get("claims"), pairwise=tables.get("pairwise"), pool_top=pool_top, reference=reference,
-        judgments={r: pd.read_parquet(paths[f"scores:{r}"]) for r in names if f"scores:{r}" in paths},
+        judgments={r: pd.read_parquet(p) for r in names if (p := _judgments(r, paths)) is not None},
         branches={r: pd.read_parquet(paths[f"branches:{r}"]) for r in names if f"branches:{r}" in paths},
         figures={p.stem: Path(p).read_bytes() for p in figures if Path(p).suffix == ".png"})
 
@@ -243,6 +227,23 @@ def _outcome_codes(directions: pd.DataFrame, name: str) -> tuple[str, str]:
     return "".join(map(str, codes)), "".join("1" if f else "0" for f in fallback)
 
 
+def _keyed(judgments: pd.DataFrame) -> pd.DataFrame:
+    """A ``judgments_table`` frame indexed by (qid, pid) as strings, one row each (the first, as the table keeps)."""
+    frame = judgments.drop_duplicates(["qid", "pid"])
+    return frame.set_index(pd.MultiIndex.from_arrays([frame["qid"].astype(str), frame["pid"].astype(str)],
+                                                     names=["qid", "pid"]))
+
+
+def _probabilities(values: pd.Series) -> np.ndarray:
+    """The grader's five grade probabilities per row (``grade_probs``, a JSON list), NaN where it stored none."""
+    out = np.full((len(values), 5), np.nan)
+    for i, text in enumerate(values):
+        probs = json.loads(text) if isinstance(text, str) else None
+        if isinstance(probs, list) and len(probs) == 5:
+            out[i] = probs
+    return out
+
+
 def page_data(inputs: ExploreInputs) -> dict[str, Any]:
     """The JSON the page embeds: columnar arrays aligned with the directions table, texts stored once."""
     d = inputs.directions
@@ -279,20 +280,20 @@ def page_data(inputs: ExploreInputs) -> dict[str, Any]:
         data["outcomes"][name] = {"o": codes, "f": fallback, "rp": _sparse(_column(d[f"{name}__rank_pos"])),
                                   "rn": _sparse(_column(d[f"{name}__rank_neg"]))}
     for name, frame in inputs.judgments.items():
-        j = frame.drop_duplicates(["qid", "pid"]).set_index(["qid", "pid"])
+        j = _keyed(frame)
         per_side = {}
         for side, column in (("p", "preferred_pid"), ("n", "counterpart_pid")):
             idx = pd.MultiIndex.from_arrays([d["qid"].astype(str), d[column].astype(str)])
             part = j.reindex(idx)
-            per_side[f"s{side}"] = _column(part["score"], 6)
-            if part[["p0", "p1", "p2", "p3", "p4"]].notna().any().any():
+            per_side[f"s{side}"] = _column(part["rule_score"], 6)  # what the rule read, never recomputed here
+            probs = _probabilities(part["grade_probs"])
+            if np.isfinite(probs).any():
                 per_side[f"g{side}"] = [None if any(v is None for v in row) else row for row in
-                                        ([_num(v, 3) for v in vals] for vals in
-                                         part[["p0", "p1", "p2", "p3", "p4"]].to_numpy(dtype=float))]
-                per_side[f"m{side}"] = _column(part["margin"], 3)
+                                        ([_num(v, 3) for v in vals] for vals in probs)]
+                per_side[f"m{side}"] = _column(part["grade_margin"], 3)
                 per_side[f"t{side}"] = _column(part["near_tie"])
             per_side[f"e{side}"] = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
-                                    for v in part["error"]]
+                                    for v in part["reason"]]
         data["judgments"][name] = {k: _sparse(v) for k, v in per_side.items()}
     for name, frame in inputs.branches.items():
         b = frame.set_index("qid")["branch"].reindex(qids)
@@ -327,7 +328,7 @@ def _pool_data(inputs: ExploreInputs, qids: list[str], pidx) -> dict[str, Any]:
         out[f"{r}_rank"] = _column(top[f"{r}_rank"])
     keys = pd.MultiIndex.from_arrays([top["qid"].astype(str), top["pid"].astype(str)])
     for name, frame in inputs.judgments.items():
-        scores = frame.drop_duplicates(["qid", "pid"]).set_index(["qid", "pid"])["score"].reindex(keys)
+        scores = _keyed(frame)["rule_score"].reindex(keys)
         if scores.notna().any():
             out["text"][name] = _sparse(_column(scores, 4))
     return out

@@ -14,7 +14,6 @@ from fixtures.artifacts import sha256_file
 from fixtures.code import code_digest
 from fixtures.populations import eligible_directions
 from harness.claims import check_gate
-from reports.explore import judgments
 from rankers.trec_run import direction_coverage
 from reports.cost import ranking_cost
 from reports.outputs import stash_frame, stash_run
@@ -33,11 +32,6 @@ def test_table2_row(evaluation, split, ranker, report, tmp_path: Path) -> None:
     report.add("artifacts", split, {"artifact": f"outcomes:{ranker}",
                                     "path": str(stash_frame(evaluation.settings.cache_dir, f"outcomes-{ranker}",
                                                             outcomes))})
-    if decl.is_window:  # the explorer page shows what the rule read: each text score, and a grader's probabilities
-        scored = evaluation.text_scores(split, ranker, "pair" if decl.designated_only else "window")
-        report.add("artifacts", split, {"artifact": f"scores:{ranker}", "path": str(stash_frame(
-            evaluation.settings.cache_dir, f"scores-{ranker}",
-            judgments(scored.frame, evaluation.window_scores(split, ranker))))})
     if decl.population != "all":
         report.add("manifest", split, {"key": f"sample:{decl.population}", "value": {
             "directions": int(row["n"]), "requested": evaluation.sample_size(decl.population),

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from reports import explore
-from reports.explore import ASSETS, judgments, load_inputs, page_data, render, top_of, write_explore
+from reports.explore import ASSETS, load_inputs, page_data, render, top_of, write_explore
+from reports.tables import judgments_table
 from rankers.base import Ranking
 
 TEXTS = {"pA": "The film was not a success at the box office.", "pB": "The film was a success at the box office.",
@@ -42,20 +43,17 @@ def _scored() -> pd.DataFrame:
     rows = [("p1_q1", "pA"), ("p1_q1", "pB"), ("p1_q1", "pA"), ("p2_q1", "pD")]
     return pd.DataFrame({
         "qid": [q for q, _ in rows], "pid": [p for _, p in rows], "score": [4.0, 4.0, 4.0, np.nan],
-        "error": [None, None, None, "timeout"],
+        "error": [None, None, None, "timeout"], "raw": ["4", "4", "4", ""],
         "usage": [{"grade_probs": probs[p], "grade_margin": 0.1, "near_tie": 0.0} if p in probs else {} for _, p in rows]})
 
 
-def test_judgments_keep_the_rules_score_and_the_graders_probabilities() -> None:
-    rule = {("p1_q1", "pA"): 3.0, ("p1_q1", "pB"): 2.9}  # e.g. expected grades, not the stored argmax
-    j = judgments(_scored(), rule).set_index(["qid", "pid"])
-    assert list(j.columns) == list(explore.JUDGMENT_COLUMNS[2:])
-    assert len(j) == 3, "one row per scored (qid, pid)"
-    assert j.loc[("p1_q1", "pA"), "score"] == 3.0 and j.loc[("p1_q1", "pB"), "score"] == 2.9
-    assert j.loc[("p1_q1", "pB"), ["p0", "p1", "p2", "p3", "p4"]].tolist() == [0.1, 0.1, 0.1, 0.3, 0.4]
-    assert j.loc[("p1_q1", "pA"), "margin"] == 0.1 and j.loc[("p1_q1", "pA"), "near_tie"] == 0.0
-    assert np.isnan(j.loc[("p2_q1", "pD"), "score"]) and np.isnan(j.loc[("p2_q1", "pD"), "p0"])
-    assert j.loc[("p2_q1", "pD"), "error"] == "timeout" and pd.isna(j.loc[("p1_q1", "pA"), "error"])
+#: What the grader's window rule reads (expected grades), not the stored argmax grade (4.0).
+RULE = {("p1_q1", "pA"): 3.0, ("p1_q1", "pB"): 2.9}
+
+
+def _judgments(scope: str, rule: dict[tuple[str, str], float] = RULE) -> pd.DataFrame:
+    """The grader's judgments artifact of one scope, as test_cost_and_replays stashes it."""
+    return judgments_table(_scored(), "grader", scope, rule, bounded=True)
 
 
 def test_numbers_are_rounded_to_significant_digits_and_missing_ones_are_null() -> None:
@@ -79,7 +77,8 @@ def artifacts(tmp_path: Path) -> dict[str, object]:
     put("population", _population())
     put("outcomes:fusion", _outcomes([True, False, True], [False, False, False], [False, False, False]))
     put("outcomes:grader", _outcomes([True, False, False], [False, True, False], [False, False, True], ranks=False))
-    put("scores:grader", judgments(_scored(), {("p1_q1", "pA"): 4.0, ("p1_q1", "pB"): 4.0}))
+    put("judgments:grader:window", _judgments("window"))
+    put("judgments:grader:pair", _judgments("pair", {("p1_q1", "pA"): 1.0, ("p1_q1", "pB"): 0.0}))
     put("branches:grader", pd.DataFrame({"qid": ["p1_q1", "p1_q2", "p2_q1"],
                                          "branch": ["equal_score", "different_score", "outside_window_or_fallback"]}))
     put("corpus", pd.DataFrame({"pid": list(TEXTS), "text": list(TEXTS.values())}))
@@ -105,7 +104,7 @@ def artifacts(tmp_path: Path) -> dict[str, object]:
     return {"tables": tables, "manifest": manifest, "dir": tmp_path}
 
 
-def _dense(column, n: int) -> list:
+def dense(column, n: int) -> list:
     """What the page does with a sparse column ({"i": indices, "v": values}) on load."""
     if isinstance(column, list):
         return column
@@ -120,7 +119,7 @@ def test_page_data_aligns_every_column_with_the_directions(artifacts) -> None:
     for group in (*data["outcomes"].values(), *data["judgments"].values(), data["pool"]["text"]):
         for key, column in group.items():
             if not isinstance(column, str):
-                group[key] = _dense(column, len(data["pool"]["pid"]) if group is data["pool"]["text"] else 4)
+                group[key] = dense(column, len(data["pool"]["pid"]) if group is data["pool"]["text"] else 4)
     assert data["dirs"]["qid"] == ["p1_q1", "p1_q2", "p2_q1", "p2_q2"]
     assert data["meta"] | {"n_directions": 4, "profile": "tiny", "commit": "abc123", "run_id": "run-1"} == data["meta"]
     # 1 success, 2 wrong order, 3 tie, 0 not evaluated (p2_q2 is not eligible)
@@ -128,10 +127,12 @@ def test_page_data_aligns_every_column_with_the_directions(artifacts) -> None:
     assert data["outcomes"]["grader"]["o"] == "1320" and data["outcomes"]["grader"]["f"] == "0010"
     assert data["outcomes"]["fusion"]["rp"] == [1, 3, 2, None] and data["outcomes"]["grader"]["rp"] == [None] * 4
     assert data["branches"]["grader"] == "edo-"
-    g = data["judgments"]["grader"]
-    assert g["sp"] == [4, None, None, None] and g["sn"] == [4, None, None, None]
-    assert g["gp"][0] == [0, 0.1, 0.2, 0.3, 0.4] and g["gp"][1] is None and g["ep"][2] == "timeout"
-    assert g["en"][0] is None
+    g = data["judgments"]["grader"]  # the window's judgments (its pair-only ones are Table III's)
+    assert g["sp"] == [3, None, None, None] and g["sn"] == [2.9, None, None, None], "the rule's scores, not 4"
+    assert g["gp"][0] == [0, 0.1, 0.2, 0.3, 0.4] and g["gn"][0] == [0.1, 0.1, 0.1, 0.3, 0.4] and g["gp"][1] is None
+    assert g["mp"][0] == 0.1 and g["tp"][0] == 0 and g["mp"][1] is None and g["tp"][1] is None
+    assert g["ep"][2] == "timeout" and g["sp"][2] is None and g["en"][0] is None
+    assert [r["window"] for r in data["rankers"]] == [False, True]
     assert "fusion" not in data["judgments"], "a full-pool ranker has no text scores"
     # Every text is stored once, looked up by index: the passages of both directions and the pool's.
     assert sorted(data["pids"]) == sorted(TEXTS) and len(data["passages"]) == len(set(data["passages"]))
@@ -140,7 +141,18 @@ def test_page_data_aligns_every_column_with_the_directions(artifacts) -> None:
     assert pool["start"] == [0, 3, 6, 9, 11] and data["meta"]["reference"] == "fusion"
     assert [data["pids"][k] for k in pool["pid"][3:6]] == ["pB", "pX", "pA"]
     assert pool["routes"] == ["dense", "sparse", "bm25"] and pool["dense_rank"][:3] == [1, 2, 3]
-    assert pool["text"]["grader"][:3] == [4, 4, None], "the grader's window scores beside the pool"
+    assert pool["text"]["grader"][:3] == [3, 2.9, None], "the grader's window scores beside the pool"
+
+
+def test_a_designated_only_ranker_shows_its_pair_judgments(artifacts) -> None:
+    """A ranker that scores only the designated pairs has no window judgments: the page reads its pairs'."""
+    tables = dict(artifacts["tables"])
+    tables["artifacts"] = tables["artifacts"][tables["artifacts"]["artifact"] != "judgments:grader:window"]
+    data = page_data(load_inputs("test", tables, artifacts["manifest"]))
+    g = data["judgments"]["grader"]
+    assert g["sp"] == {"i": [0], "v": [1]} and g["sn"] == {"i": [0], "v": [0]}
+    assert [r["window"] for r in data["rankers"]] == [False, True] and data["meta"]["reference"] == "fusion"
+    assert data["pool"]["text"]["grader"] == {"i": [0, 1], "v": [1, 0]}
 
 
 def test_the_page_is_self_contained_and_its_data_round_trips(artifacts) -> None:

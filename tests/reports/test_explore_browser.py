@@ -23,6 +23,7 @@ import pytest
 from fixtures.settings import PROJECT_ROOT
 from reports.explore import CHROMIUM_FLAGS
 from reports.writer import PARTIAL
+from tests.reports.test_explore import dense
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -209,6 +210,29 @@ def test_a_direction_shows_both_passages_and_its_pairs_other_direction(page, pub
         "the other direction prefers this direction's counterpart"
     page.find_element("id", "close").click()
     assert not page.find_element("id", "direction").is_displayed()
+
+
+def test_text_scores_are_the_rules_scores_in_judgments_csv(page, published: Path) -> None:
+    """Every window ranker's text scores and unavailable reasons on the page are judgments.csv's ``rule_score`` and
+    ``reason``: its window's judgments, or its designated pairs' for a ranker that scores only those."""
+    judgments = pd.read_csv(published / "judgments.csv", dtype={"qid": str, "pid": str, "reason": str})
+    directions = pd.read_csv(published / "directions.csv", dtype=str)
+    data = page.execute_script("return JSON.parse(document.getElementById('data').textContent)")
+    assert set(data["judgments"]) == set(judgments["ranker"]), "each ranker with judgments has its text scores"
+    n = len(data["dirs"]["qid"])
+    assert data["dirs"]["qid"] == directions["qid"].tolist()
+    for ranker, shown in data["judgments"].items():
+        mine = judgments[judgments["ranker"] == ranker]
+        scope = "window" if (mine["scope"] == "window").any() else "pair"
+        table = mine[mine["scope"] == scope].set_index(["qid", "pid"])
+        for side, column in (("p", "preferred_pid"), ("n", "counterpart_pid")):
+            keys = pd.MultiIndex.from_arrays([directions["qid"], directions[column]])
+            expected = table.reindex(keys)
+            scores, reasons = dense(shown[f"s{side}"], n), dense(shown[f"e{side}"], n)
+            assert [s is None for s in scores] == expected["rule_score"].isna().tolist(), f"{ranker} s{side}"
+            assert [s for s in scores if s is not None] == \
+                pytest.approx(expected["rule_score"].dropna().tolist(), rel=1e-5), f"{ranker} s{side}"
+            assert reasons == [None if pd.isna(r) else r for r in expected["reason"]], f"{ranker} e{side}"
 
 
 def test_the_published_screenshot_and_size_are_in_the_manifest(published: Path) -> None:
