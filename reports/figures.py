@@ -63,6 +63,21 @@ def ranker_tick(ranker: str, label: str, n: float) -> str:
 
 
 def figure1(data: pd.DataFrame, path: Path) -> None:
+    """Figure 1 drawn (``draw_figure1``) and saved as PNG."""
+    _save(draw_figure1(data), path)
+
+
+def figure2(data: pd.DataFrame, path: Path) -> None:
+    """Figure 2 drawn (``draw_figure2``) and saved as PNG."""
+    _save(draw_figure2(data), path)
+
+
+def _save(fig: plt.Figure, path: Path) -> None:
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def draw_figure1(data: pd.DataFrame) -> plt.Figure:
     """Strict preference vs MRR, each with its own 95% source-group interval and n; mean ranks of both passages.
 
     Rankers are told apart by marker and colour with their labels and n in a legend, never by text placed
@@ -108,8 +123,7 @@ def figure1(data: pd.DataFrame, path: Path) -> None:
     ax2.set_title("Where the designated passages land")
     ax2.legend(fontsize=8)
     ax2.grid(alpha=0.3, axis="x")
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    return fig
 
 
 def figure2_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -124,7 +138,7 @@ def figure2_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     data.insert(1, "label", [labels.get(str(s), str(s)) for s in data["scorer"]])
     claims = tables.get("claims")
     h3 = {}
-    if claims is not None and {"measure", "ranker", "effect"} <= set(claims.columns):
+    if claims is not None and {"family", "measure", "ranker", "effect"} <= set(claims.columns):
         rows = claims[(claims["measure"] == "tie_branch_share") & claims["family"].astype(str).str.startswith("H3")]
         h3 = {str(r["ranker"]): r for r in rows.to_dict("records")}
     for column in ("effect", "lo", "hi", "n"):
@@ -135,7 +149,7 @@ def figure2_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return data
 
 
-def figure2(data: pd.DataFrame, path: Path) -> None:
+def draw_figure2(data: pd.DataFrame) -> plt.Figure:
     """Each branch's share of directions vs of non-successes (counts on the bars, n in the title), with the
     double-max share of ties and the H3 effect with its interval (and its note when unreliable)."""
     scorers = list(dict.fromkeys(data["scorer"]))
@@ -171,8 +185,7 @@ def figure2(data: pd.DataFrame, path: Path) -> None:
         ax.grid(alpha=0.3, axis="y")
     handles, names = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    return fig
 
 
 #: (file stem, table it needs, what it plots from the tables, how it is drawn)

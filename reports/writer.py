@@ -232,7 +232,7 @@ def _read_sealed(path: Path) -> pd.DataFrame:
 FAMILY_TITLES = {"H1": "H1: preference is not position (the profile's declared comparisons)",
                  "H2": "H2: window reranking against each ranker's compare_to baseline",
                  "H3": "H3: the equal-grade branch holds more of the failures than of the directions",
-                 "beyond": "Beyond the paper"}
+                 "beyond": "Beyond the paper (and claims of no study family)"}
 #: How a claim's measure reads in a sentence.
 MEASURE_WORDS = {"strict": "strict preference", "mrr": "preferred-passage MRR",
                  "tie_branch_share": "equal-grade branch, share of non-successes minus share of directions"}
@@ -293,6 +293,8 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str]) -> str:
 def verdict_lines(claims: pd.DataFrame, labels: dict[str, str]) -> list[str]:
     """report.md's opening: per family (H1, H2, H3, beyond the paper) its tally and each claim in a sentence."""
     rows = [r for r in claims.to_dict("records") if str(r.get("family")) not in ("gate", "pin")]
+    for r in rows:
+        r["family"] = "" if r.get("family") is None or pd.isna(r.get("family")) else str(r["family"])
     lines = ["## Verdicts", ""]
     if not rows:
         return lines + ["No hypothesis claim was measured in this run.", ""]
@@ -334,7 +336,7 @@ def gates_and_pins_lines(claims: pd.DataFrame) -> list[str]:
                                 ("pin", ("unchanged", "holds"), ("pins hold (unchanged within their margins)",
                                                       "pin moved (changed or undetermined)",
                                                       "pins moved (changed or undetermined)"))):
-        rows = claims[claims["family"] == family]
+        rows = claims[claims["family"] == family] if "family" in claims.columns else claims.iloc[:0]
         if not len(rows):
             continue
         moved = rows[~rows["status"].isin(held)]
