@@ -332,18 +332,18 @@ def table2_markdown(table2: pd.DataFrame, labels: dict[str, str]) -> str:
 def gates_and_pins_lines(claims: pd.DataFrame) -> list[str]:
     """Gates and pins in one line each when all hold; those that failed or moved listed in full."""
     lines = ["## Gates and pins", ""]
-    for family, held, words in (("gate", ("holds",), ("gates hold", "gate fails", "gates fail")),
-                                ("pin", ("unchanged", "holds"), ("pins hold (unchanged within their margins)",
-                                                      "pin moved (changed or undetermined)",
-                                                      "pins moved (changed or undetermined)"))):
+    kinds = (("gate", ("holds",), "gates hold", "gates fail"),
+             ("pin", ("unchanged", "holds"), "pins hold (unchanged within their margins)",
+              "pins moved (changed or undetermined)"))
+    for family, held, kept, moved_words in kinds:
         rows = claims[claims["family"] == family] if "family" in claims.columns else claims.iloc[:0]
         if not len(rows):
             continue
         moved = rows[~rows["status"].isin(held)]
         if not len(moved):
-            lines += [f"All {len(rows)} {words[0]}.", ""]
+            lines += [f"All {len(rows)} {kept}.", ""]
             continue
-        lines += [f"{len(moved)} of {len(rows)} {words[1] if len(moved) == 1 else words[2]}:", "",
+        lines += [f"{len(moved)} of {len(rows)} {moved_words}:", "",
                   moved[["claim", "status", "expected", "measured"]].to_markdown(index=False), ""]
     return lines if len(lines) > 2 else []
 
