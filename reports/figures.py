@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,95 +21,176 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fixtures.artifacts import atomic_write  # noqa: E402
+from reports.hypotheses import format_interval  # noqa: E402
+from reports.tables import interval_note  # noqa: E402
 from reports.tie_branch import BRANCHES  # noqa: E402
 
 
-def figure1_data(table2: pd.DataFrame) -> pd.DataFrame:
-    """What Figure 1 plots: per ranker, n, strict and MRR with their intervals, mean ranks, sampled or not."""
+#: Characters per line of a ranker's label in a legend or tick label, so long labels wrap instead of overlapping.
+WRAP = 38
+MARKERS = "osD^v<>ph*XP"
+
+
+def _labels(table2: pd.DataFrame) -> pd.Series:
+    """Each ranker's declared label (the writer's ``label`` column), its name where none is given."""
+    names = table2["ranker"].astype(str)
+    if "label" not in table2.columns:
+        return names
+    return table2["label"].where(table2["label"].notna() & (table2["label"].astype(str) != ""), names).astype(str)
+
+
+def figure1_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """What Figure 1 plots: per ranker, its label, n, strict and MRR with their intervals, mean ranks, sampled or
+    not, and whether its intervals are unreliable (``reports.tables.interval_note``)."""
+    table2 = tables["table2"]
     n_max = table2["n"].max()
     data = table2[["ranker", "n", "strict_pct", "mrr", "mean_rank_pos", "mean_rank_neg"]].copy()
     for column in ("strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi"):
         data[column] = table2[column] if column in table2.columns else np.nan
     numeric = [c for c in data.columns if c != "ranker"]
     data[numeric] = data[numeric].apply(pd.to_numeric, errors="coerce").astype(float)
+    data.insert(1, "label", _labels(table2).to_numpy())
     data["sampled"] = data["n"] < n_max
+    data["interval_note"] = [interval_note(n, lo, hi) or interval_note(n, mlo, mhi) for n, lo, hi, mlo, mhi in zip(
+        data["n"], data["strict_pct_lo"], data["strict_pct_hi"], data["mrr_lo"], data["mrr_hi"])]
     return data
 
 
+def ranker_tick(ranker: str, label: str, n: float) -> str:
+    """A ranker as a tick or legend label: its label wrapped, then its name (when it differs) and n."""
+    name = "" if label == ranker else f"{ranker}, "
+    return f"{textwrap.fill(label, WRAP)}\n({name}n={int(n):,})"
+
+
 def figure1(data: pd.DataFrame, path: Path) -> None:
+    """Figure 1 drawn (``draw_figure1``) and saved as PNG."""
+    _save(draw_figure1(data), path)
+
+
+def figure2(data: pd.DataFrame, path: Path) -> None:
+    """Figure 2 drawn (``draw_figure2``) and saved as PNG."""
+    _save(draw_figure2(data), path)
+
+
+def _save(fig: plt.Figure, path: Path) -> None:
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def draw_figure1(data: pd.DataFrame) -> plt.Figure:
     """Strict preference vs MRR, each with its own 95% source-group interval and n; mean ranks of both passages.
 
-    A ranker evaluated on a sample is drawn hollow and labelled with its n, so a 16-direction
-    sample never reads as certain as the full population beside it.
+    Rankers are told apart by marker and colour with their labels and n in a legend, never by text placed
+    beside a point, so nearby points cannot make labels overlap; rankers drawn at the same point say so. A
+    ranker evaluated on a sample is drawn hollow, so a 4-direction sample never reads as certain as the full
+    population beside it.
     """
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11.5, 4.4))
-    for i, row in data.reset_index(drop=True).iterrows():
-        if not np.isfinite(row["mrr"]):
-            continue  # a designated-pair ranker has no position
+    ranked = data[np.isfinite(data["mrr"].astype(float))].reset_index(drop=True)  # designated-pair rankers: no MRR
+    rows = max(len(ranked), 1)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.6 + 0.55 * rows), layout="constrained",
+                                   gridspec_kw={"width_ratios": [1.1, 1]})
+    seen: dict[tuple[float, float], str] = {}
+    for i, row in ranked.iterrows():
         xerr = yerr = None
         if np.isfinite(row["strict_pct_lo"]):
             xerr = [[row["strict_pct"] - row["strict_pct_lo"]], [row["strict_pct_hi"] - row["strict_pct"]]]
         if np.isfinite(row["mrr_lo"]):
             yerr = [[row["mrr"] - row["mrr_lo"]], [row["mrr_hi"] - row["mrr"]]]
-        style = {"mfc": "none"} if row["sampled"] else {}
-        ax1.errorbar(row["strict_pct"], row["mrr"], xerr=xerr, yerr=yerr, fmt="o", capsize=3, color=f"C{i}", **style)
-        ax1.annotate(f"{row['ranker']} (n={int(row['n']):,})", (row["strict_pct"], row["mrr"]),
-                     textcoords="offset points", xytext=(5, 5), fontsize=7)
+        style = {"mfc": "none", "mew": 1.5} if row["sampled"] else {}
+        key = (round(float(row["strict_pct"]), 6), round(float(row["mrr"]), 6))
+        text = ranker_tick(row["ranker"], row["label"], row["n"])
+        if row["interval_note"]:
+            text += " interval unreliable"
+        if key in seen:
+            text += f"; same point as {seen[key]}"
+        seen.setdefault(key, str(row["ranker"]))
+        ax1.errorbar(row["strict_pct"], row["mrr"], xerr=xerr, yerr=yerr, fmt=MARKERS[i % len(MARKERS)], capsize=3,
+                     color=f"C{i % 10}", ms=7 + 3 * (key in seen and seen[key] != row["ranker"]), label=text, **style)
     ax1.set_xlabel("strict preference (%), 95% source-group interval")
     ax1.set_ylabel("preferred-passage MRR (full pool), 95% interval")
     ax1.set_title("Preference vs position (hollow: sampled directions)")
     ax1.grid(alpha=0.3)
+    fig.legend(loc="outside lower center", ncol=2, fontsize=7, frameon=False)
 
-    ranked = data[np.isfinite(data["mean_rank_pos"].astype(float))].reset_index(drop=True)
-    x = np.arange(len(ranked))
-    ax2.bar(x - 0.2, ranked["mean_rank_pos"], width=0.4, label="preferred")
-    ax2.bar(x + 0.2, ranked["mean_rank_neg"], width=0.4, label="counterpart")
-    ax2.set_xticks(x, [f"{r}\nn={int(n):,}" for r, n in zip(ranked["ranker"], ranked["n"])], rotation=30,
-                   ha="right", fontsize=7)
-    ax2.set_yscale("log")
-    ax2.set_ylabel("mean full-pool rank (log)")
+    y = np.arange(len(ranked))
+    ax2.barh(y - 0.2, ranked["mean_rank_pos"], height=0.4, label="preferred")
+    ax2.barh(y + 0.2, ranked["mean_rank_neg"], height=0.4, label="counterpart")
+    ax2.set_yticks(y, [ranker_tick(r, lab, n) for r, lab, n in zip(ranked["ranker"], ranked["label"], ranked["n"])],
+                   fontsize=7)
+    ax2.invert_yaxis()
+    ax2.set_xscale("log")
+    ax2.set_xlabel("mean full-pool rank (log)")
     ax2.set_title("Where the designated passages land")
-    ax2.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    ax2.legend(fontsize=8)
+    ax2.grid(alpha=0.3, axis="x")
+    return fig
 
 
-def figure2_data(tie_branch: pd.DataFrame) -> pd.DataFrame:
-    """What Figure 2 plots: the three branches of every ranker on a bounded grade scale (argmax grades)."""
+def figure2_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """What Figure 2 plots: the three branches of every ranker on a bounded grade scale (argmax grades), with its
+    label, and its H3 claim's effect (share of non-successes minus share of directions in the equal-grade branch),
+    95% source-group interval, n and whether that interval is unreliable."""
+    tie_branch = tables["tie_branch"]
     graded = tie_branch.loc[(tie_branch["branch"] == "equal_score") & tie_branch["double_max"].notna(), "scorer"]
-    return tie_branch[tie_branch["scorer"].isin(set(graded)) & tie_branch["branch"].isin(BRANCHES)]
+    data = tie_branch[tie_branch["scorer"].isin(set(graded)) & tie_branch["branch"].isin(BRANCHES)].copy()
+    labels = dict(zip(tables["table2"]["ranker"].astype(str), _labels(tables["table2"]))) \
+        if "table2" in tables else {}
+    data.insert(1, "label", [labels.get(str(s), str(s)) for s in data["scorer"]])
+    claims = tables.get("claims")
+    h3 = {}
+    if claims is not None and {"family", "measure", "ranker", "effect"} <= set(claims.columns):
+        rows = claims[(claims["measure"] == "tie_branch_share") & claims["family"].astype(str).str.startswith("H3")]
+        h3 = {str(r["ranker"]): r for r in rows.to_dict("records")}
+    for column in ("effect", "lo", "hi", "n"):
+        data[f"h3_{column}"] = [float(h3[s][column]) if s in h3 and pd.notna(h3[s][column]) else np.nan
+                                for s in data["scorer"].astype(str)]
+    data["h3_interval_note"] = [interval_note(n, lo, hi) for n, lo, hi in zip(data["h3_n"], data["h3_lo"],
+                                                                              data["h3_hi"])]
+    return data
 
 
-def figure2(data: pd.DataFrame, path: Path) -> None:
-    """Each branch's share of directions vs of non-successes, with the double-max share of ties."""
+def draw_figure2(data: pd.DataFrame) -> plt.Figure:
+    """Each branch's share of directions vs of non-successes (counts on the bars, n in the title), with the
+    double-max share of ties and the H3 effect with its interval (and its note when unreliable)."""
     scorers = list(dict.fromkeys(data["scorer"]))
     columns = min(3, len(scorers))
     rows = -(-len(scorers) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.8 * columns, 4.6 * rows), squeeze=False, layout="constrained")
     for ax in axes.flat[len(scorers):]:
         ax.set_visible(False)
     for ax, scorer in zip(axes.flat, scorers):
         part = data[data["scorer"] == scorer].reset_index(drop=True)
         x = np.arange(len(part))
-        ax.bar(x - 0.2, part["directions_pct"], width=0.4, label="share of directions")
-        ax.bar(x + 0.2, part["non_successes_pct"], width=0.4, label="share of non-successes")
-        ax.set_xticks(x, [b.replace("_", " ") for b in part["branch"]], rotation=15)
-        ax.set_ylabel("%")
+        bars = ax.bar(x - 0.2, part["directions_pct"], width=0.4, label="share of directions")
+        ax.bar_label(bars, [f"{int(d)}/{int(o)}" for d, o in zip(part["directions"], part["of_directions"])],
+                     fontsize=7)
+        bars = ax.bar(x + 0.2, part["non_successes_pct"], width=0.4, label="share of non-successes")
+        ax.bar_label(bars, [f"{int(d)}/{int(o)}" for d, o in zip(part["non_successes"], part["of_non_successes"])],
+                     fontsize=7)
+        ax.set_xticks(x, [b.replace("_", " ") for b in part["branch"]], rotation=15, fontsize=8)
+        ax.set_ylabel("% (bars: count / of)")
+        ax.set_ylim(0, 118)
+        first = part.iloc[0]
+        lines = [textwrap.fill(str(first["label"]), 48),
+                 f"{scorer}: n={int(first['of_directions']):,} directions, {int(first['of_non_successes']):,} "
+                 "non-successes"]
         eq = part[part["branch"] == "equal_score"]
-        note = ""
         if len(eq) and pd.notna(eq["double_max_pct"].iloc[0]):
-            note = f"; both max grade in {eq['double_max_pct'].iloc[0]:.1f}% of ties"
-        ax.set_title(f"{scorer}: equal vs different scores{note}", fontsize=9)
-        ax.legend(fontsize=8)
+            lines.append(f"both max grade in {eq['double_max_pct'].iloc[0]:.1f}% of ties")
+        if np.isfinite(first["h3_effect"]):
+            note = f" {first['h3_interval_note']}" if first["h3_interval_note"] else ""
+            lines.append(f"H3 equal-grade excess {first['h3_effect']:+.2f} pts "
+                         f"{format_interval(first['h3_lo'], first['h3_hi'])}{note}")
+        ax.set_title("\n".join(lines), fontsize=8)
         ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
+    return fig
 
 
-#: (file stem, table it comes from, what it plots, how it is drawn)
-FIGURES: tuple[tuple[str, str, Callable[[pd.DataFrame], pd.DataFrame], Callable[[pd.DataFrame, Path], None]], ...] = (
+#: (file stem, table it needs, what it plots from the tables, how it is drawn)
+FIGURES: tuple[tuple[str, str, Callable[[dict[str, pd.DataFrame]], pd.DataFrame],
+                     Callable[[pd.DataFrame, Path], None]], ...] = (
     ("figure1", "table2", figure1_data, figure1),
     ("figure2", "tie_branch", figure2_data, figure2),
 )
@@ -122,7 +204,7 @@ def write_figures(out_dir: Path, tables: dict[str, pd.DataFrame], cache_dir: Pat
     for stem, table, select, draw in FIGURES:
         if table not in tables or not len(tables[table]):
             continue
-        data = select(tables[table])
+        data = select(tables)
         if not len(data):
             continue
         csv = out_dir / f"{stem}.csv"

@@ -40,6 +40,23 @@ DIRECTION_BASE_COLUMNS = ("qid", "pair_id", "direction", "split", "group", "pref
 RANKER_FIELDS = {"strict": "boolean", "rank_pos": "Int64", "rank_neg": "Int64", "tie": "boolean", "fallback": "boolean"}
 TABLE3_COLUMNS = ("scorer", "n", "l1_strict", "l1_strict_pct", "l1_ties", "l1_unavailable", "l2_strict", "l2_strict_pct")
 PAIR_ONLY_COLUMNS = ("qid", "pos_score", "neg_score", "strict", "tie", "unavailable")
+#: Fewer directions than this leave a source-group bootstrap too few groups to resample: its interval is printed
+#: with a note (``interval_note``) in every table, report and figure, never as a bare number pair.
+RELIABLE_N = 20
+
+
+def interval_note(n: object, lo: object, hi: object) -> str:
+    """``"(n=4: interval unreliable)"`` beside an interval that cannot be read as one, else ``""``.
+
+    Unreliable: fewer than ``RELIABLE_N`` directions, or zero width (every resample gave the same value,
+    e.g. 4 of 4 right gives [100, 100]), which says nothing about the uncertainty of the rate.
+    """
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return ""
+    count = None if n is None or pd.isna(n) else int(n)
+    if (count is not None and count < RELIABLE_N) or lo == hi:
+        return f"(n={count if count is not None else '?'}: interval unreliable)"
+    return ""
 
 
 def directions_table(directions_annotated: pd.DataFrame, outcomes_by_ranker: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -30,8 +30,9 @@ from filelock import FileLock, Timeout
 from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, sha256_file
 from reports.explore import write_explore
 from reports.figures import write_figures
+from reports.hypotheses import DIGITS, format_interval, format_p
 from reports.paper import paper_table2
-from reports.tables import TABLES, directions_table
+from reports.tables import RELIABLE_N, TABLES, directions_table, interval_note
 from reports.trec import write_qrels
 
 #: Columns shown in the terminal and in report.md for the wide tables.
@@ -106,12 +107,42 @@ def _fmt(value: object, digits: int) -> str:
     return "--" if value is None or pd.isna(value) else f"{value:.{digits}f}"
 
 
-def _ci(value: object, lo: object, hi: object, digits: int) -> str:
+def _ci(value: object, lo: object, hi: object, digits: int, n: object = None) -> str:
+    """``value [lo, hi]``, with ``interval_note``'s note when the interval cannot be read as one."""
     if value is None or pd.isna(value):
         return "--"
     if lo is None or pd.isna(lo):
         return _fmt(value, digits)
-    return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+    note = interval_note(n, lo, hi)
+    return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" + (f" {note}" if note else "")
+
+
+def declared_rankers(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The profile's ranker declarations recorded in the manifest (name -> options), {} when absent."""
+    rankers = (manifest.get("profile") or {}).get("rankers") if isinstance(manifest.get("profile"), dict) else None
+    return {str(k): v for k, v in rankers.items() if isinstance(v, dict)} if isinstance(rankers, dict) else {}
+
+
+def with_labels(table2: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
+    """Table II with each ranker's declared ``label`` (its name when none is declared) and the ``compare_to``
+    baseline its Δ is against (blank where it has no Δ) as the last columns, after the contract and intervals."""
+    declared = declared_rankers(manifest)
+    out = table2.copy()
+    names = out["ranker"].astype(str)
+    out["label"] = [str(declared.get(r, {}).get("label") or r) for r in names]
+    if "compare_to" not in out.columns:
+        delta = out["delta_pts"] if "delta_pts" in out.columns else pd.Series(float("nan"), index=out.index)
+        out["compare_to"] = [str(declared.get(r, {}).get("compare_to") or "") if pd.notna(d) else ""
+                             for r, d in zip(names, delta)]
+    return out
+
+
+def _label_of(tables: dict[str, pd.DataFrame], manifest: dict[str, Any]) -> dict[str, str]:
+    """ranker -> label, from Table II's ``label`` column or else the manifest's declarations."""
+    labels = {r: str(d.get("label") or r) for r, d in declared_rankers(manifest).items()}
+    if "table2" in tables and "label" in tables["table2"].columns:
+        labels.update(zip(tables["table2"]["ranker"].astype(str), tables["table2"]["label"].astype(str)))
+    return labels
 
 
 def tex_escape(text: object) -> str:
@@ -120,26 +151,37 @@ def tex_escape(text: object) -> str:
 
 
 def table2_latex(frame: pd.DataFrame, split: str, profile: str, commit: str) -> str:
-    """Table II as a booktabs table with readable headers, n per row, intervals and a caption."""
+    """Table II as a booktabs table with readable headers, n per row, intervals, each row's Δ baseline and label,
+    and a caption naming split, profile and commit."""
     def col(row: pd.Series, name: str) -> object:
         return row[name] if name in row.index else None
 
+    def text(row: pd.Series, name: str, default: object = "") -> str:
+        value = col(row, name)
+        return tex_escape(value if value is not None and pd.notna(value) and value != "" else default)
+
     lines = [r"\begin{table}[t]", r"\centering", r"\small",
-             r"\begin{tabular}{lrrrrrrr}", r"\toprule",
-             r"Ranker & $n$ & Strict (\%) & Paired (\%) & MRR & Pref@1 (\%) & Ties & $\Delta$ strict (pts) \\",
+             r"\begin{tabular}{lrrrrrrlrp{4cm}}", r"\toprule",
+             r"Ranker & $n$ & Strict (\%) & Paired (\%) & MRR & Pref@1 (\%) & Ties & Baseline & $\Delta$ strict (pts) "
+             r"& Label \\",
              r"\midrule"]
     for _, row in frame.iterrows():
+        n = row["n"]
         lines.append(" & ".join([
-            tex_escape(row["ranker"]), f"{int(row['n']):,}",
-            _ci(row["strict_pct"], col(row, "strict_pct_lo"), col(row, "strict_pct_hi"), 2),
-            _ci(row["paired_pct"], col(row, "paired_pct_lo"), col(row, "paired_pct_hi"), 2),
-            _ci(row["mrr"], col(row, "mrr_lo"), col(row, "mrr_hi"), 4),
+            tex_escape(row["ranker"]), f"{int(n):,}",
+            tex_escape(_ci(row["strict_pct"], col(row, "strict_pct_lo"), col(row, "strict_pct_hi"), 2, n)),
+            tex_escape(_ci(row["paired_pct"], col(row, "paired_pct_lo"), col(row, "paired_pct_hi"), 2, n)),
+            tex_escape(_ci(row["mrr"], col(row, "mrr_lo"), col(row, "mrr_hi"), 4, n)),
             _fmt(row["pref_at_1"], 2), f"{int(row['ties'])}",
-            _ci(row["delta_pts"], row["delta_lo"], row["delta_hi"], 2)]) + r" \\")
+            text(row, "compare_to"), tex_escape(_ci(row["delta_pts"], row["delta_lo"], row["delta_hi"], 2, n)),
+            text(row, "label", row["ranker"]),
+        ]) + r" \\")
     caption = (f"Preference and position on NevIR {tex_escape(split)} (profile {tex_escape(profile)}, commit "
                f"{tex_escape(commit)}). "
-               r"Intervals: 95\% source-group bootstrap (2,000 resamples); $\Delta$ strict against the ranker's "
-               r"reference on the same $n$ directions.")
+               r"Intervals: 95\% source-group bootstrap (2,000 resamples), marked unreliable over fewer than "
+               f"{RELIABLE_N} directions or when of zero width. "
+               r"$\Delta$ strict: each row against its own \texttt{compare\_to} baseline (column Baseline; rows "
+               r"may have different baselines), paired on that row's $n$ directions.")
     label = "".join(ch if ch.isalnum() else "-" for ch in split)
     lines += [r"\bottomrule", r"\end{tabular}", f"\\caption{{{caption}}}", f"\\label{{tab:table2-{label}}}",
               r"\end{table}", ""]
@@ -186,7 +228,136 @@ def _read_sealed(path: Path) -> pd.DataFrame:
     return pd.read_parquet(path)
 
 
+#: Verdict sections of report.md: the study's families, then every other family (beyond the paper, declared).
+FAMILY_TITLES = {"H1": "H1: preference is not position (the profile's declared comparisons)",
+                 "H2": "H2: window reranking against each ranker's compare_to baseline",
+                 "H3": "H3: the equal-grade branch holds more of the failures than of the directions",
+                 "beyond": "Beyond the paper (and claims of no study family)"}
+#: How a claim's measure reads in a sentence.
+MEASURE_WORDS = {"strict": "strict preference", "mrr": "preferred-passage MRR",
+                 "tie_branch_share": "equal-grade branch, share of non-successes minus share of directions"}
+#: Outcome columns of Table II in report.md: (header, value, low, high, digits).
+TABLE2_SHOWN = (("strict % [95% CI]", "strict_pct", "strict_pct_lo", "strict_pct_hi", 2),
+                ("paired % [95% CI]", "paired_pct", "paired_pct_lo", "paired_pct_hi", 2),
+                ("MRR [95% CI]", "mrr", "mrr_lo", "mrr_hi", 4),
+                ("Pref@1 % [95% CI]", "pref_at_1", "pref_at_1_lo", "pref_at_1_hi", 2))
+
+
+def _num(row: dict[str, Any], key: str) -> float:
+    value = row.get(key)
+    return float("nan") if value is None or pd.isna(value) else float(value)
+
+
+def _section(family: str) -> str:
+    base = str(family).split(":")[0]
+    return base if base in ("H1", "H2", "H3") else "beyond"
+
+
+def verdict_sentence(row: dict[str, Any], labels: dict[str, str]) -> str:
+    """One claim in words: status, what is compared, effect with its interval (and its note), n, and why."""
+    ranker, versus = str(row.get("ranker") or ""), str(row.get("versus") or "")
+    if pd.isna(row.get("versus")):
+        versus = ""
+    def who(name: str) -> str:
+        return f"`{name}` ({labels[name]})" if labels.get(name, name) != name else f"`{name}`"
+    measure = MEASURE_WORDS.get(str(row.get("measure")), str(row.get("measure")))
+    if str(row.get("family", "")).startswith("H3x"):
+        measure += f" on the equal-grade directions of `{versus}`"
+    subject = f"{who(ranker)} vs `{versus}`, {measure}" if versus else f"{who(ranker)}, {measure}"
+    unit = str(row.get("unit") or "")
+    digits = DIGITS.get(unit, 2)
+    effect, lo, hi, n = _num(row, "effect"), _num(row, "lo"), _num(row, "hi"), _num(row, "n")
+    if pd.isna(effect):
+        return f"- **{row['status']}** — {subject}: {' '.join(str(row.get('measured', '')).split())}"
+    note = interval_note(n, lo, hi)
+    groups = _num(row, "n_groups")
+    size = f"n = {int(n):,} directions" + ("" if pd.isna(groups) else
+                                            f" in {int(groups):,} source group{'' if groups == 1 else 's'}")
+    p, q = _num(row, "p_adjusted"), _num(row, "p_opposite_adjusted")
+    if pd.isna(p):
+        why = "unable to decide: too few source groups for any outcome to reach α, so it is left out of its family"
+    else:
+        why = f"Holm-adjusted one-sided p {format_p(p)} on the claimed side, {format_p(q)} on the other"
+        if row["status"] == "inconclusive":
+            mde, needed = _num(row, "mde"), _num(row, "directions_needed")
+            if pd.notna(mde):
+                why += f"; MDE {mde:.{digits}f} {unit}"
+            if pd.notna(needed):
+                why += f"; about {int(needed):,} directions would give 80% power at this effect"
+    family = str(row.get("family", ""))
+    own = f" (family {family})" if ":" in family else ""
+    return (f"- **{row['status']}** — {subject}: {effect:+.{digits}f} {unit} {format_interval(lo, hi, digits)}"
+            f"{' ' + note if note else ''} (claimed {row.get('claimed')}), {size}{own}; {why}.")
+
+
+def verdict_lines(claims: pd.DataFrame, labels: dict[str, str]) -> list[str]:
+    """report.md's opening: per family (H1, H2, H3, beyond the paper) its tally and each claim in a sentence."""
+    rows = [r for r in claims.to_dict("records") if str(r.get("family")) not in ("gate", "pin")]
+    for r in rows:
+        r["family"] = "" if r.get("family") is None or pd.isna(r.get("family")) else str(r["family"])
+    lines = ["## Verdicts", ""]
+    if not rows:
+        return lines + ["No hypothesis claim was measured in this run.", ""]
+    for section, title in FAMILY_TITLES.items():
+        members = [r for r in rows if _section(r["family"]) == section]
+        if not members:
+            continue
+        counts = {s: sum(r["status"] == s for r in members) for s in ("holds", "fails", "inconclusive")}
+        lines += [f"### {title}", "",
+                  f"Of {len(members)} claims: {counts['holds']} hold, {counts['fails']} fail, "
+                  f"{counts['inconclusive']} inconclusive (not decided by this run).", "",
+                  *[verdict_sentence(r, labels) for r in members], ""]
+    return lines
+
+
+def table2_markdown(table2: pd.DataFrame, labels: dict[str, str]) -> str:
+    """Table II for report.md: label beside each ranker, n, every shown rate with its interval (and note), and Δ
+    strict against the row's own baseline."""
+    out = []
+    for row in table2.to_dict("records"):
+        n = row["n"]
+        shown = {"ranker": row["ranker"], "label": labels.get(str(row["ranker"]), str(row["ranker"])),
+                 "n": f"{int(n):,}", "strict": f"{int(row['strict'])}" if pd.notna(row.get("strict")) else "--"}
+        for header, value, lo, hi, digits in TABLE2_SHOWN:
+            shown[header] = _ci(row.get(value), row.get(lo), row.get(hi), digits, n)
+        shown["ties"] = f"{int(row['ties'])}" if pd.notna(row.get("ties")) else "--"
+        shown["fallback"] = f"{int(row['fallback'])}" if pd.notna(row.get("fallback")) else "--"
+        baseline = row.get("compare_to")
+        shown["Δ vs"] = "" if baseline is None or pd.isna(baseline) else str(baseline)
+        shown["Δ strict pts [95% CI]"] = _ci(row.get("delta_pts"), row.get("delta_lo"), row.get("delta_hi"), 2, n)
+        out.append(shown)
+    return pd.DataFrame(out).to_markdown(index=False, disable_numparse=True)
+
+
+def gates_and_pins_lines(claims: pd.DataFrame) -> list[str]:
+    """Gates and pins in one line each when all hold; those that failed or moved listed in full."""
+    lines = ["## Gates and pins", ""]
+    kinds = (("gate", ("holds",), "gates hold", "gates fail"),
+             ("pin", ("unchanged", "holds"), "pins hold (unchanged within their margins)",
+              "pins moved (changed or undetermined)"))
+    for family, held, kept, moved_words in kinds:
+        rows = claims[claims["family"] == family] if "family" in claims.columns else claims.iloc[:0]
+        if not len(rows):
+            continue
+        moved = rows[~rows["status"].isin(held)]
+        if not len(moved):
+            lines += [f"All {len(rows)} {kept}.", ""]
+            continue
+        lines += [f"{len(moved)} of {len(rows)} {moved_words}:", "",
+                  moved[["claim", "status", "expected", "measured"]].to_markdown(index=False), ""]
+    return lines if len(lines) > 2 else []
+
+
+def _with_label_column(frame: pd.DataFrame, key: str, labels: dict[str, str]) -> pd.DataFrame:
+    """``frame`` with a ``label`` column right after its ranker column (``key``)."""
+    out = frame.copy()
+    out.insert(list(out.columns).index(key) + 1, "label", [labels.get(str(v), str(v)) for v in out[key]])
+    return out
+
+
 def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path], manifest: dict[str, Any]) -> str:
+    """The verdicts in words first, then Table II with intervals, gates and pins, what failed, and the rest."""
+    labels = _label_of(tables, manifest)
     lines = [f"# Preference Is Not Position — {split}", "",
              f"Profile `{manifest.get('profile', {}).get('name', '?')}`, commit `{manifest.get('code_commit', '?')}`, "
              f"run `{manifest.get('run_id')}`.", ""]
@@ -194,7 +365,15 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
         lines += ["**Partial run**: this run did not compute every output of the split, so it was published apart "
                   "from the complete results:", "", *[f"- {reason}" for reason in manifest["partial"]], ""]
     if "claims" in tables:
-        lines += ["## Claims", "", _brief("claims", tables["claims"]).to_markdown(index=False), ""]
+        lines += verdict_lines(tables["claims"], labels)
+    if "table2" in tables:
+        lines += [f"## {TABLES['table2'][0]}", "",
+                  f"95% source-group bootstrap intervals; an interval over fewer than {RELIABLE_N} directions or of "
+                  "zero width carries a note, as it cannot be read as one. Δ strict is paired against the row's own "
+                  "baseline (`Δ vs`, its `compare_to`); every column is in `table2.csv`.", "",
+                  table2_markdown(tables["table2"], labels), ""]
+    if "claims" in tables:
+        lines += gates_and_pins_lines(tables["claims"])
     if manifest.get("not_evaluated"):
         lines += ["## Failed or skipped (their rows are missing; everything else is published)", "",
                   *[f"- `{entry['test']}` {entry['outcome']}: {' '.join(str(entry['message']).split())}"
@@ -205,17 +384,21 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
                   "run (`unavailable.csv` has the counts):", "",
                   *[f"- {line}" for line in unavailable_lines(tables["unavailable"])], ""]
     lines += ["## Files", "",
-              "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals); "
-              "`table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; `cost.csv`; `claims.csv`; "
+              "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals, then "
+              "`label` and `compare_to`); `table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; "
+              "`cost.csv`; `claims.csv` (every claim with its p-values, MDE and reason); "
               "`unavailable.csv` (unavailable judgments by cause, when there are any); `coverage.csv` (TREC runs); "
               "`judgments.csv` (every text judgment); `comparison.csv` (--compare-to)",
               "- `qrels.txt`, `runs/<ranker>.trec` (full pool, final order), `pool.parquet`, `directions.csv` "
               "(one row per planned direction, per-ranker outcomes)",
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
               "models, seeds, samples, stage wall-clock, the sha256 of every other file)", ""]
-    for name, (title, _, _) in TABLES.items():
-        if name in tables and name not in INTERNAL and name not in ("claims", "unavailable"):
-            lines += [f"## {title}", "", _brief(name, tables[name]).to_markdown(index=False, floatfmt=".4g"), ""]
+    for name, (title, keys, _) in TABLES.items():
+        if name in tables and name not in INTERNAL and name not in ("claims", "unavailable", "table2"):
+            frame = _brief(name, tables[name])
+            if keys[0] in ("ranker", "scorer") and keys[0] in frame.columns:
+                frame = _with_label_column(frame, keys[0], labels)
+            lines += [f"## {title}", "", frame.to_markdown(index=False, floatfmt=".4g"), ""]
     paper = paper_table2(split, int(tables["table2"]["n"].max()) if "table2" in tables else None)
     if paper is not None:
         lines += ["## Reference: the paper's published Table II (not this run)", "",
@@ -236,6 +419,8 @@ def file_digests(folder: Path) -> dict[str, str]:
 
 def _write(out: Path, split: str, tables: dict[str, pd.DataFrame], context: dict[str, Any]) -> None:
     manifest = _manifest(tables, context)
+    if "table2" in tables:  # every table, figure and page below names a ranker with its declared label
+        tables = {**tables, "table2": with_labels(tables["table2"], manifest)}
     for name, frame in tables.items():
         if name in INTERNAL:
             continue

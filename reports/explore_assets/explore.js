@@ -241,7 +241,7 @@
 
   // ---- the directions table -------------------------------------------------------------------
   function options() {
-    const opts = (sel) => RANKERS.map((r) => `<option value="${esc(r.name)}"${r.name === sel ? " selected" : ""}>${esc(r.name)}</option>`).join("");
+    const opts = (sel) => RANKERS.map((r) => `<option value="${esc(r.name)}"${r.name === sel ? " selected" : ""}>${esc(r.name)}${r.label && r.label !== r.name ? " — " + esc(r.label) : ""}</option>`).join("");
     $("f-ranker").innerHTML = opts(S.r);
     $("f-a").innerHTML = opts(S.a);
     $("f-b").innerHTML = opts(S.b);
@@ -267,7 +267,7 @@
     const sortable = (key, label, cls = "") => `<th class="sortable ${cls}${S.sort === key ? " sorted" + (S.desc ? " desc" : "") : ""}" data-sort="${key}">${label}</th>`;
     let h = "<tr>" + sortable("qid", "qid") + sortable("pair", "pair") + "<th>dir</th>" + sortable("group", "source group") +
       sortable("query", "query") +
-      RANKERS.map((r) => sortable("o:" + r.name, esc(r.name), "rk" + (r.name === S.r ? " focus" : ""))).join("") +
+      RANKERS.map((r) => sortable("o:" + r.name, `<span title="${esc(r.label || r.name)}">${esc(r.name)}</span>`, "rk" + (r.name === S.r ? " focus" : ""))).join("") +
       (positions ? sortable("rp", `d⁺ pos<br><small>${esc(S.r)}</small>`, "num") + sortable("rn", `d⁻ pos<br><small>${esc(S.r)}</small>`, "num") : "") +
       (scores ? sortable("sp", `d⁺ score<br><small>${esc(S.r)}</small>`, "num") + sortable("sn", `d⁻ score<br><small>${esc(S.r)}</small>`, "num") +
         sortable("gap", "gap", "num") : "") + "</tr>";
@@ -351,7 +351,7 @@
     for (const r of RANKERS) {
       const n = r.name, nt = [judged(n, "tp", i), judged(n, "tn", i)];
       const err = [judged(n, "ep", i), judged(n, "en", i)].filter(Boolean);
-      h += `<tr><td title="${esc(r.label)}"><b>${esc(n)}</b></td><td>${outcomeText(n, i)}</td>` +
+      h += `<tr><td class="wrap"><b>${esc(n)}</b>${r.label && r.label !== n ? `<br><span class="muted small">${esc(r.label)}</span>` : ""}</td><td>${outcomeText(n, i)}</td>` +
         (j === undefined ? "" : `<td>${outcomeText(n, j)}</td><td>${outcome(n, i) && outcome(n, j) ? (right(n, i) && right(n, j) ? '<span class="o1">both right</span>' : '<span class="muted">no</span>') : "–"}</td>`) +
         `<td class="num">${fmtInt(rankPos(n, i))}</td><td class="num">${fmtInt(rankNeg(n, i))}</td>
         <td class="num">${fmtSig(judged(n, "sp", i))}</td><td class="num">${fmtSig(judged(n, "sn", i))}${err.length ? ` <span class="tag warn" title="${esc(err.join("; "))}">unavailable</span>` : ""}</td>` +

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from fixtures.populations import annotate_population
-from reports.tables import (TABLE3_COLUMNS, directions_table, pair_only_outcomes, pair_only_summary,
-                            table3)
+from reports.tables import (RELIABLE_N, TABLE3_COLUMNS, directions_table, interval_note, pair_only_outcomes,
+                            pair_only_summary, table3)
 
 
 def annotated() -> pd.DataFrame:
@@ -93,3 +93,16 @@ def test_table3_merges_l1_and_l2():
     assert t.loc[2, ["l1_strict", "l1_ties"]].isna().all() and t.loc[2, "n"] == 10
     with pytest.raises(ValueError, match="different populations"):
         table3(l1, [{"scorer": "ce", "n": 9, "strict": 6, "strict_pct": 66.7}])
+
+
+@pytest.mark.parametrize(("n", "lo", "hi", "note"), [
+    (4, 100.0, 100.0, "(n=4: interval unreliable)"),  # 4 of 4 right on the CI subset's grader sample
+    (19, 10.0, 30.0, "(n=19: interval unreliable)"),  # under RELIABLE_N directions
+    (20, 10.0, 30.0, ""),
+    (48, 0.0, 0.0, "(n=48: interval unreliable)"),  # zero width: every resample gave the same value
+    (48, 20.0, 40.0, ""),
+    (4, float("nan"), float("nan"), ""),  # no interval, nothing to warn about
+])
+def test_interval_note_marks_tiny_samples_and_zero_width_intervals(n, lo, hi, note) -> None:
+    assert RELIABLE_N == 20
+    assert interval_note(n, lo, hi) == note
