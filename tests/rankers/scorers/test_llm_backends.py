@@ -8,12 +8,8 @@ import json
 import math
 import socket
 import sys
-import threading
 import time
 import types
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import numpy as np
@@ -28,6 +24,7 @@ from rankers.scorers.llm.openai_compatible import OpenAIBackend
 from rankers.scorers.llm.vllm_backend import VLLMBackend
 from rankers.scorers.prompts import GradePrompt, load_prompt
 from rankers.scorers.prompts.hostile import ESCAPE_VERSION
+from tests.support.chat_server import chat_server
 
 PROMPT = load_prompt("grade_v2")
 NO_THINK = GenerationSettings(thinking=False)
@@ -291,39 +288,6 @@ def test_openai_silent_server_times_out():
 
 
 # ----------------------------------------------------------------------------- openai (loopback HTTP server)
-
-
-@contextmanager
-def chat_server(answer: Callable[[dict], dict]) -> Iterator[tuple[str, list[dict]]]:
-    """A real HTTP server on 127.0.0.1 following the chat-completions contract; yields (base URL, bodies)."""
-    bodies: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-            if self.path != "/v1/chat/completions":
-                self.send_error(404)
-                return
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            bodies.append(body)
-            data = json.dumps(answer(body)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 #: ~6,000 words of reasoning that mention every grade: only the answer after it counts.
