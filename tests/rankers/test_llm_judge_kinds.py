@@ -135,7 +135,9 @@ def test_pairwise_kind_reads_a_servers_letters_and_their_probabilities(tmp_path)
         return chat_reply(letter, logprobs=[{"token": letter, "logprob": math.log(0.8), "top_logprobs": top}])
 
     with chat_server(answer) as (url, bodies):
-        decl = _decl(kind="llm_pairwise", backend="openai", url=url, model="m", thinking=False, mode="designated")
+        # One request at a time, so bodies arrive in the order the judge asks (both orders are asked).
+        decl = _decl(kind="llm_pairwise", backend="openai", url=url, model="m", thinking=False, mode="designated",
+                     concurrency=1)
         scored = decl.spec.judge(decl, _context(tmp_path, {(qid, "pref"): 7, (qid, "counter"): 3}), inputs, "t")
     assert scored.scores == {(qid, "pref"): 1.0, (qid, "counter"): 0.0}
     # Shown in the reference's order, never preferred first: the counterpart (rank 3) is passage A first.

@@ -9,6 +9,7 @@ import pytest
 from rankers.scorers.cache import ScoreCache
 from rankers.scorers.judgments import Request, drive, group_windows, request_key, scored_inputs
 from rankers.scorers.listwise import ListwiseJudge, parse_permutation, sliding_plan, sliding_windows
+from rankers.scorers.prompts import escape_control
 from tests.support.scripted_llm import ScriptedBackend
 
 
@@ -157,7 +158,7 @@ def test_server_messages_fence_hostile_passages_and_neutralize_control_syntax():
     judge = ListwiseJudge(ScriptedBackend(_reverse_reply))
     messages, cut = judge.prompt(Request("q", (("p1", hostile), ("p2", "plain")))).server_messages(lambda t, b: t)
     user = messages[1]["content"]
-    assert "<|im_start|>" not in user and "&lt;|im_start|>" in user
+    assert "<|im_start|>" not in user and escape_control("<|im_start|>") in user
     assert user.count("</passage>") == 2 and user.count("<query>") == 2  # only the template's own fences
     assert not cut
 
