@@ -218,12 +218,7 @@ class LlamaCppBackend:
         except (RuntimeError, ValueError) as exc:  # a failed decode: this input is unavailable, not the run
             self._cached = []
             return Generation(None, None, None, time.perf_counter() - start, error_text(exc))
-        grade_logits = logits[self._grade_ids].astype(np.float64)
-        probs = np.exp(grade_logits - grade_logits.max())
-        probs /= probs.sum()
-        full = logits.astype(np.float64)
-        top = full.max()
-        grade_mass = float(np.exp(grade_logits - top).sum() / np.exp(full - top).sum())
+        probs, grade_mass = _answer_probs(logits, self._grade_ids)
         grade = int(np.argmax(probs))
         return Generation(GRADE_TOKENS[grade], sum(map(len, chunks)), 0, time.perf_counter() - start,
                           grade_probs=tuple(float(p) for p in probs), truncated=cut,
@@ -353,11 +348,7 @@ class LlamaCppBackend:
                 self._cached = []
                 out.append(Generation(None, None, None, time.perf_counter() - start, error_text(exc)))
                 continue
-            chosen = logits[self._choice_ids[key]].astype(np.float64)
-            probs = np.exp(chosen - chosen.max())
-            probs /= probs.sum()
-            full = logits.astype(np.float64)
-            mass = float(np.exp(chosen - full.max()).sum() / np.exp(full - full.max()).sum())
+            probs, mass = _answer_probs(logits, self._choice_ids[key])
             out.append(Generation(choices[int(np.argmax(probs))], sum(map(len, chunks)), 0,
                                   time.perf_counter() - start, truncated=cut,
                                   choice_probs=tuple(float(p) for p in probs),
@@ -404,6 +395,17 @@ class LlamaCppBackend:
                                   truncated=cut, extra={"processed_tokens": float(processed),
                                                         "stopped": 1.0 if stopped else 0.0}))
         return out
+
+
+def _answer_probs(logits: np.ndarray, ids: Sequence[int]) -> tuple[np.ndarray, float]:
+    """The answer tokens' probabilities renormalized among themselves, and the share of the whole next-token
+    distribution they hold (how much the model meant to answer at all)."""
+    chosen = logits[list(ids)].astype(np.float64)
+    probs = np.exp(chosen - chosen.max())
+    probs /= probs.sum()
+    full = logits.astype(np.float64)
+    top = full.max()
+    return probs, float(np.exp(chosen - top).sum() / np.exp(full - top).sum())
 
 
 def _token_text(llm: Any, token: int) -> str:
