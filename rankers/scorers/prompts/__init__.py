@@ -101,13 +101,19 @@ def parse_template(version: str, text: str, source: str = "<string>") -> PromptT
     return PromptTemplate(version, system, user, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
-@lru_cache(maxsize=None)
-def load_prompt(version: str) -> PromptTemplate:
-    """Load ``<version>.txt`` from the prompt folder."""
+def prompt_file(version: str) -> Path:
+    """``<version>.txt`` in the prompt folder; a missing version names the ones there are."""
     path = PROMPT_DIR / f"{version}.txt"
     if not path.is_file():
         available = sorted(p.stem for p in PROMPT_DIR.glob("*.txt"))
         raise FileNotFoundError(f"no prompt {version!r} at {path}; available: {available}")
+    return path
+
+
+@lru_cache(maxsize=None)
+def load_prompt(version: str) -> PromptTemplate:
+    """Load ``<version>.txt`` from the prompt folder."""
+    path = prompt_file(version)
     return parse_template(version, path.read_text(encoding="utf-8"), str(path))
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from rankers.scorers.prompts import PROMPT_DIR, Messages, escape_control, escape_data
+from rankers.scorers.prompts import Messages, escape_control, escape_data, prompt_file
 
 _SECTION_RE = re.compile(r"^\[(system|user|item)\]\s*$", re.MULTILINE)
 _SLOT_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
@@ -183,8 +183,5 @@ def parse_slot_template(version: str, text: str, source: str = "<string>") -> Sl
 @lru_cache(maxsize=None)
 def load_slot_template(version: str) -> SlotTemplate:
     """Load ``<version>.txt`` from the prompt folder as a listwise or pairwise template."""
-    path = PROMPT_DIR / f"{version}.txt"
-    if not path.is_file():
-        available = sorted(p.stem for p in PROMPT_DIR.glob("*.txt"))
-        raise FileNotFoundError(f"no prompt {version!r} at {path}; available: {available}")
+    path = prompt_file(version)
     return parse_slot_template(version, path.read_text(encoding="utf-8"), str(path))
