@@ -6,10 +6,11 @@ a client sends (messages, settings) and answer as a real server would (content, 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.support.loopback import serve_in_thread, stop_thread_server
 
 
 def chat_reply(content: str | None, prompt_tokens: int = 100, completion_tokens: int = 5,
@@ -43,12 +44,8 @@ def chat_server(answer: Callable[[dict], dict]) -> Iterator[tuple[str, list[dict
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = serve_in_thread(Handler)
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        stop_thread_server(server)

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.loopback import serve_in_thread, stop_thread_server
+
 #: What the server can answer: a grade, HTTP 500, a body that is not JSON, an answer the grader cannot parse,
 #: a grade followed by megabytes of blanks (parsable), megabytes of text (not), or a grade after a delay.
 ANSWERS = ("grade", "http500", "not_json", "unparseable", "huge_grade", "huge_text", "slow")
@@ -102,14 +104,11 @@ class FaultyChatServer:
             def log_message(self, format: str, *args: object) -> None:  # quiet under pytest
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        self._httpd = serve_in_thread(Handler)
 
     def stop(self) -> None:
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+            stop_thread_server(self._httpd)
             self._httpd = None
 
 
