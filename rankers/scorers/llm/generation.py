@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from rankers.scorers.prompts import GradePrompt
 
-from rankers.scorers.prompts import GradePrompt, PromptTemplate
+from rankers.scorers.prompts import GradePrompt
 
 
 #: Output cap when the model may think (the paper's 6,144 tokens) and when it answers at once.
