@@ -121,20 +121,28 @@ def background_seed(base_seed: int, qid: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{base_seed}:{qid}".encode()).digest()[:8], "big")
 
 
+def background_key(seed: int, pid: str) -> bytes:
+    """A candidate's place in its query's seeded random order: sha256 of the query's seed and the passage id."""
+    return hashlib.sha256(f"{seed}:{pid}".encode()).digest()
+
+
 def sample_background(pool: pd.DataFrame, directions: pd.DataFrame, base_seed: int,
                       n: int) -> dict[str, dict[str, object]]:
     """Per eligible qid: its seed and up to ``n`` pool pids outside the designated pair, without replacement.
 
-    Candidates are taken in passage-id order before sampling, so the draw depends only on
-    the pool's content, the qid and the base seed.
+    Each candidate's key is a hash of the query's seed and its own passage id, and the ``n``
+    smallest keys are taken: a uniform sample without replacement in which a candidate's
+    selection depends on the other candidates only through their keys. A pool that differs by
+    one tail passage (a near-tie at a route's depth on another machine) therefore changes this
+    query's sample only when that passage's key is among the ``n`` smallest, instead of
+    reshuffling every draw as an index into the candidate list would.
     """
-    members = pool.groupby("qid", sort=False)["pid"].agg(lambda s: sorted(s))
+    members = pool.groupby("qid", sort=False)["pid"].agg(list)
     out: dict[str, dict[str, object]] = {}
     for qid, pos, neg in zip(directions["qid"], directions["preferred_pid"], directions["counterpart_pid"]):
-        candidates = [p for p in members[qid] if p != pos and p != neg]
         seed = background_seed(base_seed, qid)
-        take = np.random.default_rng(seed).choice(len(candidates), size=min(n, len(candidates)), replace=False)
-        out[qid] = {"seed": seed, "pids": [candidates[i] for i in take]}
+        candidates = sorted((p for p in members[qid] if p != pos and p != neg), key=lambda p: background_key(seed, p))
+        out[qid] = {"seed": seed, "pids": sorted(candidates[:n])}
     return out
 
 

@@ -8,16 +8,18 @@ import re
 import subprocess
 import sys
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import chisquare
 
 from rankers.features import pool_features
-from rankers.lambdamart import (MAX_ROUNDS, background_seed, source_weights, strict_by_groups, train_ranker,
-                                training_set, variant_name)
+from rankers.lambdamart import (MAX_ROUNDS, background_seed, sample_background, source_weights, strict_by_groups,
+                                train_ranker, training_set, variant_name)
 
 SPLIT_OF = {"trn": "train", "dev": "development"}
 N = 8  # the paper's background training
@@ -117,6 +119,37 @@ def test_bg8_labels_and_sampling(data):
     assert again.background == ts.background  # deterministic, independent of pool row order
     other = training_set(N, pool, features_of(data), d, seed=14)
     assert other.background != ts.background
+
+
+def _one_query(pids: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    pool = pd.DataFrame({"qid": "q1", "pid": pids})
+    directions = pd.DataFrame({"qid": ["q1"], "preferred_pid": [pids[0]], "counterpart_pid": [pids[1]]})
+    return pool, directions
+
+
+def test_a_tail_passage_changes_the_background_sample_only_if_it_would_be_drawn():
+    """Another machine's pool may differ by one passage at a route's depth: the other draws stay as they were."""
+    pids = [f"p{i:03d}" for i in range(150)]
+    pool, d = _one_query(pids)
+    base = sample_background(pool, d, 13, N)["q1"]["pids"]
+    for gone in (p for p in pids[2:] if p not in base):
+        assert sample_background(pool[pool["pid"] != gone], d, 13, N)["q1"]["pids"] == base
+    extra = sample_background(pd.concat([pool, pd.DataFrame({"qid": ["q1"], "pid": ["new"]})]), d, 13, N)["q1"]["pids"]
+    assert len(set(extra) - set(base)) <= 1
+
+
+def test_background_draws_are_uniform_without_replacement():
+    """Over many query seeds each of 20 candidates is drawn with probability 8/20 (chi-square at 0.001)."""
+    pids = [f"p{i:02d}" for i in range(22)]
+    counts = Counter()
+    for s in range(3000):
+        pool, d = _one_query(pids)
+        drawn = sample_background(pool, d, s, N)["q1"]["pids"]
+        assert len(set(drawn)) == N
+        counts.update(drawn)
+    observed = np.array([counts[p] for p in pids[2:]])
+    assert observed.sum() == 3000 * N
+    assert chisquare(observed).pvalue > 0.001
 
 
 def test_any_background_count_trains_with_exactly_that_many(data, tmp_path):
@@ -319,3 +352,16 @@ def test_a_truncated_model_is_retrained_without_killing_the_interpreter(data, tm
     assert report["n_trees"] == first.n_trees
     assert any(str(model) in w and "retraining" in w for w in report["warnings"])
     assert model.read_bytes() == original
+
+
+def _trees(ranker) -> str:
+    """The model's trees alone (the parameter block, which names the seed, left out)."""
+    text = (ranker.path / "model.txt").read_text(encoding="utf-8")
+    return text[:text.index("parameters:")] if "parameters:" in text else text
+
+
+def test_e0_draws_nothing_random_so_its_seeds_give_one_model(data, tmp_path):
+    """Why the embedded profile trains E0 with one seed: no bagging, no feature sampling, fewer rows than LightGBM's
+    bin-construction sample, so its seed changes no tree; N=8's seed changes its background sample, and its trees."""
+    assert _trees(train(0, data, tmp_path / "a", seed=13)) == _trees(train(0, data, tmp_path / "b", seed=14))
+    assert _trees(train(N, data, tmp_path / "c", seed=13)) != _trees(train(N, data, tmp_path / "d", seed=14))
