@@ -147,8 +147,30 @@ def _groups(ev: Evaluation, split: str, name: str, qids=None) -> np.ndarray:
     return q["group"].to_numpy() if qids is None else q.loc[list(qids), "group"].to_numpy()
 
 
-def measure(ev: Evaluation, split: str, d: ClaimDefinition) -> ClaimTest:
-    """One claim measured on this run's outcomes."""
+def seeded(ev: Evaluation, d: ClaimDefinition) -> bool:
+    """A comparison about a training procedure: its ranker or its versus is trained with several seeds."""
+    return d.kind == "comparison" and any(len(ev.seeds(name)) > 1 for name in (d.ranker, d.versus) if name)
+
+
+def seed_estimand(ev: Evaluation, d: ClaimDefinition) -> str:
+    """claims.csv's ``estimand`` of a seed-averaged comparison ("" for the others: one ranking per ranker)."""
+    if not seeded(ev, d):
+        return ""
+    seeds = sorted({s for name in (d.ranker, d.versus) if name for s in ev.seeds(name)})
+    return f"mean over training seeds {seeds[0]}-{seeds[-1]} ({len(seeds)} seeds)"
+
+
+def seed_note(ev: Evaluation, d: ClaimDefinition, single_seed: bool) -> str:
+    """What a comparison's outcomes are: the seed average (its estimand) or the run's single seed."""
+    if single_seed:
+        return f"single seed {ev.settings.seed} (the paper's protocol), reported beside the seed-averaged verdict"
+    counts = {name: len(ev.seeds(name)) for name in (d.ranker, d.versus) if name and len(ev.seeds(name)) > 1}
+    return "outcomes averaged over training seeds (" + ", ".join(f"{n}: {k} seeds" for n, k in counts.items()) + ")"
+
+
+def measure(ev: Evaluation, split: str, d: ClaimDefinition, single_seed: bool = False) -> ClaimTest:
+    """One claim measured on this run's outcomes; a comparison of seeded rankers on their seed-averaged
+    outcomes unless ``single_seed`` (docs/statistics.md#seeds)."""
     seed = ev.settings.seed
     if d.kind == "tie_branch":
         per = tie_branch_frame(ev, split, d.ranker)
@@ -160,9 +182,10 @@ def measure(ev: Evaluation, split: str, d: ClaimDefinition) -> ClaimTest:
                 f"right on {counts['split_right']} (the tie-break right on {counts['fusion_right_on_split']} of them)")
         return measure_comparison(d, ev.outcomes_on(split, d.ranker, tied), ev.outcomes_on(split, d.versus, tied),
                                   ev.directions_for(split, d.versus), seed, note)
-    first = ev.outcomes(split, d.ranker)
-    return measure_comparison(d, first, ev.outcomes_on(split, d.versus, first["qid"]),
-                              ev.directions_for(split, d.ranker), seed)
+    averaged = not single_seed and seeded(ev, d)
+    first = ev.averaged_outcomes(split, d.ranker) if averaged else ev.outcomes(split, d.ranker)
+    return measure_comparison(d, first, ev.outcomes_on(split, d.versus, first["qid"], averaged=averaged),
+                              ev.directions_for(split, d.ranker), seed, seed_note(ev, d, single_seed) if seeded(ev, d) else "")
 
 
 class ClaimBook:
@@ -182,16 +205,17 @@ class ClaimBook:
         return decidable(len(pd.unique(_groups(self.ev, split, owner))))
 
     @functools.cache
-    def family(self, split: str, family: str) -> dict[str, ClaimResult | BaseException]:
+    def family(self, split: str, family: str, single_seed: bool = False) -> dict[str, ClaimResult | BaseException]:
         """Every claim of the family decided together; a member whose ranker cannot be computed keeps its error
-        (its own spec fails with it) and counts as untested, so the other members are still decided."""
+        (its own spec fails with it) and counts as untested, so the other members are still decided.
+        ``single_seed``: the same family on the run's seed alone (reported, never asserted)."""
         tests, errors, unmeasured = [], {}, 0
         for d in (d for d in self.definitions.values() if d.family == family):
             if not self.measured_here(split, d.name):
                 unmeasured += self._decidable_by_design(split, d)
                 continue
             try:
-                tests.append(measure(self.ev, split, d))
+                tests.append(measure(self.ev, split, d, single_seed))
             except (Exception, pytest.skip.Exception) as exc:  # a broken or skipped ranker: its own claims only
                 errors[d.name] = exc
                 unmeasured += 1
@@ -205,6 +229,17 @@ class ClaimBook:
             raise outcome
         return outcome
 
+    def single_seed_result(self, split: str, name: str) -> ClaimResult | None:
+        """The claim decided on the run's seed alone, in its family decided the same way; None when no ranker
+        of the claim is trained with several seeds (then the two are one)."""
+        d = self.definitions[name]
+        if not seeded(self.ev, d):
+            return None
+        outcome = self.family(split, d.family, single_seed=True)[name]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
 
 def claim_book(ev: Evaluation, items: Iterable[pytest.Item] | None) -> ClaimBook:
     """The session's one claim book (its verdicts are shared by every claim spec of this process)."""
@@ -214,20 +249,33 @@ def claim_book(ev: Evaluation, items: Iterable[pytest.Item] | None) -> ClaimBook
 
 # ---- pytest outcomes -----------------------------------------------------------------------------------------------
 
-def check_claim(profile: Profile, report, split: str, result: ClaimResult, subset: bool) -> None:
-    """Record the claim row, then assert / xfail it as the profile's reviewed expectation says."""
+def record_single_seed(ev: Evaluation, report, split: str, result: ClaimResult) -> None:
+    """The single-seed twin of a seed-averaged claim as its own claims row (``<claim>@seed<k>``), never asserted."""
+    row = result.row()
+    check_verdict(row["status"], row["p_adjusted"], row["p_opposite_adjusted"], result.alpha, result.name)
+    report.add("claims", split, {**row, "claim": f"{result.name}@seed{ev.settings.seed}",
+                                 "estimand": f"single seed {ev.settings.seed}", "expected": "",
+                                 "profile": ev.profile.name, "scope": "subset" if ev.is_subset else "full"})
+
+
+def check_claim(profile: Profile, report, split: str, result: ClaimResult, subset: bool, estimand: str = "",
+                gate: bool = False) -> None:
+    """Record the claim row, then assert / xfail it as the profile's reviewed expectation says (``gate``: a
+    reviewed expectation the run leaves inconclusive fails instead of warning)."""
     declared = profile.claim(result.name, split)
     expectation = declared.expectation(subset) if declared is not None else None
     expected = expectation.expect if expectation is not None else ""
     row = result.row()
     check_verdict(row["status"], row["p_adjusted"], row["p_opposite_adjusted"], result.alpha, result.name)
-    report.add("claims", split, {**row, "expected": expected, "profile": profile.name,
+    report.add("claims", split, {**row, "estimand": estimand, "expected": expected, "profile": profile.name,
                                  "scope": "subset" if subset else "full"})
     where = f"[{profile.name}{' subset' if subset else ''} / {split}] {result.name}"
     if result.status == "inconclusive":
         if expected:
-            warnings.warn(InconclusiveClaim(f"{where} was reviewed as {expected!r} but is now inconclusive: "
-                                            f"{result.summary()}"), stacklevel=2)
+            message = f"{where} was reviewed as {expected!r} but is now inconclusive: {result.summary()}"
+            if gate:
+                pytest.fail(f"{message} (--gate-expectations); review {profile.path.name}")
+            warnings.warn(InconclusiveClaim(message), stacklevel=2)
         return
     if not expected:
         return  # reported, not asserted: no reviewed expectation for this claim

@@ -56,6 +56,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                          "help": "cap every declared sample at N directions (whole pairs) per split; 0 = no sampling"}),
     ("--compare-to", {"default": None, "help": "compare this run's tables with a saved run id (results/.history) or "
                                                "another results dir holding every evaluated split (checked up front)"}),
+    ("--gate-expectations", {"action": "store_true", "default": False,
+                             "help": "fail a claim the profile reviewed as holds/fails that this run leaves inconclusive "
+                                     "(CI's gate; otherwise it is a warning and listed at the top of report.md)"}),
 )
 
 
@@ -148,7 +151,7 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
         raise OptionError("; ".join(problems))
     return Settings(splits=splits, results_dir=results_dir, cache_dir=cache_dir, data_dir=data_dir,
                     profile=str(get("profile")), subset_pairs=subset, subset_seed=get("subset_seed"),
-                    grader_sample=sample, compare_run=compare)
+                    grader_sample=sample, compare_run=compare, gate_expectations=bool(get("gate_expectations")))
 
 
 def read_settings(config: pytest.Config) -> Settings:

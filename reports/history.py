@@ -33,6 +33,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from fixtures.environment import version_changes
 from fixtures.settings import SEED
 from reports.measures import aggregate, outcome_columns, paired_measure
 from reports.paper import paper_table2
@@ -305,8 +306,13 @@ def comparison_table(results_dir: Path, other: str, split: str, table2: pd.DataF
     """``compare_with`` with the rankers matched by name made explicit, for ``comparison.csv``: a ``side``
     column says whether a ranker is in both runs (compared), in this run only, or in the saved run only (one
     row each, not compared)."""
-    then = pd.read_csv(_locate(results_dir, other, split) / "table2.csv")
+    folder = _locate(results_dir, other, split)
+    then = pd.read_csv(folder / "table2.csv")
     table = compare_with(results_dir, other, split, table2, manifest, directions)
+    mine, theirs = manifest.get("environment"), _read_manifest(folder).get("environment")
+    moved = version_changes(mine, theirs) if isinstance(mine, Mapping) and isinstance(theirs, Mapping) else []
+    # A value that moved may owe it to the libraries: say which versions differ (or that the saved run lacks them).
+    table["versions_differ"] = "; ".join(moved) if moved else ("" if isinstance(theirs, Mapping) else "not recorded")
     now_names, then_names = set(table2["ranker"]), set(then["ranker"])
     table.insert(1, "side", ["both" if r in then_names else "this run only" for r in table["ranker"]])
     only_then = [r for r in then["ranker"] if r not in now_names]

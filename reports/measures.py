@@ -268,6 +268,32 @@ def direction_outcomes(ranking: Ranking, directions_annotated: pd.DataFrame) -> 
     return out
 
 
+def seed_average(by_seed: list[pd.DataFrame]) -> pd.DataFrame:
+    """Outcomes averaged over training seeds, direction by direction (``docs/statistics.md#seeds``).
+
+    strict, tie and fallback become the share of seeds with that outcome; ``rank_pos`` and
+    ``rank_neg`` become harmonic means, so that 1/rank, and with it MRR, is the seed average of
+    each seed's reciprocal rank. Every seed must cover the same directions.
+    """
+    first = by_seed[0]
+    qids = pd.Index(first["qid"])
+    aligned = []
+    for i, frame in enumerate(by_seed):
+        where = qids.get_indexer(frame["qid"])
+        if len(frame) != len(first) or (where < 0).any():
+            raise ValueError(f"seed {i} covers other directions than seed 0 ({len(frame)} vs {len(first)})")
+        aligned.append(frame.iloc[np.argsort(where)].reset_index(drop=True))
+    out = pd.DataFrame({"qid": first["qid"].to_numpy()})
+    for column in ("strict", "tie", "fallback"):
+        out[column] = np.mean([f[column].to_numpy(dtype=float) for f in aligned], axis=0)
+    for column in ("rank_pos", "rank_neg"):
+        values = [pd.to_numeric(f[column]).to_numpy(dtype=float, na_value=np.nan) for f in aligned]
+        out[column] = 1.0 / np.mean([1.0 / v for v in values], axis=0)
+    out.attrs["ranker"] = first.attrs.get("ranker")
+    out.attrs["seeds"] = len(by_seed)
+    return out
+
+
 def _positions(index: pd.Index, qids: pd.Series | np.ndarray, what: str) -> np.ndarray:
     """Row positions of ``qids`` in a unique qid ``index`` (-1 where absent); hashing, not per-element ``isin``."""
     if not index.is_unique:

@@ -285,16 +285,23 @@ class ReportPlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.rows:
             return
-        from reports.writer import terminal_tables, unavailable_lines  # heavy: matplotlib, only for the summary
+        from reports.writer import lost_expectations, terminal_tables, unavailable_lines  # heavy: matplotlib
 
         terminalreporter.section("Preference Is Not Position: report")
-        causes = []
+        causes, lost = [], []
         for split, table, frame in self.frames():
             if TABLES[table][2]:
                 terminalreporter.write_line(f"\n[{split}] {TABLES[table][0]}")
                 terminalreporter.write_line(terminal_tables(table, frame))
             if table == "unavailable":
                 causes += [f"[{split}] {line}" for line in unavailable_lines(frame)]
+            if table == "claims":
+                lost += [f"[{split}] {line}" for line in lost_expectations(frame)]
+        if lost:
+            terminalreporter.write_line("\nREVIEWED VERDICTS NO LONGER DECIDED (--gate-expectations fails on them):",
+                                        red=True)
+            for line in lost:
+                terminalreporter.write_line(line.replace("**", ""), red=True)
         if causes:
             terminalreporter.write_line(f"\n{TABLES['unavailable'][0]}:", yellow=True)
             for line in causes:

@@ -19,6 +19,8 @@ from fixtures.populations import eligible_directions
 TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "table1": ("Table I: populations", ("population",), True),
     "table2": ("Table II: preference and position per ranker", ("ranker",), True),
+    "seeds": ("Training seeds: each measure of a seeded ranker across its seeds (Table II is the run's own seed)",
+              ("ranker", "measure"), True),
     "table3": ("Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",), True),
     "tie_branch": ("Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch"), True),
     "pairwise": ("Paired differences between rankers on the same directions", ("first", "second"), True),

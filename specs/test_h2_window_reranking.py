@@ -12,4 +12,5 @@ from harness.claims import check_claim, claim_book
 
 def test_h2(evaluation, split, h2_claim, report, request) -> None:
     result = claim_book(evaluation, request.session.items).result(split, h2_claim)
-    check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset)
+    check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset,
+                gate=evaluation.settings.gate_expectations)

@@ -36,7 +36,8 @@ def test_tie_branch_table(evaluation, split, window_ranker, report) -> None:
 def test_h3_equal_grade_branch_concentrates_failures(evaluation, split, graded_ranker, report, request) -> None:
     name = next(n for n, r in h3_claims(evaluation.profile).items() if r == graded_ranker)
     result = claim_book(evaluation, request.session.items).result(split, name)
-    check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset)
+    check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset,
+                gate=evaluation.settings.gate_expectations)
 
 
 def test_table3_pair_only_vs_window(evaluation, split, window_ranker, report) -> None:
@@ -108,7 +109,8 @@ def test_expected_grade_on_argmax_ties(evaluation, split, tie_twin, report, requ
         report.add("tie_branch", split, row, order=evaluation.decl(expected).order * 10 + 5 + i)
     assert sum(r["directions"] for r in rows) == counts["argmax_ties"]
     result = claim_book(evaluation, request.session.items).result(split, tie_twin)
-    check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset)
+    check_claim(evaluation.profile, report, split, result, subset=evaluation.is_subset,
+                gate=evaluation.settings.gate_expectations)
 
 
 def test_designated_mode_against_the_window(evaluation, split, designated_twin, report) -> None:

@@ -10,6 +10,7 @@ import subprocess
 
 import pandas as pd
 
+from fixtures.environment import environment_record
 from fixtures.settings import PROJECT_ROOT
 from reports.explore import top_of
 from reports.outputs import stash_frame
@@ -46,6 +47,7 @@ def test_run_manifest(evaluation, split, report) -> None:
         "cut_seed": study.cut_seed,
         "subset": {k: len(v) for k, v in study.subset.items()} if study.subset else None,
         "pool": {**pool_manifest, "path": str(pool_path)},
+        "environment": environment_record(),
     }
     for key, value in entries.items():
         report.add("manifest", split, {"key": key, "value": value})

@@ -257,6 +257,14 @@ class Kind:
     def rank(self, decl: RankerDecl, ctx: Context, split: str) -> Ranking:
         raise NotImplementedError(f"kind {self.name!r} does not order full pools")
 
+    def seeds(self, options: Mapping[str, Any], base_seed: int) -> tuple[int, ...]:
+        """Training seeds of a learned ranker, the run's own first (``docs/statistics.md#seeds``); () when untrained."""
+        return ()
+
+    def rank_seed(self, decl: RankerDecl, ctx: Context, split: str, seed: int) -> Ranking:
+        """The ranking of the model trained with ``seed`` (one of ``seeds``); ``rank`` is the run's own seed's."""
+        raise NotImplementedError(f"kind {self.name!r} is not trained with seeds")
+
     def memo_key(self, decl: RankerDecl, ctx: Context, split: str) -> dict[str, Any] | None:
         """Everything the ranking of ``split`` depends on besides the declaration; None: never memoized."""
         return None

@@ -66,7 +66,7 @@ class FakeEvaluation:
 def test_a_family_is_decided_once_with_its_unmeasured_members_counted(monkeypatch) -> None:
     ev = FakeEvaluation()
 
-    def fake_measure(ev_, split, d):
+    def fake_measure(ev_, split, d, single_seed=False):
         ev.measured.append(d.name)
         return ClaimTest(d, 2.0, 1.0, 3.0, 0.5, 0.004, 0.999, 300, 60, "pts")
 
@@ -117,7 +117,7 @@ def test_check_claim_asserts_only_reviewed_decisive_expectations() -> None:
 def test_a_claim_whose_ranker_breaks_fails_alone(monkeypatch) -> None:
     ev = FakeEvaluation()
 
-    def fake_measure(ev_, split, d):
+    def fake_measure(ev_, split, d, single_seed=False):
         if d.ranker == "bg8":
             raise RuntimeError("bg8 cannot be trained")
         return ClaimTest(d, 2.0, 1.0, 3.0, 0.5, 0.001, 0.999, 300, 60, "pts")

@@ -37,6 +37,7 @@ def test_a_gpu_mark_or_a_cuda_device_option_needs_cuda() -> None:
     ({"kind": "rerank_api", "url": "ftp://h/v1", "model": "m"}, "scheme must be http or https"),
     ({"kind": "fusion", "thresholds": {"dense": "high"}}, "could not convert"),
     ({"kind": "lambdamart", "background": -3}, "background must be an integer >= 0"),
+    ({"kind": "lambdamart", "background": 8, "seeds": 0}, "seeds must be an integer >= 1"),
     ({"kind": "llm_grader", "backend": "llamacpp", "model": "m", "url": "http://h:1/v1"},
      "'url' applies to backend 'openai' only"),
     ({"kind": "llm_grader", "backend": "openai", "model": "m", "url": "http://h:99999/v1"}, "invalid port"),
@@ -159,3 +160,13 @@ def test_a_reachable_server_passes_and_any_kind_with_a_url_is_checked() -> None:
         assert list(_refused(decls)) == ["gone"]
         assert [path for path, _ in rerank.requests] == ["/v1/rerank"]  # one tiny rerank request, no more
         assert [body["model"] for body in chat.requests] == []  # a grader server is only asked GET /models
+
+
+def test_a_lambdamart_declaration_trains_five_seeds_unless_it_says_otherwise() -> None:
+    """The run's seed first (Table II's row), then the ones after it; other kinds are not trained with seeds."""
+    bg8 = parse_declaration("bg8", {"kind": "lambdamart", "background": 8}, "p")
+    assert bg8.spec.seeds(bg8.options, 13) == (13, 14, 15, 16, 17)
+    e0 = parse_declaration("e0", {"kind": "lambdamart", "background": 0, "seeds": 1}, "p")
+    assert e0.spec.seeds(e0.options, 13) == (13,)
+    fusion = parse_declaration("f", {"kind": "fusion"}, "p")
+    assert fusion.spec.seeds(fusion.options, 13) == ()

@@ -306,3 +306,24 @@ def test_paired_measures_are_looked_up_by_name_or_by_the_column_they_decide():
         strict.in_column("mrr", 1.0, 10)
     with pytest.raises(KeyError, match="no paired measure named 'paired_pct'"):
         paired_measure("paired_pct")
+
+
+def test_seed_average_is_the_share_of_seeds_and_the_mean_reciprocal_rank() -> None:
+    """Two directions, three seeds, by hand: strict 2/3 and 0/3; 1/rank means (1 + 1/2 + 1/4)/3 and 1/3."""
+    from reports.measures import seed_average
+
+    seeds = [pd.DataFrame({"qid": ["a", "b"], "rank_pos": [1, 3], "rank_neg": [2, 1], "strict": [True, False],
+                           "tie": [False, False], "fallback": [False, False]}),
+             pd.DataFrame({"qid": ["b", "a"], "rank_pos": [3, 2], "rank_neg": [1, 1], "strict": [False, False],
+                           "tie": [True, True], "fallback": [False, False]}),
+             pd.DataFrame({"qid": ["a", "b"], "rank_pos": [4, 3], "rank_neg": [5, 2], "strict": [True, False],
+                           "tie": [False, False], "fallback": [False, False]})]
+    out = seed_average(seeds).set_index("qid")
+    assert out.loc["a", "strict"] == pytest.approx(2 / 3) and out.loc["b", "strict"] == 0.0
+    assert out.loc["a", "tie"] == pytest.approx(1 / 3) and out.loc["b", "tie"] == pytest.approx(1 / 3)
+    assert 1 / out.loc["a", "rank_pos"] == pytest.approx((1 + 1 / 2 + 1 / 4) / 3)
+    assert 1 / out.loc["b", "rank_pos"] == pytest.approx(1 / 3)
+    mrr = np.mean(1 / seed_average(seeds)["rank_pos"])
+    assert mrr == pytest.approx(np.mean([np.mean(1 / s["rank_pos"]) for s in seeds]))
+    with pytest.raises(ValueError, match="other directions"):
+        seed_average([seeds[0], seeds[0].iloc[:1]])
