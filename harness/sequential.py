@@ -219,7 +219,8 @@ def run_sequential(ev, split: str, name: str) -> SequentialRun:
         qids = look
         with ev.stage(split, f"sequential_{name}", look=k + 1, directions=len(look)):
             cost = _cost(view, split, judging)
-        in_order = [g for g in order if g in set(q.loc[q["qid"].isin(look), "group"])]
+        judged = set(q.loc[q["qid"].isin(look), "group"])
+        in_order = [g for g in order if g in judged]
         for claim, d in claims.items():
             got = contributions(view, split, d, in_order)
             if got is None:
