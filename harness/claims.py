@@ -170,9 +170,10 @@ def measure(ev: Evaluation, split: str, d: ClaimDefinition) -> ClaimTest:
 def anytime(ev: Evaluation, split: str, d: ClaimDefinition, test: ClaimTest) -> ClaimTest:
     """A claim on a sequential sample tested by its anytime-valid p-values at the stop (valid however often the
     sample looked), its effect and interval unchanged; a claim without such a test is left undecided."""
-    run = ev.sequential_run_for(split, (d.ranker, d.versus))
-    if run is None:
+    sample = ev.profile.sequential_sample((d.ranker, d.versus))
+    if sample is None:
         return test
+    run = ev.sequential(split, sample)
     if d.name in run.untested:
         return not_measured(d, run.untested[d.name], test.unit, test.n, test.n_groups)
     p_greater, p_less = run.p_values(d.name)
