@@ -190,6 +190,12 @@ def _over(budget: Budget, cost: dict[str, float]) -> str | None:
     return None
 
 
+def max_directions(ev, name: str) -> int:
+    """The sample's direction budget, capped by ``--grader-sample N`` as a fixed sample is (N = 0: no cap)."""
+    limit, cap = ev.profile.samples[name].budget.max_directions, ev.settings.grader_sample
+    return limit if not cap else min(limit, cap)
+
+
 def run_sequential(ev, split: str, name: str) -> SequentialRun:
     """Judge sample ``name`` on ``split`` look by look until its claims are decided or its budget is spent."""
     started = time.perf_counter()
@@ -197,7 +203,7 @@ def run_sequential(ev, split: str, name: str) -> SequentialRun:
     budget = spec.budget
     q = eligible_directions(ev.population(split))
     seed = ev.sample_seed(name)
-    looks = group_batches(q, seed, spec.batch, budget.max_directions)
+    looks = group_batches(q, seed, spec.batch, max_directions(ev, name))
     order = group_order(q, seed)
     bound = float(largest_group(q))
     claims = sample_claims(ev.profile, name)
@@ -209,7 +215,8 @@ def run_sequential(ev, split: str, name: str) -> SequentialRun:
     tests: dict[str, SequentialTest] = {}
     untested: dict[str, str] = {}
     decided_at: dict[str, int] = {}
-    stop, reason, qids = "exhausted", f"budget spent: every group within {budget.max_directions} directions judged", ()
+    stop, qids = "exhausted", ()
+    reason = f"budget spent: every group within {max_directions(ev, name)} directions judged"
     for k, look in enumerate(looks):
         view = ev.prefix_view(split, name, look)
         if done and budget.judgments is not None and _planned(view, split, judging) > budget.judgments:

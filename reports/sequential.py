@@ -31,10 +31,11 @@ import numpy as np
 
 from reports.stats import ALPHA, POWER, holm, minimum_detectable_effect
 
-#: The largest fraction of wealth a bettor stakes on one group: any value below 1 keeps the wealth positive; WSR 2023
-#: truncate at ½ or ¾, and NevIR's group sums, far inside their bound, need larger stakes to grow (docs/statistics.md).
+#: The largest fraction of wealth a bettor stakes on one group: any value below 1 keeps the wealth positive.
+#: WSR 2023 truncate at ½ or ¾; NevIR's group sums, far inside their bound, need larger stakes to grow
+#: (docs/statistics.md#sequential-samples).
 MAX_BET = 0.9
-#: Prior second moment of x (a bet starts cautious): the variance of a fair ±1 coin over four.
+#: Prior second moment of x, counted as one earlier group: the first stakes stay small until groups are seen.
 PRIOR_MOMENT = 0.25
 #: Grid of Δ values (per direction, in [−1, 1]) a confidence sequence is read from.
 GRID = np.linspace(-1.0, 1.0, 801)
@@ -101,7 +102,8 @@ def sequential_test(d: Sequence[float], n: Sequence[int], bound: float, scale: f
     if d.shape != n.shape or d.ndim != 1:
         raise ValueError(f"group sums and sizes must be aligned 1-d arrays; got {d.shape} and {n.shape}")
     if len(n) and (n.max() > bound or (np.abs(d) > n + 1e-9).any()):
-        raise ValueError(f"a group exceeds the design's bound: sizes up to {n.max():g}, bound {bound:g}, or |D_g| > n_g")
+        raise ValueError(f"a group exceeds the design's bound: sizes up to {n.max():g}, bound {bound:g}, "
+                         "or |D_g| > n_g")
     if len(d) == 0:
         nan = float("nan")
         return SequentialTest(np.ones(0), np.ones(0), nan, nan, bound, 0, 0)
