@@ -139,3 +139,21 @@ def test_directions_to_a_verdict_against_the_fixed_design(test_sizes) -> None:
     assert mean_dirs[2.0].median_directions < FIXED and mean_dirs[2.0].decided_share > 0.9
     assert mean_dirs[0.5].decided_share < mean_dirs[2.0].decided_share
     assert np.all(anytime_p(np.zeros((1, 5))) == 1.0)
+
+
+def test_the_confidence_sequence_covers_the_effect_where_the_sample_stopped(test_sizes) -> None:
+    """Stopped by the data (a look every batch, a stop at the first verdict), the interval still covers Δ."""
+    rng = np.random.default_rng(11)
+    runs, effect = 300, 0.15
+    drawn = _drawn(rng, test_sizes, runs)
+    max_groups = _groups_within(drawn, BUDGET)
+    d = direction_differences(rng, drawn, effect, 0.45, 0.3)[:, :max_groups]
+    out = simulate_sequential((d / test_sizes.max())[:, None, :], drawn, BATCH, 2, max_groups)
+    covered = []
+    for row, sizes, k in zip(d, drawn, out["groups"]):
+        t = sequential_test(row[:k], sizes[:k], float(test_sizes.max()), scale=100)
+        covered.append(t.lo <= 100 * effect <= t.hi)
+    rate, se = _rate(np.array(covered))
+    print(f"\n+{100 * effect:g} pts, {runs} runs stopped at their first verdict (mean {out['directions'].mean():.0f} "
+          f"directions): the 95% confidence sequence covers it in {100 * rate:.1f}%")
+    assert rate >= 1 - ALPHA - 3 * se
