@@ -169,6 +169,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if fixture in names:
             metafunc.parametrize(fixture, [_param(config, key, [decls[r] for r in pair])
                                            for key, pair in twins(profile).items()])
+    if "sequential_sample" in names:  # carries the marks of every ranker on the sample: they decide its stop
+        metafunc.parametrize("sequential_sample", [
+            _param(config, n, [d for d in profile.ordered() if d.population == n])
+            for n, s in profile.samples.items() if s.sequential and any(d.population == n for d in decls.values())])
     if "ranked_population" in names:
         populations: dict[str, list[RankerDecl]] = {}
         for decl in profile.ordered():

@@ -9,6 +9,8 @@ gathers each claim's outcomes from the session and turns verdicts into pytest ou
   family that this run does not measure (deselected with ``-m``/``-k``, or skipped) count as
   untested (p = 1): the family stays the declared one, and a partial run is never more
   decisive than a full one;
+- a claim whose ranker runs on a sequential sample is decided by its anytime-valid p-values at the
+  sample's stop (``harness.sequential``; docs/statistics.md#sequential-samples), in the same Holm;
 - the row for the claims table is always recorded; a decisive result that contradicts the
   profile's reviewed expectation fails the test with old and new; an expected failure that
   still fails is an xfail carrying the numbers; an inconclusive claim is reported with its
@@ -16,12 +18,12 @@ gathers each claim's outcomes from the session and turns verdicts into pytest ou
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import tomllib
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -32,13 +34,13 @@ from harness.profile import PROFILE_DIR, Pin, Profile
 from rankers.window import WINDOW_K
 from reports import hypotheses
 from reports.hypotheses import (ClaimDefinition, ClaimResult, ClaimTest, DeclaredComparison, check_verdict,
-                                decidable, measure_comparison, measure_tie_branch)
+                                decidable, measure_comparison, measure_tie_branch, not_measured)
 from reports.history import ChangeVerdict, paired_change, ranker_outcomes, reviewed_run, tolerance_change
 from reports.measures import paired_measure
 from reports.tie_branch import expected_grade_splits, tie_branches
 
-if TYPE_CHECKING:
-    from harness.session import Evaluation
+# ``ev: Evaluation`` below is the session (harness.session), passed in and never imported: the session runs
+# sequential samples (harness.sequential), which read the claims defined here.
 
 #: Spec parameters that name a claim (or the ranker whose H3 claim it is), as conftest parametrizes them.
 CLAIM_PARAMETERS = ("comparison", "h2_claim", "graded_ranker", "tie_twin")
@@ -188,6 +190,20 @@ def measure(ev: Evaluation, split: str, d: ClaimDefinition, single_seed: bool = 
                               ev.directions_for(split, d.ranker), seed, seed_note(ev, d, single_seed) if seeded(ev, d) else "")
 
 
+def anytime(ev: Evaluation, split: str, d: ClaimDefinition, test: ClaimTest) -> ClaimTest:
+    """A claim on a sequential sample tested by its anytime-valid p-values at the stop (valid however often the
+    sample looked), its effect and interval unchanged; a claim without such a test is left undecided."""
+    sample = ev.profile.sequential_sample((d.ranker, d.versus))
+    if sample is None:
+        return test
+    run = ev.sequential(split, sample)
+    if d.name in run.untested:
+        return not_measured(d, run.untested[d.name], test.unit, test.n, test.n_groups)
+    p_greater, p_less = run.p_values(d.name)
+    return dataclasses.replace(test, p_greater=p_greater, p_less=p_less,
+                               measured=f"{test.measured}; {run.note(d.name)}" if test.measured else run.note(d.name))
+
+
 class ClaimBook:
     """Every claim of the session's profile, decided family by family on first use (see the module doc)."""
 
@@ -215,7 +231,7 @@ class ClaimBook:
                 unmeasured += self._decidable_by_design(split, d)
                 continue
             try:
-                tests.append(measure(self.ev, split, d, single_seed))
+                tests.append(anytime(self.ev, split, d, measure(self.ev, split, d, single_seed)))
             except (Exception, pytest.skip.Exception) as exc:  # a broken or skipped ranker: its own claims only
                 errors[d.name] = exc
                 unmeasured += 1

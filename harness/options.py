@@ -178,7 +178,10 @@ def use_pythonpath(profile: Profile) -> None:
 
 
 def needed(profile: Profile, chosen: Iterable[RankerDecl]) -> list[RankerDecl]:
-    """The chosen rankers and every ranker they read (reference, tie-breaker, baseline), transitively."""
+    """The chosen rankers and every ranker they read (reference, tie-breaker, baseline), transitively; a ranker on a
+    sequential sample reads every ranker on that sample, whose claims decide where the sample stops
+    (docs/statistics.md#sequential-samples)."""
+    sequential = {n for n, s in profile.samples.items() if s.sequential}
     out: dict[str, RankerDecl] = {}
     todo = list(chosen)
     while todo:
@@ -188,6 +191,8 @@ def needed(profile: Profile, chosen: Iterable[RankerDecl]) -> list[RankerDecl]:
         out[decl.name] = decl
         todo += [profile.rankers[n] for n in (decl.reference, decl.tie_breaker, decl.baseline)
                  if n is not None and n in profile.rankers]
+        if decl.population in sequential:
+            todo += [d for d in profile.rankers.values() if d.population == decl.population]
     return [d for d in profile.ordered() if d.name in out]
 
 

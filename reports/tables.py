@@ -29,6 +29,8 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
                     False),
     "order_bias": ("Listwise and pairwise judges: repairs and position bias", ("ranker", "scope"), True),
     "claims": ("Hypothesis claims", ("claim",), True),
+    "sequential": ("Sequential samples: anytime-valid tests and confidence sequences at the stop",
+                   ("sample", "claim"), True),
     "coverage": ("TREC-run coverage: what each run ranked in the pool, what was dropped, ties by cause",
                  ("ranker",), True),
     "comparison": ("Comparison with a saved run (--compare-to): rankers matched by name", ("ranker", "measure"),

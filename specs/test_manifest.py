@@ -40,8 +40,10 @@ def test_run_manifest(evaluation, split, report) -> None:
                     "rankers": {d.name: {"kind": d.kind, "population": d.population, "label": d.label,
                                          "compare_to": d.baseline, "reference": d.reference,
                                          "tie_breaker": d.tie_breaker, **d.options} for d in profile.ordered()},
-                    "samples": {n: {"directions": evaluation.sample_size(n), "seed": evaluation.sample_seed(n)}
-                                for n in profile.samples}},
+                    "samples": {n: {"directions": evaluation.sample_size(n), "seed": evaluation.sample_seed(n),
+                                    **({"sequential": {"batch": p.batch, "budget": p.budget.describe()}}
+                                       if p.sequential else {})}
+                                for n, p in profile.samples.items()}},
         "data": study.data_provenance(),
         "corpus_sha256": study.corpus_hashes(),
         "cut_seed": study.cut_seed,
