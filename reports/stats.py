@@ -277,11 +277,12 @@ class GroupEffect:
 
 
 def group_effect(contributions: np.ndarray, labels: np.ndarray, scale: float, bound: float = 1.0,
-                 n_permutations: int = N_PERMUTATIONS, seed: int = SEED) -> GroupEffect:
+                 n_permutations: int = N_PERMUTATIONS, seed: int = SEED,
+                 min_differing: int = MIN_DIFFERING) -> GroupEffect:
     """Sum per-direction contributions by group, then test and measure their spread (see the module doc).
 
     ``bound`` is the largest |contribution| one direction can have (1 for a difference of values in
-    [0, 1]); a group's bound is its size times it.
+    [0, 1]); a group's bound is its size times it. ``min_differing`` is passed to ``mean_test``.
     """
     u = np.asarray(contributions, dtype=float)
     codes, uniques = pd.factorize(np.asarray(labels), sort=True)
@@ -294,7 +295,7 @@ def group_effect(contributions: np.ndarray, labels: np.ndarray, scale: float, bo
     sums = np.bincount(codes, weights=u, minlength=len(uniques))
     largest = bound * float(np.bincount(codes).max()) if len(u) else bound
     return GroupEffect(scale * float(sums.sum()), scale * float(np.sqrt(np.sum(sums ** 2))),
-                       mean_test(sums, largest, n_permutations, seed), len(u), len(uniques))
+                       mean_test(sums, largest, n_permutations, seed, min_differing), len(u), len(uniques))
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ def test_identical_runs_are_unchanged_and_a_systematic_shift_is_changed(base) ->
     better.loc[fixed, "fusion__strict"] = True
     moved = paired_change("strict", outcomes(better), outcomes(base), labels, margin=1.0)
     assert moved.decision == "changed" and moved.delta == pytest.approx(40.0)  # a count column counts directions
-    assert moved.now - moved.then == 40 and moved.lo <= 40 <= moved.hi and moved.p_changed < 0.001
+    # Fewer than 40 groups differ (some hold two of the 40), so the bound-aware test decides too: p ≈ 0.01.
+    assert moved.now - moved.then == 40 and moved.lo <= 40 <= moved.hi and moved.p_changed < 0.02
     pct = paired_change("strict_pct", outcomes(better), outcomes(base), labels, margin=1.0)
     assert pct.delta == pytest.approx(10.0) and pct.p_changed == moved.p_changed
     assert "changed: then" in moved.message() and "paired sign-flip p" in moved.message()
