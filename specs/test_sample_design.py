@@ -39,6 +39,6 @@ def test_samples_estimate_the_population_rate(evaluation, split, capsys) -> None
         rates = np.array([values[index.get_indexer(group_sample(q, size, seed))].mean() for seed in range(REDRAWS)])
         se, bias = rates.std(ddof=1) / math.sqrt(len(rates)), ratio_bias(q, strict, size)
         show(capsys, f"{split} sample {name!r} ({groups_for(q, size)} whole groups of {q['group'].nunique()}): mean "
-                     f"rate over 1,000 seeds {100 * rates.mean():.2f}% vs population {100 * population:.2f}% "
+                     f"rate over {REDRAWS} seeds {100 * rates.mean():.2f}% vs population {100 * population:.2f}% "
                      f"(ratio bias {100 * bias:+.3f} pts, simulation SE {100 * se:.2f} pts)")
         assert abs(rates.mean() - population - bias) <= 3 * se + 1e-12
