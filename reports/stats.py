@@ -29,6 +29,7 @@ two one-sided tests (TOST) that let "no change" be a decision (docs/statistics.m
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -388,19 +389,27 @@ def certifiable_margin(labels: np.ndarray, null_sd: float, scale: float = 1.0, a
     with ``power`` when nothing changed at this spread, (z_{1−α} + z_{(1+power)/2}) × null SD.
     ``inf`` when no margin up to the measure's whole range (``scale``) can be certified.
     """
-    zeros = np.zeros(len(np.asarray(labels)))
+    sizes = tuple(sorted(np.unique(np.asarray(labels), return_counts=True)[1].tolist()))
+    floor = _identical_floor(sizes, scale, alpha, n_permutations, seed)
+    spread = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf((1 + power) / 2)
+    return max(floor, spread * null_sd) if math.isfinite(null_sd) else floor
+
+
+@functools.lru_cache(maxsize=64)
+def _identical_floor(sizes: tuple[int, ...], scale: float, alpha: float, n_permutations: int, seed: int) -> float:
+    """The smallest margin identical outcomes on groups of these sizes certify (a design fact, so cached)."""
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    zeros = np.zeros(len(labels))
 
     def reached(margin: float) -> bool:
         return equivalence(zeros, zeros, labels, margin, scale, n_permutations, seed).p <= alpha
 
-    if not reached(scale):
-        return float("inf")
     lo, hi = 1e-6 * scale, scale
-    if not reached(lo):
-        while hi / lo > 1.01:  # the TOST p of identical outcomes falls as the margin grows
-            mid = math.sqrt(lo * hi)
-            lo, hi = (lo, mid) if reached(mid) else (mid, hi)
-    else:
-        hi = lo
-    spread = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf((1 + power) / 2)
-    return max(hi, spread * null_sd) if math.isfinite(null_sd) else hi
+    if not reached(hi):
+        return float("inf")
+    if reached(lo):
+        return lo
+    while hi / lo > 1.01:  # the TOST p of identical outcomes falls as the margin grows
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if reached(mid) else (mid, hi)
+    return hi
