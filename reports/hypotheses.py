@@ -45,7 +45,7 @@ import pandas as pd
 
 from fixtures.settings import SEED
 from rankers.registry import RankerDecl
-from reports.bootstrap import Ratio, RatioDifference, group_bootstrap
+from reports.bootstrap import N_RESAMPLES, Ratio, RatioDifference, group_bootstrap
 from reports.comparisons import compare_on
 from reports.measures import outcome_columns, paired_measure
 from reports.stats import (ALPHA, MIN_DIFFERING, POWER, directions_needed, group_effect, holm,
@@ -249,7 +249,7 @@ def measure_comparison(definition: ClaimDefinition, first: pd.DataFrame, second:
 
 
 def measure_tie_branch(definition: ClaimDefinition, per_direction: pd.DataFrame, groups: np.ndarray,
-                       seed: int = SEED) -> ClaimTest:
+                       seed: int = SEED, n_resamples: int = N_RESAMPLES) -> ClaimTest:
     """H3: the equal-score branch's share of non-successes minus its share of directions, in points.
 
     With e = 1 in the equal-score branch and f = 1 for a non-success, the difference is
@@ -278,7 +278,7 @@ def measure_tie_branch(definition: ClaimDefinition, per_direction: pd.DataFrame,
     values = {"eq_fail": equal * failed, "fail": failed, "eq": equal, "n": np.ones(n)}
     try:
         ci = group_bootstrap(values, labels, {"h3": RatioDifference(Ratio("eq_fail", "fail"), Ratio("eq", "n"))},
-                             seed=seed)["h3"]
+                             n_resamples, seed)["h3"]
         lo, hi = 100 * ci.lo, 100 * ci.hi
     except ValueError:  # a resample without a non-success: the interval is undefined, the test is not
         lo = hi = float("nan")
