@@ -416,13 +416,12 @@ def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_ad
     if t.guarded:
         tests += (f"; only {t.differing_groups} groups differ (< {MIN_DIFFERING}), so the bound-aware test decides "
                   "too (a rare whole-group loss could balance their sum)")
-    if status == "holds":
-        return f"holds: {tests}; {power}"
-    if status == "fails":
-        return f"fails: {tests}; {power}"
+    sample = sample_size(t.n, t.n_groups, t.differing_groups, t.discordant, d.kind)
+    if status in ("holds", "fails"):
+        return f"{status}: {tests}; {power}; {sample}"
     more = (f"; about {int(needed):,} directions would give 80% power at the observed {t.effect:+.{digits}f} {t.unit}"
             if math.isfinite(needed) else "")
-    return f"inconclusive: {tests}; {power} at n={t.n}{more}"
+    return f"inconclusive: {tests}; {power} at {sample}{more}"
 
 
 def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float = ALPHA,
