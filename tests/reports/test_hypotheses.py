@@ -120,6 +120,7 @@ def test_row_columns_and_formatting():
     assert row["measured"].startswith("holds: +3.00 pts [+1.00, +5.00] (claimed > 0; n=100, 50 groups, 30 differing, "
                                       "45 discordant); holds: one-sided")
     assert (row["differing_groups"], row["discordant"]) == (30, 45)
+    assert row["reason"].endswith("; n=100, 50 groups, 30 differing, 45 discordant")
     assert format_interval(-6.36, -2.91) == "[-6.36, -2.91]" and format_interval(NAN, 1.0) == "[—]"
     assert (format_p(0.0312), format_p(0.00001), format_p(1 / 10_001), format_p(NAN)) == ("0.031", "1e-05", "0.0001", "—")
 
