@@ -1,4 +1,4 @@
-"""Claims decided by one-sided group sign-flip tests with Holm in their family, every case decided by hand."""
+"""Claims decided by one-sided group tests (``reports.stats.mean_test``) with Holm in their family, every case by hand."""
 from __future__ import annotations
 
 import math
