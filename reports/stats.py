@@ -25,7 +25,8 @@ valid for any mean-zero contributions no larger than the group's bound.
 ``paired_difference`` computes Δ, its source-group bootstrap interval and SE, the test,
 the null spread and the MDE of one measure on the same directions, once, for Table II,
 pairwise comparisons, claims, pins and run comparisons alike. ``equivalence`` is the
-two one-sided tests (TOST) that let "no change" be a decision (docs/statistics.md#tost).
+two one-sided tests (TOST) that let "no change" be a decision, and ``certifiable_margin`` the
+smallest margin they can certify on a sample (docs/statistics.md#tost).
 """
 from __future__ import annotations
 
@@ -34,10 +35,9 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from scipy.stats import norm
-
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
