@@ -347,11 +347,18 @@ def pin_verdict(ev: Evaluation, pin: Pin) -> ChangeVerdict:
 
 
 def check_pin(ev: Evaluation, report, pin: Pin) -> None:
-    """Record the pin's decision; fail the run when the value *changed*, warn when it is undetermined."""
+    """Record the pin's decision; fail the run only when the value *changed* beyond what the margin allows, warn
+    when it is undetermined (docs/statistics.md#pins).
+
+    A change shown to lie within the margin passes; so does a margin below the smallest one the sample can
+    certify (``margin unreachable``): the row says so, with that margin, instead of a warning on every rerun.
+    """
     verdict = pin_verdict(ev, pin)
     report.add("claims", pin.split, {"claim": f"pin:{pin.ranker}.{pin.measure}", "family": "pin",
                                      "status": verdict.decision, "expected": f"{pin.value:g} ± {pin.tolerance:g}",
-                                     "measured": verdict.message(), "profile": ev.profile.name, "scope": pin.scope})
+                                     "measured": verdict.message(), "profile": ev.profile.name, "scope": pin.scope,
+                                     **({"n": verdict.n, "differing_groups": verdict.differing_groups,
+                                         "discordant": verdict.discordant} if verdict.basis == "paired" else {})})
     where = f"[{ev.profile.name} / {pin.scope} / {pin.split}] pinned {pin.ranker}.{pin.measure}"
     if verdict.decision == "undetermined":
         warnings.warn(UndeterminedPin(f"{where}: {verdict.message()}; review the pin"), stacklevel=2)

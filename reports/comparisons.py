@@ -19,10 +19,10 @@ from reports.bootstrap import N_RESAMPLES
 from reports.measures import PAIRED_MEASURES, PairedMeasure, delta_row, outcome_columns, paired_measure
 from reports.stats import N_PERMUTATIONS, PairedDifference, holm, paired_difference
 
-#: A pairwise row: the two rankers (Δ = first − second), directions, groups, directions whose strict outcome
-#: differs, then per measure with Table II Δ columns: Δ, its 95% interval, bootstrap SE, MDE (two-sided α 0.05,
+#: A pairwise row: the two rankers (Δ = first − second), directions, groups, groups whose strict outcomes differ
+#: in sum (the test's effective sample), directions whose strict outcome differs, then per measure with Table II Δ columns: Δ, its 95% interval, bootstrap SE, MDE (two-sided α 0.05,
 #: 80% power) and the two-sided group sign-flip p-value. ``pairwise_table`` adds Holm columns.
-COMPARISON_COLUMNS = ("first", "second", "n", "n_groups", "discordant",
+COMPARISON_COLUMNS = ("first", "second", "n", "n_groups", "differing_groups", "discordant",
                       *(c for m in PAIRED_MEASURES if m.delta_columns for c in (*m.delta_columns, m.p_column)))
 PAIRWISE_COLUMNS = (*COMPARISON_COLUMNS, *(f"{m.p_column}_holm" for m in PAIRED_MEASURES if m.p_column))
 #: The study's primary measure (strict preference): a row's groups and discordant directions are counted on it.
@@ -82,7 +82,7 @@ def compare(first: pd.DataFrame, second: pd.DataFrame, directions_annotated: pd.
     """One row of ``COMPARISON_COLUMNS``: ``first`` minus ``second`` over their common directions.
 
     Δ strict is in points, Δ MRR in MRR units (NaN when either ranker lacks full-pool ranks);
-    both p-values are two-sided group sign-flip p-values.
+    both p-values are two-sided p-values of the decision test (``reports.stats.mean_test``).
     """
     pair = _names(first, second, names)
     row: dict[str, object] = {"first": pair[0], "second": pair[1], "n": len(first)}
@@ -93,7 +93,7 @@ def compare(first: pd.DataFrame, second: pd.DataFrame, directions_annotated: pd.
         row.update(delta_row(m, diff))
         row[m.p_column] = diff.test.p_two_sided if diff is not None else float("nan")
         if m is PRIMARY:
-            row.update(n_groups=diff.n_groups, discordant=diff.discordant)
+            row.update(n_groups=diff.n_groups, differing_groups=diff.differing_groups, discordant=diff.discordant)
     return {c: row[c] for c in COMPARISON_COLUMNS}
 
 

@@ -5,12 +5,14 @@
 large runs or pool). Two runs are compared as a paired experiment when they share the pool
 snapshot, so both evaluated the same directions (docs/statistics.md#comparisons):
 
-- **changed**: the two-sided group sign-flip test of the per-direction differences rejects
-  at α 0.05;
-- **unchanged**: it does not, and the two one-sided tests (TOST) show |Δ| within the
-  measure's margin declared in the profile (``[margins]``: e.g. 1 point of strict preference,
-  0.01 MRR);
-- **undetermined**: neither.
+- **changed**: the two-sided test of the per-direction differences (``reports.stats.mean_test``)
+  rejects at α 0.05 and the TOST does not show the change within the margin;
+- **changed within margin**: both reject: a real change smaller than the margin (passes a pin);
+- **unchanged**: only the two one-sided tests (TOST) reject: |Δ| within the measure's margin
+  declared in the profile (``[margins]``: e.g. 1 point of strict preference, 0.01 MRR);
+- **margin unreachable**: neither, and the margin is below the smallest one the TOST can certify
+  at this sample (``certifiable``): said once, in the row, and not a warning;
+- **undetermined**: neither, with a margin the sample could certify.
 
 Without per-direction outcomes of both runs (an older run, another pool snapshot) the
 comparison is *unpaired*: it says so, and a pin falls back to its tolerance. The paper's
@@ -37,7 +39,7 @@ from fixtures.environment import version_changes
 from fixtures.settings import SEED
 from reports.measures import aggregate, outcome_columns, paired_measure
 from reports.paper import paper_table2
-from reports.stats import ALPHA, equivalence, paired_difference
+from reports.stats import ALPHA, certifiable_margin, equivalence, paired_difference
 
 HISTORY = ".history"
 KEEP = ("*.csv", "*.json", "*.md", "*.tex")
@@ -46,9 +48,10 @@ COMPARED = ("n", "strict", "strict_pct", "mrr", "paired_pct", "ties", "fallback"
 #: Per-direction outcome fields a ranker leaves in directions.csv (``<ranker>__<field>``).
 FIELDS = ("strict", "rank_pos", "rank_neg", "tie", "fallback")
 COMPARISON_COLUMNS = ("ranker", "measure", "now", "then", "delta", "delta_lo", "delta_hi", "p_changed",
-                      "p_unchanged", "margin", "decision", "basis", "paper")
+                      "p_unchanged", "margin", "certifiable_margin", "decision", "basis", "n", "differing_groups",
+                      "discordant", "paper")
 
-Decision = Literal["changed", "unchanged", "undetermined"]
+Decision = Literal["changed", "changed within margin", "unchanged", "margin unreachable", "undetermined"]
 
 
 def run_id(tables: dict[str, dict[str, pd.DataFrame]]) -> str:
@@ -95,24 +98,32 @@ class ChangeVerdict:
     p_unchanged: float = float("nan")
     margin: float = float("nan")
     n: int = 0
+    certifiable: float = float("nan")
+    differing_groups: int = 0
+    discordant: int = 0
 
     def message(self) -> str:
-        """Old, new, Δ, interval and p-values in one line."""
+        """Old, new, Δ, interval, p-values, the effective sample and the certifiable margin in one line."""
         text = f"{self.decision}: then {self.then:.6g}, now {self.now:.6g}, Δ {self.delta:+.6g}"
         if self.basis == "paired":
-            text += (f" [{self.lo:+.4g}, {self.hi:+.4g}] on {self.n} common directions; paired sign-flip p "
-                     f"{self.p_changed:.2g}" + (f", TOST p {self.p_unchanged:.2g} within ±{self.margin:g}"
-                                                if math.isfinite(self.margin) else ", no margin declared"))
+            text += (f" [{self.lo:+.4g}, {self.hi:+.4g}] on {self.n} common directions ({self.differing_groups} "
+                     f"groups and {self.discordant} directions differ); paired p {self.p_changed:.2g}"
+                     + (f", TOST p {self.p_unchanged:.2g} within ±{self.margin:g}" if math.isfinite(self.margin)
+                        else ", no margin declared"))
+            if math.isfinite(self.certifiable) or self.certifiable == float("inf"):
+                text += f"; the smallest margin this sample can certify: ±{self.certifiable:.3g}"
         else:
             text += f" ({self.basis})"
         return text
 
 
-def decide_change(p_changed: float, p_unchanged: float, alpha: float = ALPHA) -> Decision:
-    """changed when the paired test rejects; unchanged when only the TOST does; undetermined otherwise."""
+def decide_change(p_changed: float, p_unchanged: float, alpha: float = ALPHA, reachable: bool = True) -> Decision:
+    """The decision of the module doc from the paired p, the TOST p and whether the margin is certifiable here."""
     if p_changed <= alpha:
-        return "changed"
-    return "unchanged" if p_unchanged <= alpha else "undetermined"
+        return "changed within margin" if p_unchanged <= alpha else "changed"
+    if p_unchanged <= alpha:
+        return "unchanged"
+    return "undetermined" if reachable else "margin unreachable"
 
 
 def paired_change(column: str, now: pd.DataFrame, then: pd.DataFrame, labels: np.ndarray, margin: float | None,
@@ -129,11 +140,16 @@ def paired_change(column: str, now: pd.DataFrame, then: pd.DataFrame, labels: np
     x, y = measure.values(a), measure.values(b)
     diff = paired_difference(x, y, labels, measure.scale, seed=seed)
     p_unchanged = equivalence(x, y, labels, margin, measure.scale, seed=seed).p if margin else float("nan")
+    # The certifiable margin is needed (and computed) only where the TOST did not certify the declared one.
+    certifiable = (certifiable_margin(labels, diff.null_sd, measure.scale, seed=seed)
+                   if margin and not p_unchanged <= ALPHA else float("nan"))
     n = len(now)
-    return ChangeVerdict(decide_change(diff.test.p_two_sided, p_unchanged if margin else 1.0), "paired",
-                         aggregate(column, a), aggregate(column, b), *(measure.in_column(column, v, n)
-                                                                       for v in (diff.effect, diff.lo, diff.hi)),
-                         diff.test.p_two_sided, p_unchanged, margin if margin else float("nan"), n)
+    decision = decide_change(diff.test.p_two_sided, p_unchanged if margin else 1.0,
+                             reachable=not margin or not margin < certifiable)
+    return ChangeVerdict(decision, "paired", aggregate(column, a), aggregate(column, b),
+                         *(measure.in_column(column, v, n) for v in (diff.effect, diff.lo, diff.hi)),
+                         diff.test.p_two_sided, p_unchanged, margin if margin else float("nan"), n, certifiable,
+                         diff.differing_groups, diff.discordant)
 
 
 def tolerance_change(now: float, then: float, tolerance: float) -> ChangeVerdict:
@@ -243,8 +259,11 @@ def compare_tables(now: pd.DataFrame, then: pd.DataFrame, split: str,
                 ref = paper_rows.at[name, measure]
             rows.append({"ranker": name, "measure": measure, "now": value, "then": old, "delta": verdict.delta,
                          "delta_lo": verdict.lo, "delta_hi": verdict.hi, "p_changed": verdict.p_changed,
-                         "p_unchanged": verdict.p_unchanged, "margin": verdict.margin, "decision": verdict.decision,
-                         "basis": verdict.basis, "paper": ref})
+                         "p_unchanged": verdict.p_unchanged, "margin": verdict.margin,
+                         "certifiable_margin": verdict.certifiable, "decision": verdict.decision,
+                         "basis": verdict.basis, "n": verdict.n if verdict.basis == "paired" else np.nan,
+                         "differing_groups": verdict.differing_groups if verdict.basis == "paired" else np.nan,
+                         "discordant": verdict.discordant if verdict.basis == "paired" else np.nan, "paper": ref})
     return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
 
 

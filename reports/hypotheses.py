@@ -1,6 +1,6 @@
 """The study's hypotheses as claims: what they are, how each is measured, and how a family decides them.
 
-A claim says an effect lies on one side of a boundary (0): "E0's strict preference
+A claim says an effect lies on one side of 0: "E0's strict preference
 exceeds fusion's on the same directions", "the equal-grade branch holds a larger share
 of failures than of directions". Definitions (docs/statistics.md#claims):
 
@@ -24,6 +24,11 @@ declare; a user's ranker gets its own, ``H2:<ranker>``) is then decided together
   **inconclusive** otherwise;
 - a claim whose sample has too few source groups for any outcome to reach α/2 is
   *unable to decide*: set aside before its outcomes are read, and left out of the family;
+- every p-value is the decision test's (``reports.stats.mean_test``), valid for the mean
+  difference and not only for exchangeable rankers; with fewer than 40 differing groups it
+  includes a bound-aware test (docs/statistics.md#weak-null); an H3 claim whose rarest
+  branch × outcome cell expects fewer than ``MIN_CELL`` directions is flagged and cannot
+  reach a verdict (docs/statistics.md#h3);
 - power is reported beside the verdict, never mixed into it: the MDE at the level
   Holm's first step applies, α / (2 m) for m decidable claims, and the directions that
   would give 80% power at the observed effect (docs/statistics.md#power).
@@ -40,10 +45,11 @@ import pandas as pd
 
 from fixtures.settings import SEED
 from rankers.registry import RankerDecl
-from reports.bootstrap import Ratio, RatioDifference, group_bootstrap
+from reports.bootstrap import N_RESAMPLES, Ratio, RatioDifference, group_bootstrap
 from reports.comparisons import compare_on
 from reports.measures import outcome_columns, paired_measure
-from reports.stats import ALPHA, POWER, directions_needed, group_effect, holm, minimum_detectable_effect, smallest_p
+from reports.stats import (ALPHA, MIN_DIFFERING, POWER, directions_needed, group_effect, holm,
+                           minimum_detectable_effect, smallest_p)
 
 Status = Literal["holds", "fails", "inconclusive"]
 Side = Literal[">", "<"]
@@ -52,7 +58,11 @@ Kind = Literal["comparison", "tie_branch", "tie_resolution"]
 #: Columns of a claims table row (``ClaimResult.row``).
 CLAIM_COLUMNS = ("claim", "family", "ranker", "versus", "measure", "claimed", "status", "reason", "effect", "lo", "hi",
                  "unit", "p_value", "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level",
-                 "directions_needed", "n", "n_groups", "family_hypotheses", "measured")
+                 "directions_needed", "n", "n_groups", "differing_groups", "discordant", "family_hypotheses",
+                 "measured")
+#: H3: a claim whose rarest branch × outcome cell expects fewer directions than this is flagged (chosen by
+#: simulation, docs/statistics.md#h3).
+MIN_CELL = 5.0
 #: Digits an effect is written with, per unit.
 DIGITS = {"pts": 2, "MRR": 4}
 
@@ -71,7 +81,6 @@ class ClaimDefinition:
     versus: str = ""
     measure: str = ""
     side: Side = ">"
-    boundary: float = 0.0
 
     def __post_init__(self) -> None:
         if self.side not in (">", "<"):
@@ -80,7 +89,7 @@ class ClaimDefinition:
     @property
     def claimed(self) -> str:
         """The claim itself, e.g. ``> 0``."""
-        return f"{self.side} {self.boundary:g}"
+        return f"{self.side} 0"
 
 
 def family_name(family: str, ranker: str, builtin: bool) -> str:
@@ -184,8 +193,11 @@ def claim_definitions(comparisons: Sequence[DeclaredComparison], windows: Sequen
 class ClaimTest:
     """A claim measured on its sample, before its family is known: effect, interval, both one-sided p-values.
 
-    ``n_groups`` counts the source groups of the sample (its design); ``null_sd`` is the
-    effect's sign-flip null SD, in the effect's unit.
+    ``n_groups`` counts the source groups of the sample (its design), ``differing_groups`` those
+    whose contribution is non-zero (the effective sample), ``discordant`` the directions whose
+    outcomes differ (H3: the directions of its rarest branch × outcome cell); ``guarded`` says the
+    bound-aware test took part; ``flag`` is why the sample cannot support a verdict (H3's rare
+    cell), empty when it can; ``null_sd`` is the effect's sign-flip null SD, in the effect's unit.
     """
 
     definition: ClaimDefinition
@@ -199,6 +211,10 @@ class ClaimTest:
     n_groups: int
     unit: str
     measured: str = ""
+    differing_groups: int = 0
+    discordant: int = 0
+    guarded: bool = False
+    flag: str = ""
 
     @property
     def p_claimed(self) -> float:
@@ -228,18 +244,21 @@ def measure_comparison(definition: ClaimDefinition, first: pd.DataFrame, second:
     measured = (f"{definition.ranker}: {_rates(first)}; {definition.versus} on the same {len(second)} directions: "
                 f"{_rates(second)}" + (f"; {note}" if note else ""))
     return ClaimTest(definition, diff.effect, diff.lo, diff.hi, diff.null_sd, diff.test.p_greater, diff.test.p_less,
-                     diff.n, diff.n_groups, measure.unit, measured)
+                     diff.n, diff.n_groups, measure.unit, measured, diff.differing_groups, diff.discordant,
+                     diff.test.guarded)
 
 
 def measure_tie_branch(definition: ClaimDefinition, per_direction: pd.DataFrame, groups: np.ndarray,
-                       seed: int = SEED) -> ClaimTest:
+                       seed: int = SEED, n_resamples: int = N_RESAMPLES) -> ClaimTest:
     """H3: the equal-score branch's share of non-successes minus its share of directions, in points.
 
     With e = 1 in the equal-score branch and f = 1 for a non-success, the difference is
     θ = Σef/Σf − Σe/n = Σ(e − ē)(f − f̄) / Σf: the branch and failure are associated. The
-    group contributions u_g = Σ_{i∈g} (e_i − ē)(f_i − f̄) are tested by sign flips (the
-    estimating equation of θ = 0 summed per group; docs/statistics.md#h3), and the share
-    difference's bootstrap interval is reported beside it.
+    group contributions u_g = Σ_{i∈g} (e_i − ē)(f_i − f̄) are tested by sign flips and the
+    skew-corrected t (the estimating equation of θ = 0 summed per group; docs/statistics.md#h3),
+    and the share difference's bootstrap interval is reported beside it. When the rarest cell of
+    branch × outcome expects fewer than ``MIN_CELL`` directions (n × min(ē, 1 − ē) × min(f̄, 1 − f̄)),
+    the claim is flagged: its few directions carry the whole statistic.
     """
     equal = (per_direction["branch"] == "equal_score").to_numpy(dtype=float)
     failed = (~per_direction["strict"].to_numpy(dtype=bool)).astype(float)
@@ -250,11 +269,16 @@ def measure_tie_branch(definition: ClaimDefinition, per_direction: pd.DataFrame,
         return not_measured(definition, f"{definition.ranker}: {n} directions, {int(n_fail)} non-successes: "
                                         "the shares are undefined", "pts", n, len(pd.unique(labels)))
     u = (equal - equal.mean()) * (failed - failed.mean())
-    tested = group_effect(u, labels, 100.0 / n_fail, seed=seed)
+    tested = group_effect(u, labels, 100.0 / n_fail, seed=seed, min_differing=0)
+    e_bar, f_bar = equal.mean(), failed.mean()
+    expected_cell = n * min(e_bar, 1 - e_bar) * min(f_bar, 1 - f_bar)
+    cells = [int(((equal == e) & (failed == f)).sum()) for e in (0, 1) for f in (0, 1)]
+    flag = (f"its rarest branch × outcome cell expects {expected_cell:.1f} directions (< {MIN_CELL:g}): too few to "
+            "decide the association" if expected_cell < MIN_CELL else "")
     values = {"eq_fail": equal * failed, "fail": failed, "eq": equal, "n": np.ones(n)}
     try:
         ci = group_bootstrap(values, labels, {"h3": RatioDifference(Ratio("eq_fail", "fail"), Ratio("eq", "n"))},
-                             seed=seed)["h3"]
+                             n_resamples, seed)["h3"]
         lo, hi = 100 * ci.lo, 100 * ci.hi
     except ValueError:  # a resample without a non-success: the interval is undefined, the test is not
         lo = hi = float("nan")
@@ -262,7 +286,7 @@ def measure_tie_branch(definition: ClaimDefinition, per_direction: pd.DataFrame,
                 f"{int((equal * failed).sum())}/{int(n_fail)} non-successes "
                 f"({100 * (equal * failed).sum() / n_fail:.2f}%)")
     return ClaimTest(definition, tested.effect, lo, hi, tested.null_sd, tested.test.p_greater, tested.test.p_less, n,
-                     tested.n_groups, "pts", measured)
+                     tested.n_groups, "pts", measured, tested.differing, min(cells), False, flag)
 
 
 def not_measured(definition: ClaimDefinition, why: str, unit: str, n: int = 0, n_groups: int = 0) -> ClaimTest:
@@ -286,10 +310,11 @@ def format_interval(lo: float, hi: float, digits: int = 2) -> str:
 
 
 def format_p(p: float) -> str:
-    """A p-value to two significant digits, '<0.0001' below that, '—' when absent."""
+    """A p-value to two significant digits ('0.0001' for the Monte Carlo floor 1/10,001: never shown as smaller
+    than it is), '—' when absent."""
     if math.isnan(p):
         return "—"
-    return "<0.0001" if p < 1e-4 else f"{p:.2g}"
+    return f"{p:.2g}"
 
 
 @dataclass(frozen=True)
@@ -315,6 +340,8 @@ class ClaimResult:
     reason: str
     measured: str = ""
     alpha: float = field(default=ALPHA, repr=False)
+    differing_groups: int = 0
+    discordant: int = 0
 
     def __post_init__(self) -> None:
         check_verdict(self.status, self.p_adjusted, self.p_opposite_adjusted, self.alpha, self.name)
@@ -335,7 +362,11 @@ class ClaimResult:
         """One line for the terminal and report: status, effect, interval, p-values, MDE, n, and why."""
         digits = DIGITS.get(self.unit, 4)
         return (f"{self.status}: {self.effect:+.{digits}f} {self.unit} {format_interval(self.lo, self.hi, digits)} "
-                f"(claimed {self.claimed}; n={self.n}, {self.n_groups} groups); {self.reason}")
+                f"(claimed {self.claimed}; {self.sample()}); {self.reason}")
+
+    def sample(self) -> str:
+        """The sample beside the verdict: n, groups, and the differing groups and directions the test rests on."""
+        return sample_size(self.n, self.n_groups, self.differing_groups, self.discordant, self.definition.kind)
 
     def row(self) -> dict[str, object]:
         """A claims-table row with ``CLAIM_COLUMNS``."""
@@ -346,8 +377,15 @@ class ClaimResult:
                 "p_adjusted": self.p_adjusted, "p_opposite": self.p_opposite,
                 "p_opposite_adjusted": self.p_opposite_adjusted, "mde": self.mde, "mde_level": self.mde_level,
                 "directions_needed": self.directions_needed, "n": self.n, "n_groups": self.n_groups,
+                "differing_groups": self.differing_groups, "discordant": self.discordant,
                 "family_hypotheses": self.family_hypotheses,
                 "measured": f"{self.summary()}; {self.measured}" if self.measured else self.summary()}
+
+
+def sample_size(n: int, n_groups: int, differing: int, discordant: int, kind: str = "comparison") -> str:
+    """``n=150, 38 groups, 21 differing, 30 discordant directions``: the sample and the part of it a test rests on."""
+    cell = "in the rarest branch × outcome cell" if kind == "tie_branch" else "discordant"
+    return f"n={n}, {n_groups} groups, {differing} differing, {discordant} {cell}"
 
 
 def check_verdict(status: str, p_adjusted: float, p_opposite_adjusted: float, alpha: float, name: str = "") -> None:
@@ -370,16 +408,20 @@ def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_ad
                 + (f" ({t.measured})" if math.isnan(t.effect) and t.measured else ""))
     if math.isnan(t.effect):
         return f"not measured: {t.measured}"
+    if t.flag:
+        return f"unable to decide: {t.flag}"
     tests = (f"one-sided p {format_p(p)} on the claimed side (Holm {format_p(p_adj)}), {format_p(q)} on the other "
              f"(Holm {format_p(q_adj)}) in family {d.family} ({hypotheses} hypotheses, α {alpha:g})")
     power = f"MDE {mde:.{digits}f} {t.unit}" if math.isfinite(mde) else "MDE unknown (no group differs)"
-    if status == "holds":
-        return f"holds: {tests}; {power}"
-    if status == "fails":
-        return f"fails: {tests}; {power}"
+    if t.guarded:
+        tests += (f"; only {t.differing_groups} groups differ (< {MIN_DIFFERING}), so the bound-aware test decides "
+                  "too (a rare whole-group loss could balance their sum)")
+    sample = sample_size(t.n, t.n_groups, t.differing_groups, t.discordant, d.kind)
+    if status in ("holds", "fails"):
+        return f"{status}: {tests}; {power}; {sample}"
     more = (f"; about {int(needed):,} directions would give 80% power at the observed {t.effect:+.{digits}f} {t.unit}"
             if math.isfinite(needed) else "")
-    return f"inconclusive: {tests}; {power} at n={t.n}{more}"
+    return f"inconclusive: {tests}; {power} at {sample}{more}"
 
 
 def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float = ALPHA,
@@ -396,8 +438,8 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
     if unmeasured < 0:
         raise ValueError(f"unmeasured must be >= 0; got {unmeasured}")
     usable = [decidable(t.n_groups, alpha) for t in tests]
-    claimed = [1.0 if math.isnan(t.p_claimed) else t.p_claimed for t, ok in zip(tests, usable) if ok]
-    opposite = [1.0 if math.isnan(t.p_opposite) else t.p_opposite for t, ok in zip(tests, usable) if ok]
+    claimed = [1.0 if math.isnan(t.p_claimed) or t.flag else t.p_claimed for t, ok in zip(tests, usable) if ok]
+    opposite = [1.0 if math.isnan(t.p_opposite) or t.flag else t.p_opposite for t, ok in zip(tests, usable) if ok]
     m = len(claimed) + unmeasured
     adjusted = holm([*claimed, *opposite, *[1.0] * (2 * unmeasured)])
     level = alpha / (2 * m) if m else float("nan")
@@ -410,10 +452,11 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
         k += ok
         status: Status = "holds" if p_adj <= alpha else "fails" if q_adj <= alpha else "inconclusive"
         mde = minimum_detectable_effect(t.null_sd, level, power) if ok else nan
-        needed = directions_needed(t.n, mde, t.effect - t.definition.boundary) if ok else nan
+        needed = directions_needed(t.n, mde, t.effect) if ok else nan
         out.append(ClaimResult(t.definition, status, t.effect, t.lo, t.hi, t.unit, p, p_adj, q, q_adj, mde, level,
                                needed, t.n, t.n_groups, 2 * m, _reason(t, status, p, p_adj, q, q_adj, 2 * m, mde,
-                                                                       needed, alpha), t.measured, alpha))
+                                                                       needed, alpha), t.measured, alpha,
+                               t.differing_groups, t.discordant))
     return out
 
 

@@ -14,19 +14,30 @@ is tested by flipping the signs of the u_g (docs/statistics.md#sign-flip-test):
 - its null standard deviation is sqrt(Σ_g u_g²) (times the effect's scale), which is
   what the minimum detectable effect is built from (docs/statistics.md#power).
 
+The sign-flip test is exact for the *sharp* null (the two rankers exchangeable within each
+group); a claim is about the *mean*, and with skewed contributions (rare whole-group losses,
+frequent small gains) the sign-flip distribution understates the chance of a large sum.
+``mean_test`` is the test every decision reads (docs/statistics.md#weak-null): the larger of
+the sign-flip p and Hall's skewness-corrected t p on each side and, when fewer than
+``MIN_DIFFERING`` groups differ, also of a bound-aware test (``bounded_mean_p``) that stays
+valid for any mean-zero contributions no larger than the group's bound.
+
 ``paired_difference`` computes Δ, its source-group bootstrap interval and SE, the test,
 the null spread and the MDE of one measure on the same directions, once, for Table II,
 pairwise comparisons, claims, pins and run comparisons alike. ``equivalence`` is the
-two one-sided tests (TOST) that let "no change" be a decision (docs/statistics.md#tost).
+two one-sided tests (TOST) that let "no change" be a decision, and ``certifiable_margin`` the
+smallest margin they can certify on a sample (docs/statistics.md#tost).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
@@ -39,6 +50,11 @@ N_PERMUTATIONS = 10_000
 EXACT_LIMIT = 2 ** 16
 #: Sign vectors drawn per block of the Monte Carlo test, to bound memory (block × ⌈groups/8⌉ bytes and floats).
 _BLOCK = 2000
+#: Fewer differing groups than this and the bound-aware test decides too (chosen by simulation:
+#: docs/statistics.md#weak-null; tests/reports/test_calibration.py).
+MIN_DIFFERING = 40
+#: Bets of the bound-aware test's e-value mixture (each a fraction of the largest bet a bounded contribution allows).
+BETS = 0.9 * 2.0 ** -np.arange(8)
 
 
 @dataclass(frozen=True)
@@ -120,6 +136,80 @@ def smallest_p(n_groups: int, n_permutations: int = N_PERMUTATIONS, exact_limit:
     return 2.0 ** -n_groups if 2 ** n_groups <= exact_limit else max(2.0 ** -n_groups, 1.0 / (n_permutations + 1))
 
 
+def skew_corrected_p(contributions: np.ndarray) -> tuple[float, float]:
+    """One-sided p-values (greater, less) of the mean of the G group contributions, zeros included, from Hall's
+    (1992) skewness-removing transform of the t statistic: T + γ̂T²/(3√G) + γ̂²T³/(27G) + γ̂/(6√G) ~ N(0, 1)
+    to O(1/G) under a mean of 0, where the plain t (and the sign-flip sum) is off by O(γ̂/√G)."""
+    u = np.asarray(contributions, dtype=float)
+    g = len(u)
+    if g < 3:
+        return 1.0, 1.0
+    mean = float(u.mean())
+    c = u - mean
+    sd = math.sqrt(float((c ** 2).sum()) / (g - 1))
+    if sd <= 1e-12 * max(1.0, float(np.abs(u).max())):  # every group alike: the mean is known
+        return (0.0, 1.0) if mean > 0 else (1.0, 0.0) if mean < 0 else (1.0, 1.0)
+    skew = float((c ** 3).mean()) / (float((c ** 2).mean()) ** 1.5)
+    t = math.sqrt(g) * mean / sd
+    a = skew / (3 * math.sqrt(g))
+    transformed = t + a * t ** 2 + a ** 2 * t ** 3 / 3 + skew / (6 * math.sqrt(g))
+    return float(norm.sf(transformed)), float(norm.cdf(transformed))
+
+
+def bounded_mean_p(contributions: np.ndarray, bound: float) -> tuple[float, float]:
+    """One-sided p-values (greater, less) valid for *any* independent contributions with mean 0 and |u_g| ≤ bound.
+
+    With x_g = u_g / bound ∈ [−1, 1], each Π_g (1 + λ x_g) (λ in ``BETS``) has expectation ≤ 1 when
+    E x_g ≤ 0, so their mean E is an e-value and 1/E a p-value (Markov; Waudby-Smith & Ramdas 2024).
+    A group that does not differ multiplies by 1: it neither helps nor hurts, and a few small gains
+    cannot rule out a rare loss as large as a whole group (docs/statistics.md#weak-null).
+    """
+    if not bound > 0:
+        raise ValueError(f"a contribution bound must be > 0; got {bound}")
+    x = np.asarray(contributions, dtype=float) / bound
+    if (np.abs(x) > 1 + 1e-9).any():
+        raise ValueError(f"contributions exceed their bound {bound:g}: max |u| = {np.abs(x).max() * bound:g}")
+    x = np.clip(x[x != 0], -1.0, 1.0)
+    out = []
+    for sign in (1.0, -1.0):
+        e = float(np.exp(np.log1p(sign * x[:, None] * BETS[None, :]).sum(axis=0)).mean())
+        out.append(min(1.0, 1.0 / e))
+    return out[0], out[1]
+
+
+@dataclass(frozen=True)
+class MeanTest:
+    """The decision test of Σ_g u_g = 0 (see the module doc): each p is the largest of its parts.
+
+    ``n_groups`` counts every group of the sample, ``differing`` those with u_g ≠ 0 (the effective
+    sample: only they carry signs); ``guarded`` says the bound-aware test took part
+    (``differing`` < ``MIN_DIFFERING``); ``sign_flip`` is the sign-flip test alone.
+    """
+
+    statistic: float
+    p_greater: float
+    p_less: float
+    p_two_sided: float
+    n_groups: int
+    differing: int
+    guarded: bool
+    sign_flip: SignFlipTest
+
+
+def mean_test(contributions: np.ndarray, bound: float, n_permutations: int = N_PERMUTATIONS, seed: int = SEED,
+              min_differing: int = MIN_DIFFERING) -> MeanTest:
+    """Test Σ_g u_g = 0 for the mean (the weak null), ``bound`` the largest |u_g| a group of the sample could have."""
+    u = np.asarray(contributions, dtype=float)
+    flip = sign_flip_test(u, n_permutations, seed)
+    sides = [(flip.p_greater, flip.p_less), skew_corrected_p(u)]
+    guarded = 0 < flip.n_groups < min_differing
+    if guarded:
+        sides.append(bounded_mean_p(u, bound))
+    greater, less = (max(p[i] for p in sides) for i in (0, 1))
+    two_sided = max(flip.p_two_sided, *(min(1.0, 2 * min(p)) for p in sides[1:]))
+    return MeanTest(flip.statistic, greater, less, two_sided, len(u), flip.n_groups, guarded, flip)
+
+
 def holm(p_values: np.ndarray | list[float]) -> np.ndarray:
     """Holm step-down adjusted p-values: sorted p_(i) × (m − i + 1), made monotone, capped at 1.
 
@@ -173,27 +263,40 @@ def directions_needed(n: int, mde: float, effect: float) -> float:
 
 @dataclass(frozen=True)
 class GroupEffect:
-    """An effect that is ``scale`` × Σ_g u_g, its sign-flip test and its null spread (in the effect's units)."""
+    """An effect that is ``scale`` × Σ_g u_g, its decision test and its null spread (in the effect's units)."""
 
     effect: float
     null_sd: float
-    test: SignFlipTest
+    test: MeanTest
     n: int
     n_groups: int
 
+    @property
+    def differing(self) -> int:
+        """Groups whose contribution is non-zero: the sample the test's resolution rests on."""
+        return self.test.differing
 
-def group_effect(contributions: np.ndarray, labels: np.ndarray, scale: float, n_permutations: int = N_PERMUTATIONS,
-                 seed: int = SEED) -> GroupEffect:
-    """Sum per-direction contributions by group, then test and measure their spread (see the module doc)."""
+
+def group_effect(contributions: np.ndarray, labels: np.ndarray, scale: float, bound: float = 1.0,
+                 n_permutations: int = N_PERMUTATIONS, seed: int = SEED,
+                 min_differing: int = MIN_DIFFERING) -> GroupEffect:
+    """Sum per-direction contributions by group, then test and measure their spread (see the module doc).
+
+    ``bound`` is the largest |contribution| one direction can have (1 for a difference of values in
+    [0, 1]); a group's bound is its size times it. ``min_differing`` is passed to ``mean_test``.
+    """
     u = np.asarray(contributions, dtype=float)
     codes, uniques = pd.factorize(np.asarray(labels), sort=True)
     if len(codes) != len(u):
         raise ValueError(f"contributions ({len(u)}) and group labels ({len(codes)}) must be aligned")
     if (codes < 0).any():
         raise ValueError("group labels contain missing values; every direction needs a source group")
+    if len(u) and np.abs(u).max() > bound * (1 + 1e-9):
+        raise ValueError(f"a direction's contribution {np.abs(u).max():g} exceeds its bound {bound:g}")
     sums = np.bincount(codes, weights=u, minlength=len(uniques))
+    largest = bound * float(np.bincount(codes).max()) if len(u) else bound
     return GroupEffect(scale * float(sums.sum()), scale * float(np.sqrt(np.sum(sums ** 2))),
-                       sign_flip_test(sums, n_permutations, seed), len(u), len(uniques))
+                       mean_test(sums, largest, n_permutations, seed, min_differing), len(u), len(uniques))
 
 
 @dataclass(frozen=True)
@@ -202,8 +305,8 @@ class PairedDifference:
 
     ``lo``/``hi``/``se``: the 95% source-group bootstrap interval and SE of Δ; ``null_sd``: the
     sign-flip null SD sqrt(Σ_g D_g²) × scale / n; ``mde``: the two-sided-α MDE (one-sided α/2,
-    80% power) from it; ``test``: the group sign-flip test; ``discordant``: directions whose
-    values differ.
+    80% power) from it; ``test``: the decision test (``mean_test``); ``differing_groups``: groups whose
+    summed difference is non-zero; ``discordant``: directions whose values differ.
     """
 
     effect: float
@@ -212,26 +315,37 @@ class PairedDifference:
     se: float
     null_sd: float
     mde: float
-    test: SignFlipTest
+    test: MeanTest
     n: int
     n_groups: int
+    differing_groups: int
     discordant: int
 
 
 def paired_difference(first: np.ndarray, second: np.ndarray, labels: np.ndarray, scale: float = 1.0,
                       n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS,
                       seed: int = SEED) -> PairedDifference:
-    """Δ = scale × mean(first − second) over aligned per-direction values, with every statistic the suite reports."""
+    """Δ = scale × mean(first − second) over aligned per-direction values in [0, 1], with every statistic the
+    suite reports."""
     a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"paired values must be aligned 1-d arrays; got {a.shape} and {b.shape}")
+    _check_unit_interval(a, b)
     d = a - b
     n = len(d)
     boot = group_bootstrap({"d": d, "n": np.ones(n)}, labels, {"delta": Ratio("d", "n")}, n_resamples, seed)["delta"]
-    tested = group_effect(d, labels, scale / n, n_permutations, seed)
+    tested = group_effect(d, labels, scale / n, 1.0, n_permutations, seed)
     return PairedDifference(scale * boot.point, scale * boot.lo, scale * boot.hi, scale * boot.se, tested.null_sd,
                             minimum_detectable_effect(tested.null_sd), tested.test, n, tested.n_groups,
-                            int((d != 0).sum()))
+                            tested.differing, int((d != 0).sum()))
+
+
+def _check_unit_interval(*values: np.ndarray) -> None:
+    """Paired measures take per-direction values in [0, 1]: the bound the tests rely on."""
+    for v in values:
+        if len(v) and not (np.isfinite(v).all() and v.min() >= 0 and v.max() <= 1):
+            raise ValueError(f"paired per-direction values must lie in [0, 1]; got range [{np.nanmin(v):g}, "
+                             f"{np.nanmax(v):g}]")
 
 
 @dataclass(frozen=True)
@@ -249,7 +363,7 @@ class Equivalence:
 
 def equivalence(first: np.ndarray, second: np.ndarray, labels: np.ndarray, margin: float, scale: float = 1.0,
                 n_permutations: int = N_PERMUTATIONS, seed: int = SEED) -> Equivalence:
-    """TOST of −margin < Δ < margin (Δ = scale × mean(first − second)) by group sign-flip tests of the shifted sums.
+    """TOST of −margin < Δ < margin (Δ = scale × mean(first − second)) by the decision test of the shifted sums.
 
     Each bound is tested like Δ = 0 after moving it to 0: against Δ ≤ −margin the group
     contributions are D_g + (margin / scale) × n_g, tested for a positive sum; against
@@ -257,8 +371,45 @@ def equivalence(first: np.ndarray, second: np.ndarray, labels: np.ndarray, margi
     """
     if not margin > 0:
         raise ValueError(f"an equivalence margin must be > 0; got {margin}")
-    d = np.asarray(first, dtype=float) - np.asarray(second, dtype=float)
+    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    _check_unit_interval(a, b)
+    d = a - b
     shift = margin / scale
-    lower = group_effect(d + shift, labels, 1.0, n_permutations, seed).test.p_greater
-    upper = group_effect(d - shift, labels, 1.0, n_permutations, seed).test.p_less
+    lower = group_effect(d + shift, labels, 1.0, 1.0 + shift, n_permutations, seed).test.p_greater
+    upper = group_effect(d - shift, labels, 1.0, 1.0 + shift, n_permutations, seed).test.p_less
     return Equivalence(margin, lower, upper)
+
+
+def certifiable_margin(labels: np.ndarray, null_sd: float, scale: float = 1.0, alpha: float = ALPHA,
+                       power: float = POWER, n_permutations: int = N_PERMUTATIONS, seed: int = SEED) -> float:
+    """The smallest equivalence margin the TOST can certify on a sample of these groups (docs/statistics.md#tost).
+
+    The larger of (a) the margin that identical outcomes reach (the design's floor: the tests'
+    smallest p and, with few groups, the bound-aware test's) and (b) the margin the TOST reaches
+    with ``power`` when nothing changed at this spread, (z_{1−α} + z_{(1+power)/2}) × null SD.
+    ``inf`` when no margin up to the measure's whole range (``scale``) can be certified.
+    """
+    sizes = tuple(sorted(np.unique(np.asarray(labels), return_counts=True)[1].tolist()))
+    floor = _identical_floor(sizes, scale, alpha, n_permutations, seed)
+    spread = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf((1 + power) / 2)
+    return max(floor, spread * null_sd) if math.isfinite(null_sd) else floor
+
+
+@functools.lru_cache(maxsize=64)
+def _identical_floor(sizes: tuple[int, ...], scale: float, alpha: float, n_permutations: int, seed: int) -> float:
+    """The smallest margin identical outcomes on groups of these sizes certify (a design fact, so cached)."""
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    zeros = np.zeros(len(labels))
+
+    def reached(margin: float) -> bool:
+        return equivalence(zeros, zeros, labels, margin, scale, n_permutations, seed).p <= alpha
+
+    lo, hi = 1e-6 * scale, scale
+    if not reached(hi):
+        return float("inf")
+    if reached(lo):
+        return lo
+    while hi / lo > 1.01:  # the TOST p of identical outcomes falls as the margin grows
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if reached(mid) else (mid, hi)
+    return hi

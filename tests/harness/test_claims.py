@@ -128,3 +128,28 @@ def test_a_claim_whose_ranker_breaks_fails_alone(monkeypatch) -> None:
         book.result("test", "h1_bg8_mrr_gt_e0")
     held = book.result("test", "h1_e0_strict_gt_fusion")  # decided, with the two broken claims counted untested
     assert held.status == "holds" and held.family_hypotheses == 8
+
+
+def test_a_pin_fails_only_on_a_change_beyond_its_margin(monkeypatch, recwarn) -> None:
+    """changed fails; changed within margin and margin unreachable pass without a warning; undetermined warns."""
+    from harness.profile import Pin
+    from reports.history import ChangeVerdict
+
+    rows: list[dict] = []
+    report = SimpleNamespace(add=lambda table, split, row: rows.append(row))
+    ev = SimpleNamespace(profile=SimpleNamespace(name="p", path=Path("p.toml")))
+    pin = Pin("subset", "test", "grader", "strict_pct", 50.0, 0.0)
+    for decision in ("changed within margin", "margin unreachable", "unchanged"):
+        verdict = ChangeVerdict(decision, "paired", 50.5, 50.0, 0.5, n=150, certifiable=18.5, differing_groups=3,
+                                discordant=4)
+        monkeypatch.setattr(claims, "pin_verdict", lambda ev, pin, v=verdict: v)
+        claims.check_pin(ev, report, pin)
+    assert not [w for w in recwarn if issubclass(w.category, claims.UndeterminedPin)]
+    assert [r["status"] for r in rows] == ["changed within margin", "margin unreachable", "unchanged"]
+    assert rows[1]["differing_groups"] == 3 and "certify: ±18.5" in rows[1]["measured"]
+    monkeypatch.setattr(claims, "pin_verdict", lambda ev, pin: ChangeVerdict("undetermined", "paired", 51, 50, 1))
+    with pytest.warns(claims.UndeterminedPin):
+        claims.check_pin(ev, report, pin)
+    monkeypatch.setattr(claims, "pin_verdict", lambda ev, pin: ChangeVerdict("changed", "paired", 60, 50, 10))
+    with pytest.raises(AssertionError, match="pinned grader.strict_pct changed"):
+        claims.check_pin(ev, report, pin)

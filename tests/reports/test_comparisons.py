@@ -11,7 +11,7 @@ from scipy.stats import norm, permutation_test
 from fixtures.populations import annotate_population
 from reports.comparisons import PAIRWISE_COLUMNS, compare, compare_on, pairwise_table
 from reports.measures import summarize
-from reports.stats import holm
+from reports.stats import holm, mean_test
 
 Z = norm.ppf(0.975) + norm.ppf(0.80)
 
@@ -50,11 +50,14 @@ def test_compare_by_hand():
     assert list(row) == list(PAIRWISE_COLUMNS[:-2])
     assert (row["first"], row["second"], row["n"], row["n_groups"], row["discordant"]) == ("a", "b", 6, 4, 4)
     assert row["delta_pts"] == pytest.approx(100 * 2 / 6)
-    # Sign vectors of (2, 1, -1): sums 2, 4, 0, 2, -2, 0, -4, -2; |sum| >= 2 in 6 of 8.
-    assert row["p_strict"] == 0.75 == pytest.approx(scipy_p([2, 1, -1, 0]))
+    # Sign vectors of (2, 1, -1): sums 2, 4, 0, 2, -2, 0, -4, -2; |sum| >= 2 in 6 of 8. The decision test (groups
+    # of up to 2 directions; 3 differing groups, so guarded) can only say more.
+    strict_test = mean_test(np.array([2.0, 1, -1, 0]), 2.0)
+    assert strict_test.sign_flip.p_two_sided == 0.75 == pytest.approx(scipy_p([2, 1, -1, 0]))
+    assert row["p_strict"] == strict_test.p_two_sided >= 0.75 and row["differing_groups"] == 3
     # Reciprocal-rank differences: g1 (1/2 + 1/2), g2 (0 - 1/4), g3 (1/2 - 1), g4 0.
     assert row["delta_mrr"] == pytest.approx((1.0 - 0.25 - 0.5) / 6)
-    assert row["p_mrr"] == pytest.approx(scipy_p([1.0, -0.25, -0.5]))
+    assert row["p_mrr"] == mean_test(np.array([1.0, -0.25, -0.5, 0.0]), 2.0).p_two_sided >= scipy_p([1.0, -0.25, -0.5])
     assert row["delta_lo"] <= row["delta_pts"] <= row["delta_hi"]
     # MDE from the group-level null spread: (z_.975 + z_.8) × sqrt(2² + 1² + 1²) / 6 × 100.
     assert row["mde_pts"] == pytest.approx(Z * 100 * math.sqrt(6) / 6, rel=1e-12)
@@ -65,7 +68,9 @@ def test_compare_by_hand():
     # The same numbers by measure name, one-sided on either side.
     strict = compare_on("strict", a, b, d)
     assert (strict.effect, strict.mde) == (row["delta_pts"], row["mde_pts"])
-    assert strict.test.p_greater == pytest.approx(3 / 8) and strict.test.p_less == pytest.approx(7 / 8)
+    flip = strict.test.sign_flip
+    assert flip.p_greater == pytest.approx(3 / 8) and flip.p_less == pytest.approx(7 / 8)
+    assert (strict.test.p_greater, strict.test.p_less) == (strict_test.p_greater, strict_test.p_less)
 
 
 def realistic(seed: int = 0, n: int = 700, n_groups: int = 180) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:

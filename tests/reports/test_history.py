@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -46,10 +47,12 @@ def test_identical_runs_are_unchanged_and_a_systematic_shift_is_changed(base) ->
     better.loc[fixed, "fusion__strict"] = True
     moved = paired_change("strict", outcomes(better), outcomes(base), labels, margin=1.0)
     assert moved.decision == "changed" and moved.delta == pytest.approx(40.0)  # a count column counts directions
-    assert moved.now - moved.then == 40 and moved.lo <= 40 <= moved.hi and moved.p_changed < 0.001
+    # Fewer than 40 groups differ (some hold two of the 40), so the bound-aware test decides too: p ≈ 0.01.
+    assert moved.now - moved.then == 40 and moved.lo <= 40 <= moved.hi and moved.p_changed < 0.02
     pct = paired_change("strict_pct", outcomes(better), outcomes(base), labels, margin=1.0)
     assert pct.delta == pytest.approx(10.0) and pct.p_changed == moved.p_changed
-    assert "changed: then" in moved.message() and "paired sign-flip p" in moved.message()
+    assert "changed: then" in moved.message() and "paired p" in moved.message()
+    assert (moved.differing_groups, moved.discordant) == (20, 40) and "20 groups and 40 directions differ" in moved.message()
 
 
 def test_a_small_balanced_change_is_undetermined_without_a_wide_enough_margin(base) -> None:
@@ -62,13 +65,46 @@ def test_a_small_balanced_change_is_undetermined_without_a_wide_enough_margin(ba
     tight = paired_change("strict_pct", outcomes(swapped), outcomes(base), labels, margin=0.1)
     wide = paired_change("strict_pct", outcomes(swapped), outcomes(base), labels, margin=5.0)
     none = paired_change("strict_pct", outcomes(swapped), outcomes(base), labels, margin=None)
-    assert (tight.decision, wide.decision, none.decision) == ("undetermined", "unchanged", "undetermined")
+    # ±0.1 point on 400 directions with 6 changes: below what the sample can certify, said in the row.
+    assert (tight.decision, wide.decision, none.decision) == ("margin unreachable", "unchanged", "undetermined")
+    assert tight.certifiable > 0.1 and "the smallest margin this sample can certify" in tight.message()
+    assert math.isnan(wide.certifiable)  # the TOST certified the declared margin: nothing more to compute
     assert "no margin declared" in none.message()
 
 
+def grader_pin_rerun(changes: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """A grader-sized sample (150 directions in 38 whole groups) and a rerun with ``changes`` outcomes flipped
+    both ways (Δ about 0), as a pinned grader's rerun on another machine gives."""
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"qid": [f"q{i}" for i in range(150)], "group": [f"g{min(i // 4, 37)}" for i in range(150)],
+                          "fusion__strict": rng.random(150) < 0.5, "fusion__rank_pos": 1, "fusion__rank_neg": 2,
+                          "fusion__tie": False, "fusion__fallback": False})
+    rerun = frame.copy()
+    rerun.loc[rng.choice(150, changes, replace=False), "fusion__strict"] ^= True
+    return ranker_outcomes(rerun, "fusion"), ranker_outcomes(frame, "fusion"), frame["group"].to_numpy()
+
+
+def test_a_pin_on_a_150_direction_sample_reports_its_certifiable_margin() -> None:
+    """±1 point cannot be certified on 150 directions: the pin says so, with the margin it could certify,
+    instead of "undetermined" on every rerun that is not identical."""
+    now, then, groups = grader_pin_rerun(4)
+    verdict = paired_change("strict_pct", now, then, groups, margin=1.0)
+    assert verdict.decision == "margin unreachable" and verdict.p_changed > 0.05
+    assert verdict.certifiable > 1.0 and f"certify: ±{verdict.certifiable:.3g}" in verdict.message()
+    assert (verdict.n, verdict.differing_groups) == (150, len(set(groups[now["strict"] != then["strict"]])))
+    # A margin at least as wide as the certifiable one is left to the tests: never "unreachable".
+    wide = paired_change("strict_pct", now, then, groups, margin=verdict.certifiable * 1.05)
+    assert wide.decision in ("unchanged", "undetermined")
+    # Even identical outcomes cannot certify ±1 point with 38 groups (whose sum a rare whole-group change could
+    # move): the design's floor is the certifiable margin then.
+    same = paired_change("strict_pct", then, then, groups, margin=1.0)
+    assert same.decision == "margin unreachable" and 1.0 < same.certifiable <= verdict.certifiable
+
+
 def test_decision_words_and_the_tolerance_rule() -> None:
-    assert [decide_change(0.01, 0.01), decide_change(0.2, 0.01), decide_change(0.2, 0.2)] == [
-        "changed", "unchanged", "undetermined"]
+    assert [decide_change(0.01, 0.2), decide_change(0.01, 0.01), decide_change(0.2, 0.01), decide_change(0.2, 0.2),
+            decide_change(0.2, 0.2, reachable=False)] == [
+        "changed", "changed within margin", "unchanged", "undetermined", "margin unreachable"]
     assert tolerance_change(1387, 1387, 0).decision == "unchanged"
     assert tolerance_change(1390, 1387, 3).decision == "unchanged"
     assert tolerance_change(1391, 1387, 3).decision == "changed"

@@ -1,4 +1,4 @@
-"""Claims decided by one-sided group sign-flip tests with Holm in their family, every case decided by hand."""
+"""Claims decided by one-sided group tests (``reports.stats.mean_test``) with Holm in their family, every case by hand."""
 from __future__ import annotations
 
 import math
@@ -13,7 +13,7 @@ from rankers.registry import RankerDecl
 from reports.hypotheses import (CLAIM_COLUMNS, ClaimDefinition, ClaimTest, DeclaredComparison, check_verdict,
                                 claim_definitions, decidable, decide, decide_family, format_interval, format_p,
                                 measure_comparison, measure_tie_branch)
-from reports.stats import holm, sign_flip_test
+from reports.stats import holm, mean_test, sign_flip_test, skew_corrected_p
 
 NAN = float("nan")
 
@@ -25,7 +25,7 @@ def definition(name: str = "c", family: str = "F", side: str = ">") -> ClaimDefi
 def measured(p_greater: float, p_less: float, name: str = "c", family: str = "F", side: str = ">",
              effect: float = 3.0, null_sd: float = 1.0, n: int = 100, groups: int = 50) -> ClaimTest:
     return ClaimTest(definition(name, family, side), effect, effect - 2, effect + 2, null_sd, p_greater, p_less, n,
-                     groups, "pts")
+                     groups, "pts", differing_groups=30, discordant=45)
 
 
 def scipy_p(d, alternative: str) -> float:
@@ -117,9 +117,12 @@ def test_row_columns_and_formatting():
     row = r.row()
     assert list(row) == list(CLAIM_COLUMNS)
     assert (row["claim"], row["ranker"], row["versus"], row["measure"], row["claimed"]) == ("c", "a", "b", "strict", "> 0")
-    assert row["measured"].startswith("holds: +3.00 pts [+1.00, +5.00] (claimed > 0; n=100, 50 groups); holds: one-sided")
+    assert row["measured"].startswith("holds: +3.00 pts [+1.00, +5.00] (claimed > 0; n=100, 50 groups, 30 differing, "
+                                      "45 discordant); holds: one-sided")
+    assert (row["differing_groups"], row["discordant"]) == (30, 45)
+    assert row["reason"].endswith("; n=100, 50 groups, 30 differing, 45 discordant")
     assert format_interval(-6.36, -2.91) == "[-6.36, -2.91]" and format_interval(NAN, 1.0) == "[—]"
-    assert (format_p(0.0312), format_p(0.00001), format_p(NAN)) == ("0.031", "<0.0001", "—")
+    assert (format_p(0.0312), format_p(0.00001), format_p(1 / 10_001), format_p(NAN)) == ("0.031", "1e-05", "0.0001", "—")
 
 
 def window(name: str, **kw) -> RankerDecl:
@@ -162,9 +165,13 @@ def test_measure_comparison_by_hand():
     d = directions(["g1", "g1", "g2", "g3", "g4", "g5", "g6"])
     a, b = outcomes([1, 1, 1, 1, 1, 1, 0], "a"), outcomes([0, 1, 0, 0, 0, 0, 1], "b")
     t = measure_comparison(definition(), a, b, d)
-    # Group sums (1, 1, 1, 1, 1, -1): 6 groups differ; P(T* >= 4) = 7/64.
+    # Group sums (1, 1, 1, 1, 1, -1): 6 groups differ; sign flips alone: P(T* >= 4) = 7/64; the decision test
+    # (groups of up to 2 directions, so |D_g| <= 2; 6 < 40 differing groups: guarded) can only say more.
     assert t.effect == pytest.approx(100 * 4 / 7) and (t.n, t.n_groups, t.unit) == (7, 6, "pts")
-    assert t.p_greater == pytest.approx(scipy_p([1, 1, 1, 1, 1, -1], "greater")) == pytest.approx(7 / 64)
+    assert (t.differing_groups, t.discordant, t.guarded) == (6, 6, True)
+    decision = mean_test(np.array([1.0, 1, 1, 1, 1, -1]), 2.0)
+    assert t.p_greater == decision.p_greater >= decision.sign_flip.p_greater == pytest.approx(7 / 64)
+    assert decision.sign_flip.p_greater == pytest.approx(scipy_p([1, 1, 1, 1, 1, -1], "greater"))
     assert t.null_sd == pytest.approx(100 * math.sqrt(6) / 7)
     assert t.measured.startswith("a: strict 6/7 (85.71%); b on the same 7 directions: strict 2/7 (28.57%)")
     empty = measure_comparison(definition(), a.iloc[:0], b.iloc[:0], d, note="no tie")
@@ -183,7 +190,8 @@ def test_tie_branch_test_by_hand():
     assert t.effect == pytest.approx(100 * (2 / 3 - 3 / 6))
     e, f = np.array([1, 1, 0, 1, 0, 0.0]), np.array([1, 1, 0, 0, 1, 0.0])
     u = pd.Series((e - e.mean()) * (f - f.mean())).groupby(groups).sum().to_numpy()
-    assert t.p_greater == pytest.approx(scipy_p(u, "greater"))
+    assert t.p_greater == pytest.approx(max(scipy_p(u, "greater"), skew_corrected_p(u)[0]))  # H3: never guarded
+    assert t.discordant == 1 and t.flag.startswith("its rarest branch × outcome cell expects")  # 6 × 1/2 × 1/2 < 5
     assert t.null_sd == pytest.approx(100 / 3 * math.sqrt(np.sum(u ** 2)))
     assert (t.n, t.n_groups) == (6, 4) and "3/6 directions" in t.measured
     none_failed = measure_tie_branch(h3, per.assign(strict=True), groups)

@@ -8,8 +8,9 @@ import pytest
 from scipy.stats import norm, permutation_test
 
 from reports.bootstrap import Ratio, group_bootstrap
-from reports.stats import (directions_needed, equivalence, group_effect, holm, minimum_detectable_effect,
-                           paired_difference, sign_flip_test, smallest_p, z_sum)
+from reports.stats import (BETS, MIN_DIFFERING, bounded_mean_p, certifiable_margin, directions_needed, equivalence,
+                           group_effect, holm, mean_test, minimum_detectable_effect, paired_difference,
+                           sign_flip_test, skew_corrected_p, smallest_p, z_sum)
 
 Z = norm.ppf(0.975) + norm.ppf(0.80)
 
@@ -103,10 +104,14 @@ def test_group_effect_sums_by_group_and_its_null_sd_is_that_of_the_sign_flip_dis
     signs = ((np.arange(8)[:, None] >> np.arange(3)) & 1) * 2 - 1
     sums = signs @ np.array([2.0, -1.0, 1.0])
     assert sums.mean() == 0 and sums.var() == pytest.approx(6.0)
-    assert (e.test.p_greater, e.test.p_less) == (pytest.approx(scipy_p([2, -1, 1], "greater")),
-                                                 pytest.approx(scipy_p([2, -1, 1], "less")))
+    flip = e.test.sign_flip
+    assert (flip.p_greater, flip.p_less) == (pytest.approx(scipy_p([2, -1, 1], "greater")),
+                                             pytest.approx(scipy_p([2, -1, 1], "less")))
+    assert e.differing == e.test.differing == 3 and e.test.guarded
     with pytest.raises(ValueError, match="aligned"):
         group_effect(np.ones(3), np.array(["a", "b"]), 1.0)
+    with pytest.raises(ValueError, match="exceeds its bound"):
+        group_effect(np.array([2.0, 0.0]), np.array(["a", "b"]), 1.0)
 
 
 def test_paired_difference_by_hand_and_against_the_bootstrap():
@@ -115,11 +120,14 @@ def test_paired_difference_by_hand_and_against_the_bootstrap():
     groups = np.array(["g1", "g1", "g2", "g2", "g3", "g4"])
     d = paired_difference(a, b, groups, scale=100.0)
     # Group sums of a - b: g1 2, g2 1, g3 -1, g4 0.
-    assert d.effect == pytest.approx(100 * 2 / 6) and (d.n, d.n_groups, d.discordant) == (6, 4, 4)
+    assert d.effect == pytest.approx(100 * 2 / 6) and (d.n, d.n_groups, d.differing_groups, d.discordant) == (6, 4, 3, 4)
     assert d.null_sd == pytest.approx(100 * math.sqrt(4 + 1 + 1) / 6)
     assert d.mde == pytest.approx(Z * d.null_sd)
-    assert d.test.p_two_sided == 0.75 == pytest.approx(scipy_p([2, 1, -1]))
-    assert d.test.p_greater == pytest.approx(scipy_p([2, 1, -1], "greater"))
+    assert d.test.sign_flip.p_two_sided == 0.75 == pytest.approx(scipy_p([2, 1, -1]))
+    assert d.test.sign_flip.p_greater == pytest.approx(scipy_p([2, 1, -1], "greater"))
+    assert d.test.p_greater >= d.test.sign_flip.p_greater and d.test.p_two_sided >= 0.75
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        paired_difference(2 * a, b, groups)
     boot = group_bootstrap({"d": a - b, "n": np.ones(6)}, groups, {"x": Ratio("d", "n")})["x"]
     assert (d.lo, d.hi, d.se) == (100 * boot.lo, 100 * boot.hi, 100 * boot.se)
     with pytest.raises(ValueError, match="aligned"):
@@ -129,14 +137,65 @@ def test_paired_difference_by_hand_and_against_the_bootstrap():
 def test_equivalence_by_hand():
     groups = np.array(["g1", "g1", "g2", "g2", "g3", "g3"])
     same = np.array([1, 0, 1, 1, 0, 1], dtype=float)
-    # Identical outcomes, margin 10 points: shifted group sums are all +0.2 (lower) and -0.2 (upper): p = 1/8 each.
+    # Identical outcomes, margin 10 points: shifted group sums are all +0.2 (lower) and -0.2 (upper), each group
+    # bounded by 2 × 1.1: the decision test of those sums (sign flips give 1/8; three groups: guarded).
     e = equivalence(same, same, groups, margin=10.0, scale=100.0)
-    assert (e.p_above_lower, e.p_below_upper, e.p) == (1 / 8, 1 / 8, 1 / 8)
+    expected = mean_test(np.array([0.2, 0.2, 0.2]), 2.2)
+    assert (e.p_above_lower, e.p_below_upper) == (expected.p_greater, mean_test(-np.full(3, 0.2), 2.2).p_less)
+    assert expected.sign_flip.p_greater == 1 / 8 and e.p == max(e.p_above_lower, e.p_below_upper) >= 1 / 8
     # One direction better in g1: D = (1, 0, 0); the lower test flips (1.2, .2, .2), the upper (.8, -.2, -.2).
     better = same.copy()
     better[1] = 1.0
     e = equivalence(better, same, groups, margin=10.0, scale=100.0)
-    assert e.p_above_lower == pytest.approx(scipy_p([1.2, 0.2, 0.2], "greater"))
-    assert e.p_below_upper == pytest.approx(scipy_p([0.8, -0.2, -0.2], "less"))
+    assert e.p_above_lower == mean_test(np.array([1.2, 0.2, 0.2]), 2.2).p_greater >= scipy_p([1.2, 0.2, 0.2], "greater")
+    assert e.p_below_upper == mean_test(np.array([0.8, -0.2, -0.2]), 2.2).p_less >= scipy_p([0.8, -0.2, -0.2], "less")
     with pytest.raises(ValueError, match="margin"):
         equivalence(same, same, groups, margin=0.0)
+
+
+def test_the_decision_test_is_the_largest_of_its_parts():
+    rng = np.random.default_rng(3)
+    many = rng.normal(0.3, 1.0, 200)
+    t = mean_test(many, bound=5.0)
+    hall = skew_corrected_p(many)
+    assert not t.guarded and t.differing == t.n_groups == 200
+    assert t.p_greater == max(t.sign_flip.p_greater, hall[0]) and t.p_less == max(t.sign_flip.p_less, hall[1])
+    few = np.concatenate([np.ones(15), np.zeros(300)])
+    g = mean_test(few, bound=4.0)
+    assert g.guarded and g.differing == 15 < MIN_DIFFERING and g.n_groups == 315
+    assert g.p_greater == max(g.sign_flip.p_greater, skew_corrected_p(few)[0], bounded_mean_p(few, 4.0)[0])
+    # 15 single-direction gains in groups that could each lose 4: the sign flips alone say 2^-15; a rare
+    # whole-group loss could balance them, and the bound-aware test says so.
+    assert g.sign_flip.p_greater < 1e-3 < 0.025 < g.p_greater
+    assert mean_test(np.zeros(5), 1.0).p_two_sided == 1.0
+
+
+def test_bounded_mean_p_by_hand():
+    # Two gains of a whole bound: E = mean over bets of (1 + λ)², p = 1 / E; the other side (1 − λ)².
+    greater, less = bounded_mean_p(np.array([2.0, 2.0, 0.0]), 2.0)
+    assert greater == pytest.approx(1 / np.mean((1 + BETS) ** 2)) and less == 1.0
+    with pytest.raises(ValueError, match="exceed"):
+        bounded_mean_p(np.array([3.0]), 2.0)
+
+
+def test_skew_corrected_p_by_hand():
+    u = np.array([1.0, 1.0, 1.0, -3.0, 2.0, 0.0])
+    g, mean = len(u), u.mean()
+    sd, skew = u.std(ddof=1), ((u - mean) ** 3).mean() / u.std() ** 3
+    t = math.sqrt(g) * mean / sd
+    a = skew / (3 * math.sqrt(g))
+    z = t + a * t ** 2 + a ** 2 * t ** 3 / 3 + skew / (6 * math.sqrt(g))
+    assert skew_corrected_p(u) == (pytest.approx(norm.sf(z)), pytest.approx(norm.cdf(z)))
+    assert skew_corrected_p(np.full(4, 2.0)) == (0.0, 1.0)
+
+
+def test_certifiable_margin_is_what_the_tost_certifies():
+    groups = np.repeat(np.arange(38), 4)
+    floor = certifiable_margin(groups, 0.0, 100.0)
+    same = np.zeros(len(groups))
+    assert equivalence(same, same, groups, floor * 1.02, 100.0).p <= 0.05 < equivalence(same, same, groups,
+                                                                                        floor * 0.97, 100.0).p
+    spread = certifiable_margin(groups, 10.0, 100.0)
+    assert spread == pytest.approx((norm.ppf(0.95) + norm.ppf(0.90)) * 10.0)
+    # 699 groups: the design allows far smaller margins than 38 groups.
+    assert certifiable_margin(np.repeat(np.arange(699), 4), 0.0, 100.0) < 0.01 * floor
