@@ -43,8 +43,11 @@ def main(argv: list[str] | None = None) -> None:
     texts = [corpus[p] for p in sorted(corpus)[:args.texts]]
     np.save(args.out / "dense.npy", DenseRoute(cache_dir=None).encode(texts))
     sp.save_npz(args.out / "sparse.npz", SparseRoute(cache_dir=None).encode(texts))
+    from numpy.lib.introspect import opt_func_info
+
     record = {"cpu_kernels": cpu_kernels(), "torch_capability": torch.backends.cpu.get_cpu_capability(),
-              "torch_threads": torch.get_num_threads()}
+              "torch_threads": torch.get_num_threads(),
+              "numpy_log_dispatch": opt_func_info(func_name="log", signature="float64")["log"]["dd"]["current"]}
     if args.train is not None:
         record["training"] = _training(study, Settings(cache_dir=args.train))
     (args.out / "record.json").write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
