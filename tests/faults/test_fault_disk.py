@@ -64,7 +64,9 @@ def fill(folder: Path, leave: int = 0) -> Path:
 
 def _left_behind(results: Path) -> list[str]:
     runs = results / RUNS
-    return sorted(p.name for p in runs.iterdir() if p.name != current_run(results)) if runs.is_dir() else []
+    kept = (current_run(results), f"{current_run(results)}.lock")  # the run in place and its lock
+    return sorted(p.name for p in runs.iterdir() if p.name not in kept) \
+        if runs.is_dir() else []
 
 
 @pytest.fixture

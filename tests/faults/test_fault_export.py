@@ -59,7 +59,9 @@ def complete(out: Path) -> str:
 def staged(out: Path) -> list[str]:
     """Whatever lies under the export folder besides the export in place (staging folders, their locks)."""
     runs = out / RUNS
-    return sorted(p.name for p in runs.iterdir() if p.name != current_run(out)) if runs.is_dir() else []
+    kept = (current_run(out), f"{current_run(out)}.lock")  # the export in place and its lock
+    return sorted(p.name for p in runs.iterdir() if p.name not in kept) \
+        if runs.is_dir() else []
 
 
 @pytest.fixture(scope="module")

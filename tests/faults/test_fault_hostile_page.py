@@ -20,10 +20,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fixtures.artifacts import seal
 from rankers.base import Ranking
 from reports.explore import load_inputs, page_data, render, top_of
+from reports.measures import TABLE2_ROW_COLUMNS
 from reports.tables import judgments_table
-from reports.writer import md_escape, publish, table2_latex, tex_escape, with_labels
+from reports.writer import md_code, md_escape, publish, table2_latex, tex_escape, with_labels
 from tests.reports.test_explore_browser import _require_browser, browser  # noqa: F401 (the driver fixture)
 
 PROFILE = "xss</title><script>alert('T')</script>"
@@ -56,6 +58,7 @@ def _artifacts(tmp_path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     def put(name: str, frame: pd.DataFrame) -> None:
         paths[name] = tmp_path / f"{len(paths)}.parquet"
         frame.to_parquet(paths[name], index=False)
+        seal(paths[name])  # as the specs hand cached artifacts to the publisher
 
     qids = ["p1_q1", "p1_q2", "p2_q1", "p2_q2"]
     put("population", pd.DataFrame({
@@ -85,7 +88,7 @@ def _artifacts(tmp_path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     tables = {"table2": table2,
               "claims": pd.DataFrame({"claim": [CLAIM], "family": ["H2"], "status": ["inconclusive"],
                                       "ranker": [NAME_B], "versus": [NAME_A], "measure": ["strict"],
-                                      "effect": [25.0], "lo": [0.0], "hi": [50.0], "measured": [REASON]}),
+                                      "effect": [25.0], "lo": [0.0], "hi": [50.0], "n": [4], "measured": [REASON]}),
               "pairwise": pd.DataFrame({"first": [NAME_B], "second": [NAME_A], "n": [4], "delta_pts": [25.0]}),
               "artifacts": pd.DataFrame({"artifact": list(paths), "path": [str(p) for p in paths.values()]})}
     manifest = {"code_commit": "<b>c</b>", "run_id": "run\"1",
@@ -124,15 +127,26 @@ def hooked(browser, page_file: Path):  # noqa: F811 (the imported driver fixture
     return browser
 
 
-def _visit(driver, state: str) -> None:
-    """Put the page in a state through its URL hash and hover every element (an injected handler would fire)."""
-    from selenium.webdriver.common.action_chains import ActionChains  # only where the browser tests run
+def _visit(driver, state: str, hover: bool = True) -> None:
+    """Put the page in a state through its URL hash and hover each element that shows a name or a text (an
+    injected handler would fire)."""
+    from selenium.common.exceptions import WebDriverException  # only where the browser tests run
+    from selenium.webdriver.common.action_chains import ActionChains
 
     driver.execute_script("location.hash = arguments[0];", state)
     assert driver.execute_script("return document.body.dataset.ready") == "1"
-    for element in driver.find_elements("css selector", "th, td b, td span, .passage, .query, option, a.link"):
+    if not hover:
+        return
+    hovered = 0
+    for element in driver.find_elements("css selector", "th, td.wrap, td.q, td.o, td.snippet, .passage, .query, "
+                                                        "a.link, h2, h3"):
         if element.is_displayed():
-            ActionChains(driver).move_to_element(element).perform()
+            try:
+                ActionChains(driver).move_to_element(element).perform()
+                hovered += 1
+            except WebDriverException:  # covered by the open direction view: not reachable by a pointer
+                continue
+    assert hovered > 0
 
 
 def _injected(driver) -> list[str]:
@@ -141,11 +155,14 @@ def _injected(driver) -> list[str]:
       const out = [];
       for (const e of document.querySelectorAll("*")) {
         for (const a of e.attributes) if (a.name.startsWith("on")) out.push(e.tagName + " " + a.name);
-        if (["IFRAME", "SVG", "svg", "B"].includes(e.tagName) || (e.tagName === "IMG" && !e.src.startsWith("data:")))
-          if (!e.closest("#figures") && !(e.tagName === "B" && e.closest("td.wrap, .legend")))
-            out.push("element " + e.tagName);
+        if (["IFRAME", "svg", "SCRIPT"].includes(e.tagName) && !(e.tagName === "SCRIPT" && e.parentElement === document.body))
+          out.push("element " + e.tagName);
+        if (e.tagName === "IMG" && !e.src.startsWith("data:image/png")) out.push("img " + e.src);
+        // Inside a shown text only the page's own marks: the words that differ, a passage's heading, a fold.
+        if (e.closest(".passage, .query, td.q, td.snippet") && !["MARK", "H3", "SPAN", "DETAILS", "SUMMARY"].includes(e.tagName)
+            && !e.matches(".passage, .query, td.q, td.snippet")) out.push("in a text: " + e.tagName);
       }
-      return out.concat([...document.scripts].length === 2 ? [] : ["scripts: " + document.scripts.length]);""")
+      return out;""")
 
 
 def test_no_text_runs_as_script_in_any_view_and_each_reads_back_verbatim(hooked) -> None:
@@ -168,7 +185,7 @@ def test_no_text_runs_as_script_in_any_view_and_each_reads_back_verbatim(hooked)
         assert driver.find_element("id", "passage-pos").get_attribute("textContent").endswith(TEXTS[pos])
         assert TEXTS["pX"][:60] in driver.find_element("id", "pool").text
     assert REASON in driver.find_element("css selector", "#rankers-here .tag.warn").get_attribute("title")
-    _visit(driver, "#view=figures")
+    _visit(driver, "#view=figures", hover=False)
     assert driver.execute_script("return window.__fired") == []
     assert _injected(driver) == []
 
@@ -176,7 +193,11 @@ def test_no_text_runs_as_script_in_any_view_and_each_reads_back_verbatim(hooked)
 def test_labels_that_look_like_markup_do_not_break_publishing_or_report_md(tmp_path: Path) -> None:
     """``<!--TITLE-->`` as a label once stopped the run from publishing; a ``|`` shifted report.md's row."""
     tables, manifest = _artifacts(tmp_path)
-    split = {**tables, "manifest": pd.DataFrame({"key": ["code_commit", "profile", "run_id"],
+    row_values = {"paired": 1, "paired_n": 2, "paired_pct": 50.0, "pref_at_1": 25.0, "ties": 0, "fallback": 0,
+                  "mean_rank_pos": 2.0, "mean_rank_neg": 3.0}  # as the fake project's rows: what the figures need
+    full = pd.DataFrame([{**dict.fromkeys(TABLE2_ROW_COLUMNS, np.nan), **row_values, **row}
+                         for row in tables["table2"].to_dict("records")])
+    split = {**tables, "table2": full, "manifest": pd.DataFrame({"key": ["code_commit", "profile", "run_id"],
                                                  "value": ["abc", manifest["profile"], "r1"]})}
     [folder] = publish(tmp_path / "results", "r1", {"test": split}, {"exitstatus": 0}).values()
     html = (folder / "explore.html").read_text(encoding="utf-8")
@@ -188,6 +209,9 @@ def test_labels_that_look_like_markup_do_not_break_publishing_or_report_md(tmp_p
     widths = {len(re.split(r"(?<!\\)\|", line)) for line in rows}
     assert len(widths) == 1, f"a row of Table II has another number of cells:\n{table}"
     assert md_escape(LABEL_B) in table and md_escape(NAME_B) in table and "label" in header
-    assert "<script>" not in report and "<img" not in report and "<!--" not in report
-    tex = table2_latex(with_labels(tables["table2"], manifest), "test", PROFILE, "abc")
+    ours = report.split("## Reference: the paper's")[0]  # the paper's own table is no text of this run
+    prose = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", ours)  # code spans show markup as text
+    assert not re.search(r"(?<!\\)<", prose), "raw markup outside a code span"
+    assert f"Profile {md_code(PROFILE)}" in report
+    tex = table2_latex(with_labels(full, manifest), "test", PROFILE, "abc")
     assert tex_escape(LABEL_B) in tex and tex_escape(NAME_B) in tex
