@@ -14,6 +14,7 @@ knows about it.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -58,7 +59,14 @@ def _hold_once(owner: object, name: str, where) -> None:
 
 
 def arm(point: str | None = None) -> None:
-    """Install the hold ``point`` (default: ``NEVIR_HOLD``) in this process."""
+    """Install the hold ``point`` (default: ``NEVIR_HOLD``) in this process.
+
+    A held run is interrupted as a user's Ctrl-C would interrupt it, so it gets Python's SIGINT handler
+    back where it inherited SIGINT ignored (a test session started as a shell's background job: its
+    children would otherwise never see the interrupt).
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     point = os.environ.get(POINT, "") if point is None else point
     kind, _, split = point.partition(":")
     if kind == "scored":
