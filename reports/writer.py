@@ -314,7 +314,8 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str]) -> str:
                 why += f"; about {int(needed):,} directions would give 80% power at this effect"
     family = str(row.get("family", ""))
     own = f" (family {family})" if ":" in family else ""
-    return (f"- **{md_escape(row['status'])}** — {subject}: {effect:+.{digits}f} {unit} {format_interval(lo, hi, digits)}"
+    return (f"- **{md_escape(row['status'])}** — {subject}: {effect:+.{digits}f} {unit} "
+            f"{format_interval(lo, hi, digits)}"
             f"{' ' + note if note else ''} (claimed {row.get('claimed')}), {size}{own}; {why}.")
 
 
@@ -344,7 +345,8 @@ def table2_markdown(table2: pd.DataFrame, labels: dict[str, str]) -> str:
     out = []
     for row in table2.to_dict("records"):
         n = row["n"]
-        shown = {"ranker": md_escape(row["ranker"]), "label": md_escape(labels.get(str(row["ranker"]), str(row["ranker"]))),
+        name = str(row["ranker"])
+        shown = {"ranker": md_escape(name), "label": md_escape(labels.get(name, name)),
                  "n": f"{int(n):,}", "strict": f"{int(row['strict'])}" if pd.notna(row.get("strict")) else "--"}
         for header, value, lo, hi, digits in TABLE2_SHOWN:
             shown[header] = _ci(row.get(value), row.get(lo), row.get(hi), digits, n)

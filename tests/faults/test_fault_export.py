@@ -26,7 +26,8 @@ from tests.support.hold import Hold
 SPLIT = "test"
 OPTIONS = ("--splits", SPLIT, "--subset-pairs", "24", "--subset-seed", "0")
 #: The export's own entry point, after the hold is armed in the same process.
-ENTRY = "import sys; from tests.support.hold import arm; arm(); from harness.export import main; sys.exit(main(sys.argv[1:]))"
+ENTRY = ("import sys; from tests.support.hold import arm; arm(); from harness.export import main; "
+         "sys.exit(main(sys.argv[1:]))")
 
 
 def _command(out: Path) -> list[str]:
@@ -47,7 +48,7 @@ def complete(out: Path) -> str:
     folder = out / SPLIT
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and p.name != "manifest.json"}
-    assert set(manifest["files"]) == on_disk, f"manifest lists {sorted(manifest['files'])}, folder has {sorted(on_disk)}"
+    assert set(manifest["files"]) == on_disk, f"manifest: {sorted(manifest['files'])}, folder: {sorted(on_disk)}"
     for name, digest in manifest["files"].items():
         assert sha256_file(folder / name) == digest, f"{name} differs from its manifest digest"
     assert {"queries.tsv", "corpus.jsonl", "qrels.txt", "candidates.trec", "rank_llm.jsonl"} <= on_disk

@@ -34,7 +34,8 @@ NAME_A = 'fu"sion\' onmouseover="alert(\'A\')" x="<svg onload=alert(\'a\')>'
 NAME_B = "g</script><!--<script>alert('B')</script>"
 LABEL_A = "<!--TITLE-->"
 LABEL_B = "<!--<script> | l|abel <img src=x onerror=alert('L')> & `tick` \\ {}"
-QUERIES = ["<script>alert('Q1')</script> flop?", "hit? <img src=x onerror=alert('Q2')>", "dry?</textarea>", "rain? &amp;"]
+QUERIES = ["<script>alert('Q1')</script> flop?", "hit? <img src=x onerror=alert('Q2')>", "dry?</textarea>",
+           "rain? &amp;"]
 TEXTS = {"pA": "The film was not a success <b onmouseover=alert('P')>at</b> the box office.",
          "pB": "The film was a success at the box office </script><script>alert('P2')</script>.",
          "pC": "Rain fell on the plain <!-- and -->.", "pD": "Rain never fell on the plain ]]> <![CDATA[ x",
@@ -44,7 +45,8 @@ CLAIM = "h2_<script>alert('C')</script>"
 REASON = "timeout <img src=x onerror=alert('R')>"
 #: What the page's script hooks record: every alert, confirm, prompt and console call, before the page's code runs.
 HOOKS = """window.__fired = [];
-for (const name of ["alert", "confirm", "prompt"]) window[name] = (...a) => { window.__fired.push([name, ...a].join(" ")); };
+for (const name of ["alert", "confirm", "prompt"])
+  window[name] = (...a) => { window.__fired.push([name, ...a].join(" ")); };
 for (const name of ["log", "warn", "error", "info"]) {
   const real = console[name].bind(console);
   console[name] = (...a) => { window.__fired.push(["console." + name, ...a].join(" ")); real(...a); };
@@ -111,7 +113,8 @@ def test_the_page_file_keeps_every_text_inside_its_data_and_title(page_file: Pat
     """Without a browser: one title, two scripts, and the data block holds no ``<`` that could end it."""
     html = page_file.read_text(encoding="utf-8")
     assert html.count("<title>") == 1 and html.count("</title>") == 1
-    assert "<title>Explorer · test · xss&lt;/title&gt;&lt;script&gt;alert(&#x27;T&#x27;)&lt;/script&gt;</title>" in html
+    title = "Explorer · test · xss&lt;/title&gt;&lt;script&gt;alert(&#x27;T&#x27;)&lt;/script&gt;"
+    assert f"<title>{title}</title>" in html
     assert html.count("<script") == 2 and html.count("</script>") == 2
     data = re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1)
     assert "<" not in data and ">" not in data
