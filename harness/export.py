@@ -19,8 +19,9 @@ run with those options evaluates; a missing pool is built first. Per split, unde
 - ``manifest.json``: the contract (qid and passage-id formats, corpora), the pool snapshot and its
   digest, counts, settings and the sha256 of every file.
 
-Each split is written into a staging folder and swapped in whole, so an interrupted export never
-leaves a folder mixing two exports.
+An export is one transaction, like publishing (``reports.transaction``): the splits are staged and
+swapped in together, so a killed or interrupted export leaves the previous export whole, never a folder
+mixing two exports; ``out/<split>`` are symlinks into ``out/.runs/``.
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ from harness.session import Evaluation
 from rankers.base import Ranking
 from rankers.registry import FUSION
 from rankers.window import WINDOW_K
+from reports.transaction import StagedRun
 from reports.trec import write_run
 
 #: The qid, passage-id and corpus rules an outside run must follow (also in ``manifest.json``).
@@ -144,22 +146,35 @@ def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WI
 
 
 def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K) -> dict[str, Path]:
-    """Export every split of the run's settings under ``out/<split>``, each swapped in whole when complete."""
-    written: dict[str, Path] = {}
-    for split in ev.settings.splits:
-        final = out / split
-        staging = out / f".staging-{split}-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        try:
-            export_split(ev, split, staging, rank_llm_depth)
-            if final.exists():
-                shutil.rmtree(final)
-            staging.rename(final)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        written[split] = final
-    return written
+    """Export every split of the run's settings under ``out/<split>``, all swapped in together when complete.
+
+    The same transaction as publishing (``reports.transaction``): the splits are staged in
+    ``out/.runs/<export id>/`` and committed by one atomic rename, so a killed or interrupted export
+    leaves the previous export whole. Splits of the previous export that this one does not write
+    stay, carried into the new one as hard links (copies where the file system has none).
+    """
+    run = StagedRun(out, f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}",
+                    legacy_marker="manifest.json")
+    try:
+        for split in ev.settings.splits:
+            (run.folder / split).mkdir()
+            export_split(ev, split, run.folder / split, rank_llm_depth)
+        previous = run.previous
+        kept = sorted(p.name for p in previous.iterdir() if p.is_dir() and p.name not in ev.settings.splits) \
+            if previous is not None else []
+        for split in kept:
+            shutil.copytree(previous / split, run.folder / split, copy_function=_link_or_copy)
+        run.commit([*ev.settings.splits, *kept])
+    finally:
+        run.close()
+    return {split: Path(out) / split for split in ev.settings.splits}
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -178,8 +193,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         resolve_before_work(settings, profile, lambda decl: decl.name == FUSION)
     except (OptionError, pytest.UsageError) as exc:  # a bad option or profile, named, before any work
         parser.exit(2, f"error: {exc}\n")
-    started = time.perf_counter()
-    written = export(Evaluation(settings, profile), path_option(args.out), args.rank_llm_depth)
+    started, out = time.perf_counter(), path_option(args.out)
+    try:
+        written = export(Evaluation(settings, profile), out, args.rank_llm_depth)
+    except KeyboardInterrupt:
+        print(f"interrupted: nothing exported; {out} keeps the previous export", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"error: cannot export into {out} ({type(exc).__name__}: {exc}); it keeps the previous export",
+              file=sys.stderr)
+        return 1
     for split, path in written.items():
         print(f"[{split}] exported to {path}")
     print(f"export took {time.perf_counter() - started:.1f} s")

@@ -81,13 +81,25 @@ def argument_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def _writable(path: Path, what: str) -> str | None:
+def _writable(path: Path, what: str, contents: bool = False) -> str | None:
+    """Why ``path`` cannot be written (None when it can). With ``contents``, its folders and lock files too
+    (a cache whose contents are read-only would fail on every lock it takes); symlinked parts are not followed."""
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
             pass
     except OSError as exc:
         return f"{what} {path} is not writable ({exc.strerror or exc})"
+    if not contents:
+        return None
+    blocked = []
+    for folder, dirs, files in os.walk(path):
+        blocked += [Path(folder, name) for name in (*dirs, *[f for f in files if f.endswith(".lock")])
+                    if not os.access(Path(folder, name), os.W_OK)]
+    if blocked:
+        first = ", ".join(str(p.relative_to(path)) for p in blocked[:3])
+        return (f"{what} {path}: {len(blocked)} of its folders and lock files are read-only (first: {first}); the "
+                f"run needs to write there: make them writable (chmod -R u+w {path}) or choose another {what}")
     return None
 
 
@@ -140,7 +152,7 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
         compare = str(path_option(compare))
     if check_dirs:
         for path, what in ((cache_dir, "--cache-dir"), (results_dir, "--results-dir")):
-            problem = _writable(path, what)
+            problem = _writable(path, what, contents=path == cache_dir)
             if problem:
                 problems.append(problem)
         if compare and splits:

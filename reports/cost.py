@@ -27,7 +27,8 @@ def stage_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame | None = Non
     requests (unique inputs), tokens, wall-clock, gaps, and wall-clock per window (per query judged).
 
     Usage comes from the cache, i.e. from when each input was actually scored, so a rerun
-    served from the cache reports the original cost, not zero. ``timed_by_suite`` counts requests
+    served from the cache reports the original cost, not zero. ``truncated`` counts requests whose text was cut
+    to the scorer's input budget (they were judged on part of it). ``timed_by_suite`` counts requests
     whose scorer reported no time of its own: their ``seconds`` is their chunk's wall-clock shared
     equally (``rankers.scorers.cache``). A listwise or pairwise judge passes its ``calls`` (one row per
     model judgment used): judgments and requests then count model judgments (:func:`judgment_cost`).
@@ -41,6 +42,7 @@ def stage_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame | None = Non
     lat, missing_lat = _usage_sum(unique["usage"], "latency_s")
     secs, missing_secs = _usage_sum(unique["usage"], "seconds")
     shared, _ = _usage_sum(unique["usage"], "seconds_shared")
+    truncated, _ = _usage_sum(unique["usage"], "truncated")
     return {
         "stage": stage,
         "judgments": len(frame),
@@ -49,6 +51,7 @@ def stage_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame | None = Non
         "output_tokens": out_tok,
         "wall_s": lat + secs,
         "unavailable": int(unique["score"].isna().sum()),
+        "truncated": int(truncated),
         "missing_usage": max(missing_in, min(missing_lat, missing_secs)),
         "timed_by_suite": int(shared),
         "windows": windows,
@@ -61,7 +64,8 @@ def judgment_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame) -> dict[
 
     ``judgments``: model judgments the windows used (a comparison two windows share counts twice);
     ``requests``: distinct judgments, each made once (now or by the run that cached it), whose tokens and
-    latency are summed; ``unavailable``: distinct judgments unusable; ``windows``: queries judged, with the
+    latency are summed; ``unavailable``: distinct judgments unusable; ``truncated``: distinct judgments whose
+    prompt had a text cut to its budget; ``windows``: queries judged, with the
     wall-clock per window and per judgment. Order-check judgments (windows presented reversed) are included:
     they are what the check cost.
     """
@@ -76,6 +80,7 @@ def judgment_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame) -> dict[
         "output_tokens": float(np.nansum(unique["output_tokens"].to_numpy(dtype=float))),
         "wall_s": wall,
         "unavailable": int((~unique["available"].astype(bool)).sum()),
+        "truncated": int(np.nansum(unique["truncated"].to_numpy(dtype=float))) if "truncated" in unique else 0,
         "missing_usage": int(unique["latency_s"].isna().sum()),
         "windows": windows,
         "wall_s_per_window": wall / windows if windows else float("nan"),
@@ -92,6 +97,7 @@ def ranking_cost(stage: str, ranking: Ranking) -> dict[str, object]:
     """
     return {"stage": stage, "judgments": len(ranking.frame), "requests": np.nan, "input_tokens": np.nan,
             "output_tokens": np.nan, "wall_s": float(ranking.info.get("wall_s", np.nan)), "unavailable": 0,
+            "truncated": np.nan,
             "missing_usage": 0 if "wall_s" in ranking.info else len(ranking.frame), "timed_by_suite": 0}
 
 

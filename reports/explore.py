@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -343,20 +345,31 @@ def _runs(values: np.ndarray) -> list[tuple[str, int, int]]:
     return [(str(values[s]), int(s), int(e)) for s, e in zip(bounds[:-1], bounds[1:])]
 
 
+#: Characters written as JSON ``\\u`` escapes in the embedded data, so no text can end the script block
+#: (``</script>``), open an HTML comment or script state (``<!--``, ``<script``) or form a template marker.
+SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+#: The template's markers, each replaced once, in one pass over the template (never over inserted text).
+MARKERS = ("/*CSS*/", "/*JS*/", "/*DATA*/", "<!--TITLE-->")
+
+
+def script_json(data: Any) -> str:
+    """``data`` as JSON safe inside a ``<script>`` element (``SCRIPT_UNSAFE`` escaped; JSON.parse reads it back)."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return re.sub("[<>&\u2028\u2029]", lambda m: SCRIPT_UNSAFE[m.group(0)], payload)
+
+
 def render(data: Mapping[str, Any]) -> str:
-    """The page: the HTML template with its stylesheet, script and data inlined (``</`` escaped in the JSON)."""
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
-    html = (ASSETS / "explore.html").read_text(encoding="utf-8")
+    """The page: the HTML template with its stylesheet, script and data inlined; the data as ``script_json``, the
+    title as HTML text."""
+    template = (ASSETS / "explore.html").read_text(encoding="utf-8")
     parts = {"/*CSS*/": (ASSETS / "explore.css").read_text(encoding="utf-8"),
              "/*JS*/": (ASSETS / "explore.js").read_text(encoding="utf-8"),
-             "/*DATA*/": payload,
-             "<!--TITLE-->": f"Explorer · {data['meta']['split']} · {data['meta'].get('profile', '')}"}
-    for marker, text in parts.items():
-        if html.count(marker) != 1:
+             "/*DATA*/": script_json(data),
+             "<!--TITLE-->": html.escape(f"Explorer · {data['meta']['split']} · {data['meta'].get('profile', '')}")}
+    for marker in MARKERS:
+        if template.count(marker) != 1:
             raise ValueError(f"{ASSETS / 'explore.html'}: marker {marker!r} must occur exactly once")
-        head, tail = html.split(marker)
-        html = head + text + tail
-    return html
+    return re.sub("|".join(re.escape(m) for m in MARKERS), lambda m: parts[m.group(0)], template)
 
 
 def explore_page(inputs: ExploreInputs) -> str:

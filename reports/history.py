@@ -27,6 +27,7 @@ import re
 import secrets
 import shutil
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -70,12 +71,25 @@ def run_id(tables: dict[str, dict[str, pd.DataFrame]]) -> str:
 
 
 def save_to_history(results_dir: Path, ident: str, split: str, published: Path) -> Path:
-    """Copy a published split's small files into the history under the run id."""
-    target = Path(results_dir) / HISTORY / ident / split
-    target.mkdir(parents=True, exist_ok=True)
-    for pattern in KEEP:
-        for path in published.glob(pattern):
-            shutil.copyfile(path, target / path.name)
+    """Copy a published split's small files into the history under the run id, as a transaction: they are
+    copied into a hidden staging folder and renamed into place whole, so a full disk or a kill leaves no
+    empty or cut file in the history (the error says why, and the staging folder is removed)."""
+    history = Path(results_dir) / HISTORY
+    target = history / ident / split
+    staging = history / f".staging-{ident}-{split}-{os.getpid()}"
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for pattern in KEEP:
+            for path in published.glob(pattern):
+                shutil.copyfile(path, staging / path.name)
+        target.parent.mkdir(exist_ok=True)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        with suppress(OSError):
+            target.parent.rmdir()  # only when empty: this run saved no other split
+        raise
     return target
 
 
@@ -213,7 +227,8 @@ def reviewed_run(results_dir: Path, profile: str, scope: str, split: str, pool: 
 def saved_runs(results_dir: Path) -> list[str]:
     """Run ids kept under ``<results>/.history``, oldest first."""
     history = Path(results_dir) / HISTORY
-    return sorted(p.name for p in history.glob("*") if p.is_dir()) if history.is_dir() else []
+    return sorted(p.name for p in history.glob("*") if p.is_dir() and not p.name.startswith(".")) \
+        if history.is_dir() else []
 
 
 def saved_run(results_dir: Path, other: str, split: str) -> Path | None:

@@ -288,13 +288,16 @@ class ReportPlugin:
         from reports.writer import lost_expectations, terminal_tables, unavailable_lines  # heavy: matplotlib
 
         terminalreporter.section("Preference Is Not Position: report")
-        causes, lost = [], []
+        causes, cut, lost = [], [], []
         for split, table, frame in self.frames():
             if TABLES[table][2]:
                 terminalreporter.write_line(f"\n[{split}] {TABLES[table][0]}")
                 terminalreporter.write_line(terminal_tables(table, frame))
             if table == "unavailable":
                 causes += [f"[{split}] {line}" for line in unavailable_lines(frame)]
+            if table == "cost" and "truncated" in frame.columns:
+                cut += [f"[{split}] {stage}: {int(n):,} inputs cut to the scorer's input budget (cost.csv, truncated)"
+                        for stage, n in zip(frame["stage"], frame["truncated"]) if pd.notna(n) and n > 0]
             if table == "claims":
                 lost += [f"[{split}] {line}" for line in lost_expectations(frame)]
         if lost:
@@ -305,6 +308,10 @@ class ReportPlugin:
         if causes:
             terminalreporter.write_line(f"\n{TABLES['unavailable'][0]}:", yellow=True)
             for line in causes:
+                terminalreporter.write_line(line, yellow=True)
+        if cut:
+            terminalreporter.write_line("\nInputs judged on a cut text (counted in cost.csv):", yellow=True)
+            for line in cut:
                 terminalreporter.write_line(line, yellow=True)
         for split, frame in self.comparison.items():
             terminalreporter.write_line(f"\n[{split}] Comparison with {self.config.stash[SETTINGS].compare_run} "

@@ -15,17 +15,17 @@ their data, ``manifest.json``, and the contract files other tools read: ``qrels.
 from __future__ import annotations
 
 import json
-import os
+import re
 import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from filelock import FileLock, Timeout
+from filelock import Timeout
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, sha256_file
 from reports.explore import write_explore
@@ -34,6 +34,7 @@ from reports.hypotheses import DIGITS, format_interval, format_p
 from reports.paper import paper_table2
 from reports.tables import RELIABLE_N, TABLES, directions_table, interval_note
 from reports.trec import write_qrels
+from reports.transaction import RUNS, StagedRun, current_run  # RUNS: where readers of the results find the runs
 
 #: Columns shown in the terminal and in report.md for the wide tables.
 BRIEF_COLUMNS = {
@@ -45,12 +46,16 @@ BRIEF_COLUMNS = {
 INTERNAL = ("manifest", "stages", "artifacts")
 #: pytest's exit code of an interrupted session (Ctrl-C): nothing is published then.
 INTERRUPTED = 2
-#: Under a results root: the staged and published runs, the symlink naming the published one, the lock that
-#: serializes swaps and clean-ups, and the separate root of runs that did not compute every output.
-RUNS, CURRENT, LOCK, PARTIAL = ".runs", ".current", ".publish.lock", "partial"
+#: Under a results root, apart from the transaction's own files (``reports.transaction``): the separate root of
+#: runs that did not compute every output.
+PARTIAL = "partial"
 #: LaTeX's special characters and what stands for each in text.
 TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
                "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+#: Markdown's characters that could start markup (code, emphasis, links, raw HTML) or end a table cell (``|``);
+#: each is backslash-escaped in a text report.md shows, so the text reads as it is.
+MD_SPECIAL = frozenset("\\`*_[]<>|")
 
 
 class PublishError(RuntimeError):
@@ -143,6 +148,29 @@ def _label_of(tables: dict[str, pd.DataFrame], manifest: dict[str, Any]) -> dict
     if "table2" in tables and "label" in tables["table2"].columns:
         labels.update(zip(tables["table2"]["ranker"].astype(str), tables["table2"]["label"].astype(str)))
     return labels
+
+
+def md_escape(text: object) -> str:
+    """``text`` as Markdown text on one line (a table cell or prose): every ``MD_SPECIAL`` character escaped."""
+    return "".join("\\" + ch if ch in MD_SPECIAL else ch for ch in " ".join(str(text).split()))
+
+
+def md_code(text: object) -> str:
+    """``text`` as a Markdown code span in prose, on one line: fenced by more backticks than any run it holds."""
+    flat = " ".join(str(text).split())
+    fence = "`" * (1 + max((len(run) for run in re.findall("`+", flat)), default=0))
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def _md_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text cell as Markdown text (``md_escape``); numbers and the suite's own headers as they
+    are."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = [md_escape(v) if isinstance(v, str) else v for v in out[column]]
+    return out
 
 
 def tex_escape(text: object) -> str:
@@ -259,16 +287,16 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str]) -> str:
     if pd.isna(row.get("versus")):
         versus = ""
     def who(name: str) -> str:
-        return f"`{name}` ({labels[name]})" if labels.get(name, name) != name else f"`{name}`"
+        return f"{md_code(name)} ({md_escape(labels[name])})" if labels.get(name, name) != name else md_code(name)
     measure = MEASURE_WORDS.get(str(row.get("measure")), str(row.get("measure")))
     if str(row.get("family", "")).startswith("H3x"):
-        measure += f" on the equal-grade directions of `{versus}`"
-    subject = f"{who(ranker)} vs `{versus}`, {measure}" if versus else f"{who(ranker)}, {measure}"
+        measure += f" on the equal-grade directions of {md_code(versus)}"
+    subject = f"{who(ranker)} vs {md_code(versus)}, {measure}" if versus else f"{who(ranker)}, {measure}"
     unit = str(row.get("unit") or "")
     digits = DIGITS.get(unit, 2)
     effect, lo, hi, n = _num(row, "effect"), _num(row, "lo"), _num(row, "hi"), _num(row, "n")
     if pd.isna(effect):
-        return f"- **{row['status']}** — {subject}: {' '.join(str(row.get('measured', '')).split())}"
+        return f"- **{md_escape(row['status'])}** — {subject}: {md_escape(row.get('measured', ''))}"
     note = interval_note(n, lo, hi)
     groups = _num(row, "n_groups")
     size = f"n = {int(n):,} directions" + ("" if pd.isna(groups) else
@@ -286,7 +314,8 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str]) -> str:
                 why += f"; about {int(needed):,} directions would give 80% power at this effect"
     family = str(row.get("family", ""))
     own = f" (family {family})" if ":" in family else ""
-    return (f"- **{row['status']}** — {subject}: {effect:+.{digits}f} {unit} {format_interval(lo, hi, digits)}"
+    return (f"- **{md_escape(row['status'])}** — {subject}: {effect:+.{digits}f} {unit} "
+            f"{format_interval(lo, hi, digits)}"
             f"{' ' + note if note else ''} (claimed {row.get('claimed')}), {size}{own}; {why}.")
 
 
@@ -294,8 +323,8 @@ def lost_expectations(claims: pd.DataFrame) -> list[str]:
     """Claims the profile reviewed as decisive (holds / fails) that this run left inconclusive, one line each."""
     rows = claims.to_dict("records")
     lost = [r for r in rows if str(r.get("expected") or "") in ("holds", "fails") and r.get("status") == "inconclusive"]
-    return [f"`{r['claim']}` was reviewed as **{r['expected']}** but is inconclusive now: "
-            f"{' '.join(str(r.get('measured', '')).split())}" for r in lost]
+    return [f"{md_code(r['claim'])} was reviewed as **{r['expected']}** but is inconclusive now: "
+            f"{md_escape(' '.join(str(r.get('measured', '')).split()))}" for r in lost]
 
 
 def verdict_lines(claims: pd.DataFrame, labels: dict[str, str]) -> list[str]:
@@ -331,14 +360,15 @@ def table2_markdown(table2: pd.DataFrame, labels: dict[str, str]) -> str:
     out = []
     for row in table2.to_dict("records"):
         n = row["n"]
-        shown = {"ranker": row["ranker"], "label": labels.get(str(row["ranker"]), str(row["ranker"])),
+        name = str(row["ranker"])
+        shown = {"ranker": md_escape(name), "label": md_escape(labels.get(name, name)),
                  "n": f"{int(n):,}", "strict": f"{int(row['strict'])}" if pd.notna(row.get("strict")) else "--"}
         for header, value, lo, hi, digits in TABLE2_SHOWN:
             shown[header] = _ci(row.get(value), row.get(lo), row.get(hi), digits, n)
         shown["ties"] = f"{int(row['ties'])}" if pd.notna(row.get("ties")) else "--"
         shown["fallback"] = f"{int(row['fallback'])}" if pd.notna(row.get("fallback")) else "--"
         baseline = row.get("compare_to")
-        shown["Δ vs"] = "" if baseline is None or pd.isna(baseline) else str(baseline)
+        shown["Δ vs"] = "" if baseline is None or pd.isna(baseline) else md_escape(baseline)
         shown["Δ strict pts [95% CI]"] = _ci(row.get("delta_pts"), row.get("delta_lo"), row.get("delta_hi"), 2, n)
         out.append(shown)
     return pd.DataFrame(out).to_markdown(index=False, disable_numparse=True)
@@ -359,7 +389,7 @@ def gates_and_pins_lines(claims: pd.DataFrame) -> list[str]:
             lines += [f"All {len(rows)} {kept}.", ""]
             continue
         lines += [f"{len(moved)} of {len(rows)} {moved_words}:", "",
-                  moved[["claim", "status", "expected", "measured"]].to_markdown(index=False), ""]
+                  _md_frame(moved[["claim", "status", "expected", "measured"]]).to_markdown(index=False), ""]
     return lines if len(lines) > 2 else []
 
 
@@ -374,11 +404,11 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
     """The verdicts in words first, then Table II with intervals, gates and pins, what failed, and the rest."""
     labels = _label_of(tables, manifest)
     lines = [f"# Preference Is Not Position — {split}", "",
-             f"Profile `{manifest.get('profile', {}).get('name', '?')}`, commit `{manifest.get('code_commit', '?')}`, "
-             f"run `{manifest.get('run_id')}`.", ""]
+             f"Profile {md_code(manifest.get('profile', {}).get('name', '?'))}, "
+             f"commit {md_code(manifest.get('code_commit', '?'))}, run {md_code(manifest.get('run_id'))}.", ""]
     if manifest.get("partial"):
         lines += ["**Partial run**: this run did not compute every output of the split, so it was published apart "
-                  "from the complete results:", "", *[f"- {reason}" for reason in manifest["partial"]], ""]
+                  "from the complete results:", "", *[f"- {md_escape(reason)}" for reason in manifest["partial"]], ""]
     lost = lost_expectations(tables["claims"]) if "claims" in tables else []
     if lost:
         lines += ["## Reviewed verdicts this run no longer decides", "",
@@ -396,13 +426,13 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
         lines += gates_and_pins_lines(tables["claims"])
     if manifest.get("not_evaluated"):
         lines += ["## Failed or skipped (their rows are missing; everything else is published)", "",
-                  *[f"- `{entry['test']}` {entry['outcome']}: {' '.join(str(entry['message']).split())}"
+                  *[f"- {md_code(entry['test'])} {md_escape(entry['outcome'])}: {md_escape(entry['message'])}"
                     for entry in manifest["not_evaluated"]], ""]
     if "unavailable" in tables:
         lines += [f"## {TABLES['unavailable'][0]}", "",
                   "An unavailable judgment sends its query back to the reference order and is retried on the next "
                   "run (`unavailable.csv` has the counts):", "",
-                  *[f"- {line}" for line in unavailable_lines(tables["unavailable"])], ""]
+                  *[f"- {md_escape(line)}" for line in unavailable_lines(tables["unavailable"])], ""]
     lines += ["## Files", "",
               "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals, then "
               "`label` and `compare_to`); `table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; "
@@ -418,7 +448,7 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
             frame = _brief(name, tables[name])
             if keys[0] in ("ranker", "scorer") and keys[0] in frame.columns:
                 frame = _with_label_column(frame, keys[0], labels)
-            lines += [f"## {title}", "", frame.to_markdown(index=False, floatfmt=".4g"), ""]
+            lines += [f"## {title}", "", _md_frame(frame).to_markdown(index=False, floatfmt=".4g"), ""]
     paper = paper_table2(split, int(tables["table2"]["n"].max()) if "table2" in tables else None)
     if paper is not None:
         lines += ["## Reference: the paper's published Table II (not this run)", "",
@@ -505,55 +535,6 @@ def deferred_signals() -> Iterator[list[int]]:
             signal.signal(s, handler)
 
 
-def current_run(root: Path) -> str | None:
-    """The id of the run published under ``root`` (None when there is none)."""
-    link = Path(root) / CURRENT
-    return Path(os.readlink(link)).name if link.is_symlink() else None
-
-
-def _replace_link(link: Path, target: str) -> None:
-    """Point ``link`` at ``target`` in one atomic rename (readers see the old target or the new one)."""
-    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    os.symlink(target, tmp)
-    os.replace(tmp, link)
-
-
-def _adopt_legacy(root: Path) -> None:
-    """Results of an older layout (``<root>/<split>`` real folders) become the published run, so the first swap
-    replaces them like any other run's."""
-    legacy = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
-              and p.name != PARTIAL and (p / "table2.csv").is_file()]
-    if not legacy or current_run(root) is not None:
-        return
-    folder = root / RUNS / f"legacy-{os.getpid()}"
-    folder.mkdir(parents=True, exist_ok=True)
-    for split in legacy:
-        split.rename(folder / split.name)
-    _replace_link(root / CURRENT, f"{RUNS}/{folder.name}")
-    for split in legacy:
-        _replace_link(split, f"{CURRENT}/{split.name}")
-
-
-def _clean(root: Path) -> None:
-    """Remove run folders that are neither published nor being staged by a live process (a killed publisher's
-    staging, the run a swap replaced), and split links that lead nowhere."""
-    runs, keep = root / RUNS, current_run(root)
-    for folder in sorted(runs.iterdir()) if runs.is_dir() else []:
-        if not folder.is_dir() or folder.name == keep:
-            continue
-        lock = FileLock(str(folder) + ".lock", timeout=0)
-        try:
-            with lock:
-                shutil.rmtree(folder, ignore_errors=True)
-        except Timeout:
-            continue  # another process is staging it
-        Path(str(folder) + ".lock").unlink(missing_ok=True)
-    for link in root.iterdir():
-        if link.is_symlink() and link.name != CURRENT and not link.exists():
-            link.unlink()
-
-
 def publish(root: Path, run_id: str, splits: dict[str, dict[str, pd.DataFrame]], context: dict[str, Any],
             should_stop: Callable[[], bool] = lambda: False) -> dict[str, Path]:
     """Stage every split of a run under ``<root>/.runs/<run_id>`` and swap them in together.
@@ -566,48 +547,30 @@ def publish(root: Path, run_id: str, splits: dict[str, dict[str, pd.DataFrame]],
     root = Path(root)
     if context.get("exitstatus") == INTERRUPTED:
         raise PublishError(f"the run was interrupted; {root} keeps the previous complete results")
-    staging = root / RUNS / run_id
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(root / LOCK)):
-            _adopt_legacy(root)
-            _clean(root)
-        staging.parent.mkdir(parents=True, exist_ok=True)
-        own = FileLock(str(staging) + ".lock", timeout=0)
-        own.acquire()
+        run = StagedRun(root, run_id, legacy_marker="table2.csv", skip=(PARTIAL,))
     except (OSError, Timeout) as exc:
         raise PublishError(f"cannot publish into {root} ({type(exc).__name__}: {exc}); "
                            "the previous results are left as they were") from exc
+
     def checkpoint() -> None:
         if should_stop():
             raise PublishInterrupted(f"interrupted while publishing; {root} keeps the previous complete results "
                                      f"(run {current_run(root)})")
 
     try:
-        try:
-            for split, tables in splits.items():
-                checkpoint()
-                out = staging / split
-                out.mkdir(parents=True)
-                _write(out, split, tables, {**context, **context.get("splits", {}).get(split, {}), "run_id": run_id})
+        for split, tables in splits.items():
             checkpoint()
-            with FileLock(str(root / LOCK)):
-                for split in splits:  # links first: until the swap below they lead to the previous run's split
-                    if not (root / split).is_symlink():
-                        _replace_link(root / split, f"{CURRENT}/{split}")
-                _replace_link(root / CURRENT, f"{RUNS}/{run_id}")  # the commit: one atomic rename
-        except PublishError:
-            raise
-        except Exception as exc:  # anything before the commit leaves the previous run published
-            raise PublishError(f"publishing into {root} failed ({type(exc).__name__}: {exc}); "
-                               f"{root} keeps the previous complete results (run {current_run(root)})") from exc
+            out = run.folder / split
+            out.mkdir()
+            _write(out, split, tables, {**context, **context.get("splits", {}).get(split, {}), "run_id": run_id})
+        checkpoint()
+        run.commit(splits)
+    except PublishError:
+        raise
+    except Exception as exc:  # anything before the commit leaves the previous run published
+        raise PublishError(f"publishing into {root} failed ({type(exc).__name__}: {exc}); "
+                           f"{root} keeps the previous complete results (run {current_run(root)})") from exc
     finally:
-        committed = current_run(root) == run_id
-        if not committed:
-            shutil.rmtree(staging, ignore_errors=True)
-        own.release()
-        if not committed:
-            Path(str(staging) + ".lock").unlink(missing_ok=True)
-    with suppress(OSError), FileLock(str(root / LOCK)):  # the replaced run; a leftover is removed next time
-        _clean(root)
+        run.close()
     return {split: root / split for split in splits}

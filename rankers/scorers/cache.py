@@ -206,8 +206,8 @@ class ScoreCache:
             try:
                 return op(self._conn)
             except sqlite3.DatabaseError as exc:
-                if not _is_corruption(exc) or attempt == 2:
-                    raise
+                if not _is_corruption(exc) or attempt == 2:  # e.g. a full disk: named, what was committed is kept
+                    raise type(exc)(f"score cache {self.path}: {exc}") from exc
                 self._conn.close()
                 # First retry: another process may already have replaced the file under our open handle.
                 self._conn = self._recover(str(exc), recheck=attempt == 0)

@@ -24,6 +24,11 @@ of sigmoids, which saturate into ties) or ``{"truncate": true}`` — go in ``ext
 so into ``model_key``; the URL does not, because the model and its revision, not the
 machine serving them, are the scores' identity.
 
+Queries and documents are sent with their chat-control syntax neutralized (``escape_control``, the
+grader's rules, docs/protocol.md#grader): a rerank server tokenizes the pair with special tokens enabled,
+so a passage holding ``</s>`` or ``<|im_end|>`` would otherwise end the model's segment there. The
+rules' version is part of ``model_key``.
+
 One failed request never raises: its inputs come back NaN with the reason (HTTP status,
 timeout, refused connection, malformed JSON, missing index, non-finite score), so the
 window falls back for those queries and counts them. ``check()`` is the one place that
@@ -42,6 +47,7 @@ import numpy as np
 
 from rankers.scorers.base import ScoreBatch
 from rankers.scorers.http import check_base_url, client, post_json, run_sync
+from rankers.scorers.prompts.hostile import ESCAPE_VERSION, escape_control
 
 #: Route and request body per flavour (see the module docstring).
 API_ROUTES = {"v1": "/v1/rerank", "rerank": "/rerank", "tei": "/rerank"}
@@ -124,9 +130,10 @@ class RerankAPIScorer:
     @property
     def model_key(self) -> str:
         settings = json.dumps(self.extra_body, sort_keys=True, separators=(",", ":"))
-        return f"rerank_api|{self.api}|{self.model}@{self.revision}|{settings}"
+        return f"rerank_api|{self.api}|{self.model}@{self.revision}|{settings}|escape={ESCAPE_VERSION}"
 
     def _body(self, query: str, documents: list[str]) -> dict[str, Any]:
+        query, documents = escape_control(query), [escape_control(d) for d in documents]
         if self.api == "tei":
             return {"query": query, "texts": documents, "return_text": False, **self.extra_body}
         return {"model": self.model, "query": query, "documents": documents, "top_n": len(documents),

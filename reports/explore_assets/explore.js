@@ -264,7 +264,7 @@
     const pages = Math.max(1, Math.ceil(rows.length / size));
     const page = Math.min(Math.max(0, +S.page || 0), pages - 1);
     const positions = hasPositions(S.r), scores = !!D.judgments[S.r];
-    const sortable = (key, label, cls = "") => `<th class="sortable ${cls}${S.sort === key ? " sorted" + (S.desc ? " desc" : "") : ""}" data-sort="${key}">${label}</th>`;
+    const sortable = (key, label, cls = "") => `<th class="sortable ${cls}${S.sort === key ? " sorted" + (S.desc ? " desc" : "") : ""}" data-sort="${esc(key)}">${label}</th>`;
     let h = "<tr>" + sortable("qid", "qid") + sortable("pair", "pair") + "<th>dir</th>" + sortable("group", "source group") +
       sortable("query", "query") +
       RANKERS.map((r) => sortable("o:" + r.name, `<span title="${esc(r.label || r.name)}">${esc(r.name)}</span>`, "rk" + (r.name === S.r ? " focus" : ""))).join("") +

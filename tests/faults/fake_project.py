@@ -4,8 +4,9 @@ It stands in for ``specs/`` where a fault test needs a run it can interrupt at a
 point in a second or two: two splits, three declared rankers with Table II rows, claims,
 Table I, a manifest, and sealed cached files behind a TREC run and a pool, like the real
 specs hand to the publishing step. Environment variables steer one run: ``FAKE_STRICT``
-(the numbers), ``FAKE_BROKEN`` (a ranker whose row test raises), ``FAKE_PAUSE_FILE`` (the claim
-test, after every Table II row, creates this file, then sleeps: a run interrupted while computing).
+(the numbers), ``FAKE_BROKEN`` (a ranker whose row test raises), ``FAKE_TRUNCATED`` (inputs of its cost row
+judged on a cut text), ``FAKE_HOLD_CLAIM`` (the claim
+test, after every Table II row, holds the run, ``tests.support.hold``: a run interrupted while computing).
 """
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 
 from fixtures.artifacts import sha256_file
 from fixtures.settings import PROJECT_ROOT
+from tests.support.hold import Hold
 
 SPLITS = ("confirmation", "test")
 RANKERS = ("fusion", "e0", "ce")
@@ -47,12 +48,13 @@ def pytest_configure(config):
 
 SPEC = '''
 import os
-import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from fixtures.artifacts import seal
+from reports.cost import stage_cost
 from reports.measures import TABLE2_ROW_COLUMNS
 
 RANKERS = {"fusion": 10, "e0": 20, "ce": 30}
@@ -79,6 +81,10 @@ def test_manifest(report, split, pytestconfig):
 @pytest.mark.parametrize("split", SPLITS)
 def test_table1(report, split):
     report.add("table1", split, {"population": split, "planned": 10})
+    cut = int(os.environ.get("FAKE_TRUNCATED", "0"))  # inputs the window scorer judged on a cut text
+    scored = pd.DataFrame({"qid": [f"q{i}" for i in range(4)], "pid": "p1", "score": 1.0,
+                           "usage": [{"seconds": 0.5, "truncated": float(i < cut)} for i in range(4)]})
+    report.add("cost", split, stage_cost("ce_window", scored), order=30)
 
 
 @pytest.mark.parametrize("split", SPLITS)
@@ -97,9 +103,10 @@ def test_table2_row(report, split, ranker, pytestconfig):
 
 @pytest.mark.parametrize("split", SPLITS)
 def test_claim(report, split):
-    if os.environ.get("FAKE_PAUSE_FILE"):  # after every Table II row: a run stopped in its last computations
-        Path(os.environ["FAKE_PAUSE_FILE"]).touch()
-        time.sleep(60)
+    if os.environ.get("FAKE_HOLD_CLAIM"):  # after every Table II row: a run stopped in its last computations
+        from tests.support.hold import MARKER, RELEASE, hold_here
+
+        hold_here(Path(os.environ[MARKER]), Path(os.environ[RELEASE]))
     report.add("claims", split, {"claim": "h_demo", "status": "holds", "expected": "> 0", "measured": f"+{STRICT}"})
 '''
 
@@ -126,32 +133,20 @@ def run(folder: Path, results: Path, *args: str, **env: str) -> subprocess.Compl
                           env=environment(**env), timeout=300)
 
 
-def interrupt_when(folder: Path, results: Path, appears, sig: int, *args: str,
-                   **env: str) -> tuple[subprocess.CompletedProcess, bool]:
-    """Run the project and send ``sig`` as soon as ``appears()`` is true; (result, whether it was sent)."""
-    proc = subprocess.Popen(command(folder, results, *args), cwd=folder, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=environment(**env))
-    sent = False
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline:
-        if appears():
-            proc.send_signal(sig)
-            sent = True
-            break
-        time.sleep(0.001)
-    out, _ = proc.communicate(timeout=120)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, ""), sent
-
-
-def staging_of(results: Path, split: str):
-    """True once a new file is being written for ``split`` anywhere but in the published results (the old
-    layout staged in ``.staging-<split>-<pid>``, the new one in ``.runs/<run id>/<split>``)."""
-    def files() -> set[Path]:
-        return {p for folder in results.glob(".*") if folder.is_dir() and folder.name != ".history"
-                for p in folder.rglob("*") if p.is_file() and split in p.relative_to(results).as_posix()}
-
-    existing = files()
-    return lambda: bool(files() - existing)
+def interrupt_at(folder: Path, results: Path, hold: Hold, sig: int, *args: str, release: bool = False,
+                 **env: str) -> tuple[subprocess.CompletedProcess, bool]:
+    """Run the project held at ``hold``, send ``sig`` once it is held, then release it when ``release`` (a
+    deferred signal acts at the next checkpoint); (result, whether the run reached the hold)."""
+    proc = subprocess.Popen(command(folder, results, "-p", "tests.support.hold", *args), cwd=folder,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=environment(**hold.env(), **env))
+    reached = hold.reached(proc)
+    if reached:
+        proc.send_signal(sig)
+        if release:
+            hold.release()
+    out, _ = proc.communicate(timeout=600)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, ""), reached
 
 
 def published(results: Path) -> dict[str, str]:

@@ -4,8 +4,9 @@ interrupted session), without a traceback, publishes nothing and keeps every sco
 The real specs on the CI subset: a designated-pairs ranker whose judgments no cache holds yet (a fresh score
 folder; pools, models and memos are read from the shared cache) is interrupted as soon as its first chunk of
 scores is committed, after the Table II rows of two fusion variants were recorded (rows the interrupted run must
-not publish) — once in the in-process llama.cpp grader (SmolLM2), once in a rerank server client whose
-loopback server answers slowly.
+not publish) — once in the in-process llama.cpp grader (SmolLM2), once in a rerank server client. The run holds
+right after that first commit (``tests.support.hold``, point ``scored``) and the signal is sent only then, so
+the interrupt lands mid-scoring however busy the machine is.
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from contextlib import closing
 from pathlib import Path
 
@@ -22,6 +22,7 @@ import pytest
 
 from fixtures.settings import PROJECT_ROOT, default_cache_dir
 from rankers.scorers.cache import CACHE_FILE
+from tests.support.hold import Hold
 from tests.support.rerank_server import contract_rerank_server
 
 SUBSET = ("--subset-pairs", "24", "--subset-seed", "0")
@@ -76,18 +77,16 @@ def _interrupt_while_scoring(tmp_path: Path, judge: str) -> None:
     profile = tmp_path / "interrupt.toml"
     profile.write_text(PROFILE.format(judge=judge), encoding="utf-8")
     # Without the H2 and H3 specs the judge is first scored for its Table II row, after the fusion variants' rows.
+    hold = Hold(tmp_path / "hold", "scored")
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "specs", "-k", "not test_h2 and not test_h3", "-p",
-                             "no:cacheprovider", "--benchmark-skip",
+                             "no:cacheprovider", "-p", "tests.support.hold", "--benchmark-skip",
                              *SUBSET, "--profile", str(profile), "--cache-dir", str(cache), "--results-dir",
                              str(results), "-q"], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-    deadline, kept = time.monotonic() + 900, 0
-    while proc.poll() is None and time.monotonic() < deadline:
-        kept = _stored(cache)
-        if kept:
-            proc.send_signal(signal.SIGINT)
-            break
-        time.sleep(0.05)
+                            text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                                                 **hold.env()})
+    kept = _stored(cache) if hold.reached(proc) else 0  # held right after its first committed chunk
+    if kept:
+        proc.send_signal(signal.SIGINT)  # never released: the interrupt ends the hold
     out, _ = proc.communicate(timeout=600)
     assert kept, f"no score was committed before the run ended:\n{out[-3000:]}"
     assert proc.returncode == 2, out[-3000:]
@@ -105,6 +104,6 @@ def test_sigint_in_the_llama_cpp_grader_exits_2_and_keeps_finished_scores(tmp_pa
 
 
 def test_sigint_in_a_rerank_server_client_exits_2_and_keeps_finished_scores(tmp_path: Path) -> None:
-    with contract_rerank_server(lambda q, p: float(len(p) % 7), fault="slow", slow_s=0.3) as server:
-        _interrupt_while_scoring(tmp_path, f'kind = "rerank_api"\nurl = "{server.base_url}"\nmodel = "slow"\n'
+    with contract_rerank_server(lambda q, p: float(len(p) % 7)) as server:
+        _interrupt_while_scoring(tmp_path, f'kind = "rerank_api"\nurl = "{server.base_url}"\nmodel = "held"\n'
                                            'concurrency = 2\n')

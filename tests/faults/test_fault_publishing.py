@@ -15,6 +15,7 @@ import pytest
 
 import fake_project as fake
 from fixtures.settings import PROJECT_ROOT
+from tests.support.hold import Hold
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +64,12 @@ def test_a_full_run_after_a_partial_one_publishes_complete_results(project) -> N
     fake.verify(results)
 
 
-def test_sigint_during_publishing_leaves_one_run_exits_2_without_a_traceback(project) -> None:
+def test_sigint_during_publishing_leaves_one_run_exits_2_without_a_traceback(project, tmp_path: Path) -> None:
     """Failure 4: exit 130 with a raw traceback, `confirmation` from the new run and `test` from the old."""
     folder, results, before = project
-    result, sent = fake.interrupt_when(folder, results, fake.staging_of(results, "test"), signal.SIGINT,
-                                       FAKE_STRICT="4")
-    assert sent, "publishing ended before the signal could be sent"
+    result, sent = fake.interrupt_at(folder, results, Hold(tmp_path / "hold", "publish:test"), signal.SIGINT,
+                                     release=True, FAKE_STRICT="4")
+    assert sent, "the run never reached publishing:\n" + result.stdout[-3000:]
     assert result.returncode == 2, result.stdout[-3000:]
     assert "Traceback" not in result.stdout and "KeyboardInterrupt" not in result.stdout, result.stdout[-3000:]
     runs = fake.published(results)
@@ -78,10 +79,12 @@ def test_sigint_during_publishing_leaves_one_run_exits_2_without_a_traceback(pro
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
-def test_a_publisher_killed_while_staging_leaves_one_run_and_the_next_cleans_up(project, sig) -> None:
+def test_a_publisher_killed_while_staging_leaves_one_run_and_the_next_cleans_up(project, sig, tmp_path: Path) -> None:
     folder, results, before = project
-    _, sent = fake.interrupt_when(folder, results, fake.staging_of(results, "test"), sig, FAKE_STRICT="4")
-    assert sent
+    killed, sent = fake.interrupt_at(folder, results, Hold(tmp_path / "hold", "publish:test"), sig,
+                                     release=sig == signal.SIGTERM, FAKE_STRICT="4")
+    assert sent, killed.stdout[-3000:]
+    assert killed.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 2), killed.stdout[-3000:]
     runs = fake.published(results)
     assert len(set(runs.values())) == 1 and runs == before
     after = fake.run(folder, results, FAKE_STRICT="5")
@@ -95,9 +98,8 @@ def test_sigint_while_scoring_exits_2_and_publishes_nothing(project, tmp_path: P
     """Failure 4: SIGINT during scoring exited 1 (an interrupted run's "RESULTS NOT PUBLISHED" counted as a
     failure), not pytest's 2."""
     folder, results, before = project
-    pause = tmp_path / "scoring"
-    result, sent = fake.interrupt_when(folder, results, pause.exists, signal.SIGINT, FAKE_STRICT="4",
-                                       FAKE_PAUSE_FILE=str(pause))
+    result, sent = fake.interrupt_at(folder, results, Hold(tmp_path / "hold"), signal.SIGINT, FAKE_STRICT="4",
+                                     FAKE_HOLD_CLAIM="1")
     assert sent and result.returncode == 2, result.stdout[-3000:]
     assert fake.published(results) == before
 

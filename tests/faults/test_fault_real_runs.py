@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +21,7 @@ import pytest
 
 import fake_project as fake
 from fixtures.settings import PROJECT_ROOT, default_cache_dir
+from tests.support.hold import Hold
 
 SUBSET = ("--subset-pairs", "24", "--subset-seed", "0", "--grader-sample", "4")  # the CI scope of the pins
 PROFILE = """
@@ -121,20 +121,17 @@ def test_a_selection_then_a_full_run_leave_complete_single_run_results(published
     assert complete(published) != before
 
 
-def test_sigint_while_publishing_then_a_rerun_leave_complete_single_run_results(published: Path,
-                                                                                profile: Path) -> None:
+def test_sigint_while_publishing_then_a_rerun_leave_complete_single_run_results(published: Path, profile: Path,
+                                                                                tmp_path: Path) -> None:
     """Failure 4: SIGINT while publishing exited 130 with a traceback and mixed the splits of two runs."""
     before = complete(published)
-    appears = fake.staging_of(published, "test")
-    proc = subprocess.Popen(command(published, profile), cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=environment())
-    deadline, sent = time.monotonic() + 1800, False
-    while proc.poll() is None and time.monotonic() < deadline:
-        if appears():
-            proc.send_signal(signal.SIGINT)
-            sent = True
-            break
-        time.sleep(0.002)
+    hold = Hold(tmp_path / "hold", "publish:test")  # held while staging the last split, its tables written
+    proc = subprocess.Popen(command(published, profile, "-p", "tests.support.hold"), cwd=PROJECT_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment(**hold.env()))
+    sent = hold.reached(proc)
+    if sent:
+        proc.send_signal(signal.SIGINT)  # deferred by the publisher to its next checkpoint
+        hold.release()
     out, _ = proc.communicate(timeout=600)
     assert sent, out[-3000:]
     assert proc.returncode == 2 and "Traceback" not in out, out[-3000:]
