@@ -2,7 +2,9 @@
 
 ``backend`` is ``llamacpp`` (a GGUF in-process on the CPU: the embedded default, needs
 llama-cpp-python), ``vllm`` (in-process on a GPU) or ``openai`` (any OpenAI-compatible server at
-``url``, which must answer ``GET {url}/models`` before any work: ``contact``). ``model`` is an
+``url``, which must answer ``GET {url}/models`` before any work: ``contact``; ``url`` may be a list of
+servers of the same model, spread by least outstanding work with ``concurrency`` requests in flight on each,
+``docs/protocol.md#endpoints``). ``model`` is an
 embedded GGUF name (``llamacpp``), a hub name or local folder (``vllm``), or, for a server, the name
 the server serves the model under (its alias: what ``GET /v1/models`` lists, e.g.
 ``--served-model-name`` or llama.cpp's ``--alias``). ``logprobs`` is the number of top alternatives
@@ -40,7 +42,7 @@ VLLM = needs_module("vllm", "vllm", "pip install -e \".[gpu]\" on a GPU machine"
 
 class LLMGrader(PointwiseKind):
     name = "llm_grader"
-    options = {"backend": (str,), "model": (str,), "url": (str,), "grade": (str,), "prompt": (str,),
+    options = {"backend": (str,), "model": (str,), "url": (str, list), "grade": (str,), "prompt": (str,),
                "passage_tokens": (int,), "query_tokens": (int,), "near_tie_margin": _NUM, "n_threads": (int,),
                "max_model_len": (int,), "max_tokens": (int,), "thinking": (bool,), "temperature": _NUM,
                "seed": (int,), "concurrency": (int,), "timeout_s": _NUM, "logprobs": (int, bool),
@@ -60,7 +62,7 @@ class LLMGrader(PointwiseKind):
         model = str(options.get("model", ""))
         if options["backend"] == "openai" and (model.startswith(("/", ".", "~")) or model.endswith(".gguf")):
             raise DeclarationError(f"{where}: for backend 'openai', model is the name the server serves the model "
-                                   f"under (its alias, as GET {options['url'].rstrip('/')}/models lists it), not a "
+                                   f"under (its alias, as GET <url>/models lists it), not a "
                                    f"file; got {model!r}")
         logprobs = options.get("logprobs", DEFAULT_LOGPROBS)
         if not isinstance(logprobs, bool) and not 0 <= logprobs <= MAX_LOGPROBS:
@@ -71,22 +73,23 @@ class LLMGrader(PointwiseKind):
             raise DeclarationError(f"{where}: 'url' applies to backend 'openai' only (backend is "
                                    f"{options['backend']!r})")
         if options.get("url"):
-            from rankers.scorers.http import check_base_url  # http client only when a server is declared
+            from rankers.scorers.http import base_urls  # http client only when a server is declared
 
             try:
-                check_base_url(options["url"], "grader")
+                base_urls(options["url"], "grader")
             except ValueError as exc:
                 raise DeclarationError(f"{where}: {exc}") from None
         check_reply_cap(options, where)
 
     def contact(self, options, where: str) -> None:
-        """An OpenAI-compatible server answers ``GET {url}/models`` (any HTTP status) before any work."""
+        """Every OpenAI-compatible server of ``url`` answers ``GET {url}/models`` (any HTTP status) before any work."""
         if not options.get("url"):
             return
-        from rankers.scorers.http import check_reachable  # http client only when a server is declared
+        from rankers.scorers.http import base_urls, check_reachable  # http client only when a server is declared
 
         try:
-            check_reachable(options["url"], "/models", "grader")
+            for url in base_urls(options["url"], "grader"):
+                check_reachable(url, "/models", "grader")
         except ValueError as exc:
             raise DeclarationError(f"{where}: {exc}") from None
 

@@ -8,6 +8,14 @@ queueing on the server, generation), so a dead or stuck server costs at most
 ``(retries + 1) * timeout_s`` per request; retries are off by default (a retried timeout on an
 overloaded server only adds load). ``check_reachable`` is the before-any-work check of a declared
 server: one cheap GET with a short timeout, any HTTP answer counting as reachable.
+
+Several endpoints (``url`` a list, ``docs/protocol.md#endpoints``): an :class:`EndpointPool` spreads
+requests by least outstanding work, at most ``concurrency`` in flight per endpoint. An endpoint that
+stops answering (refused or dropped connection, silence past ``timeout_s``) is taken out while others
+remain, and each of its requests in flight is sent again to another one: every request comes back
+once, with the endpoint that answered it and those it was taken from. An endpoint that answers with
+an HTTP error stays in: that is an answer, recorded as the input's reason. Scores never depend on the
+endpoint (the cache key has no URL).
 """
 from __future__ import annotations
 
@@ -17,8 +25,8 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import httpx
 
@@ -114,29 +122,148 @@ def client(concurrency: int, timeout_s: float, *, base_url: str = "", headers: d
                              transport=transport)
 
 
+class Reply(NamedTuple):
+    """One request's end: the parsed value or the reason it has none; ``down`` when the endpoint did not answer
+    at all (refused or dropped connection, timeout), as opposed to answering with an error."""
+
+    value: Any
+    error: str | None
+    seconds: float
+    down: bool = False
+
+
 async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], *, timeout_s: float, retries: int,
-                    read: Callable[[Any], T], where: str = "") -> tuple[T | None, str | None, float]:
-    """(value, None, seconds) from ``read(response JSON)``, or (None, reason, seconds) after the last attempt.
+                    read: Callable[[Any], T], where: str = "") -> Reply:
+    """``Reply(read(response JSON), None, seconds)``, or ``Reply(None, reason, seconds, down)`` after the last attempt.
 
     ``read`` raises ValueError for a body off the contract; ``where`` (e.g. the endpoint) is added
     to every reason. ``seconds`` is the last attempt's.
     """
     suffix = f" ({where})" if where else ""
-    error = "not attempted"
+    error, down = "not attempted", False
     start = time.perf_counter()
     for _ in range(retries + 1):
         start = time.perf_counter()
+        down = False
         try:
             async with asyncio.timeout(timeout_s):
                 response = await client.post(url, json=body)
             if response.status_code != 200:
                 error = f"HTTP {response.status_code}{suffix}: {response.text[:300]}"
                 continue
-            return read(response.json()), None, time.perf_counter() - start
+            return Reply(read(response.json()), None, time.perf_counter() - start)
         except TimeoutError:
-            error = f"timeout after {timeout_s:g}s{suffix}"
+            error, down = f"timeout after {timeout_s:g}s{suffix}", True
         except (httpx.HTTPError, OSError) as exc:
-            error = f"{error_text(exc)}{suffix}"
+            error, down = f"{error_text(exc)}{suffix}", isinstance(exc, (httpx.TransportError, OSError))
         except ValueError as exc:  # json.JSONDecodeError included, and a reply off the contract
             error = f"malformed response{suffix}: {error_text(exc)}"
-    return None, error, time.perf_counter() - start
+    return Reply(None, error, time.perf_counter() - start, down)
+
+
+def base_urls(url: object, what: str = "server") -> list[str]:
+    """``url`` (one base URL or a list of them) as checked base URLs, or a ValueError naming the bad one."""
+    urls = url if isinstance(url, (list, tuple)) else [url]
+    if not urls:
+        raise ValueError(f"{what} url list is empty; give one base URL or a list of them")
+    checked = [check_base_url(u, what) for u in urls]
+    repeated = sorted({u for u in checked if checked.count(u) > 1})
+    if repeated:
+        raise ValueError(f"{what} url list names {repeated} more than once")
+    return checked
+
+
+class Sent(NamedTuple):
+    """A request's reply, the endpoint that gave it and the endpoints it was taken from, each with the reason
+    (each of them is out)."""
+
+    reply: Reply
+    endpoint: str | None
+    resent_from: tuple[tuple[str, str], ...]
+
+
+def endpoint_record(endpoint: str | None, resent_from: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """The usage entries naming a judgment's server: ``endpoint`` and, when re-sent, ``resent_from``."""
+    out: dict[str, Any] = {}
+    if endpoint is not None:
+        out["endpoint"] = endpoint
+    if resent_from:
+        out["resent_from"] = dict(resent_from)
+    return out
+
+
+class EndpointPool:
+    """Base URLs serving one model; keeps which were taken out (and why) across calls of the same scorer."""
+
+    def __init__(self, urls: Sequence[str], per_endpoint: int, what: str = "server") -> None:
+        if isinstance(per_endpoint, bool) or not isinstance(per_endpoint, int) or per_endpoint < 1:
+            raise ValueError(f"concurrency per endpoint must be an integer >= 1, got {per_endpoint!r}")
+        self.urls = base_urls(list(urls), what)
+        self.per_endpoint = per_endpoint
+        #: Endpoint -> the reason it was taken out (its first unanswered request).
+        self.removed: dict[str, str] = {}
+
+    @property
+    def alive(self) -> list[str]:
+        return [u for u in self.urls if u not in self.removed]
+
+    @property
+    def capacity(self) -> int:
+        """Requests in flight at most: ``per_endpoint`` on every endpoint still in."""
+        return self.per_endpoint * max(len(self.alive), 1)
+
+    def dispatcher(self) -> Dispatcher:
+        """The in-flight bookkeeping of one event loop's batch of requests."""
+        return Dispatcher(self)
+
+
+class Dispatcher:
+    """Sends requests over an :class:`EndpointPool`: least outstanding first, ``per_endpoint`` at most each."""
+
+    def __init__(self, pool: EndpointPool) -> None:
+        self.pool = pool
+        self.outstanding = dict.fromkeys(pool.urls, 0)
+        self.changed = asyncio.Condition()
+
+    async def _acquire(self) -> str:
+        async with self.changed:
+            while True:
+                free = [u for u in self.pool.alive if self.outstanding[u] < self.pool.per_endpoint]
+                if free:
+                    chosen = min(free, key=lambda u: self.outstanding[u])  # ties: the declared order
+                    self.outstanding[chosen] += 1
+                    return chosen
+                await self.changed.wait()
+
+    async def _release(self, url: str, reply: Reply | None) -> bool:
+        """Count ``url``'s request as done; True when it went unanswered there and must go to another endpoint
+        (``url`` is then out: taken out now, unless it is the last one in, or by an earlier request)."""
+        async with self.changed:
+            self.outstanding[url] -= 1
+            again = reply is not None and reply.down
+            if again and url not in self.pool.removed:
+                if len(self.pool.alive) > 1:
+                    self.pool.removed[url] = str(reply.error)
+                else:
+                    again = False
+            self.changed.notify_all()
+            return again
+
+    async def send(self, http: httpx.AsyncClient, path: str, body: dict[str, Any], *, timeout_s: float,
+                   retries: int, read: Callable[[Any], T]) -> Sent:
+        """One request to the least busy endpoint; again to another while the one tried stops answering.
+
+        The last endpoint in is never taken out: with none left, its failure is the request's reason.
+        """
+        resent_from: list[tuple[str, str]] = []
+        while True:
+            url = await self._acquire()
+            reply: Reply | None = None
+            try:
+                reply = await post_json(http, url + path, body, timeout_s=timeout_s, retries=retries, read=read,
+                                        where=url + path)
+            finally:
+                again = await self._release(url, reply)
+            if not again:
+                return Sent(reply, url, tuple(resent_from))
+            resent_from.append((url, str(reply.error if reply is not None else "no reply")))
