@@ -20,8 +20,10 @@ endpoint (the cache key has no URL).
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import re
+import ssl
 import threading
 import time
 import urllib.parse
@@ -114,12 +116,18 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return out[0]
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One verifying TLS context for every client: loading the CA store costs ~0.1 s each time it is built."""
+    return httpx.create_ssl_context()
+
+
 def client(concurrency: int, timeout_s: float, *, base_url: str = "", headers: dict[str, str] | None = None,
            transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
     """An async client holding at most ``concurrency`` connections."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     return httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits, headers=headers or {},
-                             transport=transport)
+                             transport=transport, verify=_tls())
 
 
 class Reply(NamedTuple):
@@ -212,58 +220,78 @@ class EndpointPool:
         """Requests in flight at most: ``per_endpoint`` on every endpoint still in."""
         return self.per_endpoint * max(len(self.alive), 1)
 
-    def dispatcher(self) -> Dispatcher:
-        """The in-flight bookkeeping of one event loop's batch of requests."""
-        return Dispatcher(self)
+    def dispatcher(self, connect: Callable[[], httpx.AsyncClient]) -> Dispatcher:
+        """The in-flight bookkeeping of one event loop's batch of requests; ``connect()`` makes one slot's client."""
+        return Dispatcher(self, connect)
 
 
 class Dispatcher:
-    """Sends requests over an :class:`EndpointPool`: least outstanding first, ``per_endpoint`` at most each."""
+    """Sends requests over an :class:`EndpointPool`: least outstanding first, ``per_endpoint`` at most each.
 
-    def __init__(self, pool: EndpointPool) -> None:
+    Each slot (one request in flight) has a client of its own holding one keep-alive connection: a shared
+    client's connection pool scans all its connections for every request, which at 64 and more in flight
+    costs the client more than the request itself (``specs/bench_client.py``). Use as ``async with``: the
+    slots' clients close at the end.
+    """
+
+    def __init__(self, pool: EndpointPool, connect: Callable[[], httpx.AsyncClient]) -> None:
         self.pool = pool
+        self.connect = connect
         self.outstanding = dict.fromkeys(pool.urls, 0)
+        self.idle: dict[str, list[httpx.AsyncClient]] = {u: [] for u in pool.urls}
+        self.made: list[httpx.AsyncClient] = []
         self.changed = asyncio.Condition()
 
-    async def _acquire(self) -> str:
+    async def __aenter__(self) -> Dispatcher:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for http in self.made:
+            await http.aclose()
+
+    async def _acquire(self) -> tuple[str, httpx.AsyncClient]:
         async with self.changed:
             while True:
                 free = [u for u in self.pool.alive if self.outstanding[u] < self.pool.per_endpoint]
                 if free:
                     chosen = min(free, key=lambda u: self.outstanding[u])  # ties: the declared order
                     self.outstanding[chosen] += 1
-                    return chosen
+                    if not self.idle[chosen]:
+                        self.made.append(self.connect())
+                        return chosen, self.made[-1]
+                    return chosen, self.idle[chosen].pop()
                 await self.changed.wait()
 
-    async def _release(self, url: str, reply: Reply | None) -> bool:
+    async def _release(self, url: str, http: httpx.AsyncClient, reply: Reply | None) -> bool:
         """Count ``url``'s request as done; True when it went unanswered there and must go to another endpoint
         (``url`` is then out: taken out now, unless it is the last one in, or by an earlier request)."""
         async with self.changed:
             self.outstanding[url] -= 1
+            self.idle[url].append(http)
             again = reply is not None and reply.down
             if again and url not in self.pool.removed:
                 if len(self.pool.alive) > 1:
                     self.pool.removed[url] = str(reply.error)
                 else:
                     again = False
-            self.changed.notify_all()
+            self.changed.notify(1)  # one slot freed: one waiter (waking all would cost O(waiters) per reply)
             return again
 
-    async def send(self, http: httpx.AsyncClient, path: str, body: dict[str, Any], *, timeout_s: float,
-                   retries: int, read: Callable[[Any], T]) -> Sent:
+    async def send(self, path: str, body: dict[str, Any], *, timeout_s: float, retries: int,
+                   read: Callable[[Any], T]) -> Sent:
         """One request to the least busy endpoint; again to another while the one tried stops answering.
 
         The last endpoint in is never taken out: with none left, its failure is the request's reason.
         """
         resent_from: list[tuple[str, str]] = []
         while True:
-            url = await self._acquire()
+            url, http = await self._acquire()
             reply: Reply | None = None
             try:
                 reply = await post_json(http, url + path, body, timeout_s=timeout_s, retries=retries, read=read,
                                         where=url + path)
             finally:
-                again = await self._release(url, reply)
+                again = await self._release(url, http, reply)
             if not again:
                 return Sent(reply, url, tuple(resent_from))
             resent_from.append((url, str(reply.error if reply is not None else "no reply")))

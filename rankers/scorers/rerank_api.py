@@ -172,19 +172,18 @@ class RerankAPIScorer:
     async def _request_all(self, batch: list[tuple[str, list[str]]], pool: EndpointPool | None = None
                            ) -> list[tuple[list[float], list[str | None], float, float | None, dict[str, Any]]]:
         pool = pool or self.pool
-        dispatcher = pool.dispatcher()
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        async with client(pool.per_endpoint * len(pool.urls), self.timeout_s, headers=headers,
-                          transport=self.transport) as http:
-            return list(await asyncio.gather(*(self._request(http, dispatcher, q, d) for q, d in batch)))
+        connect = lambda: client(1, self.timeout_s, headers=headers, transport=self.transport)  # noqa: E731
+        async with pool.dispatcher(connect) as dispatcher:
+            return list(await asyncio.gather(*(self._request(dispatcher, q, d) for q, d in batch)))
 
-    async def _request(self, http: httpx.AsyncClient, dispatcher: Dispatcher, query: str, documents: list[str]
+    async def _request(self, dispatcher: Dispatcher, query: str, documents: list[str]
                        ) -> tuple[list[float], list[str | None], float, float | None, dict[str, Any]]:
         """(scores, errors, seconds, input tokens or None, the endpoint that answered) for one request; never
         raises."""
         n = len(documents)
         read = lambda data: (*parse_rerank_response(data, n), _prompt_tokens(data))  # noqa: E731
-        sent = await dispatcher.send(http, API_ROUTES[self.api], self._body(query, documents),
+        sent = await dispatcher.send(API_ROUTES[self.api], self._body(query, documents),
                                      timeout_s=self.timeout_s, retries=self.retries, read=read)
         where = endpoint_record(sent.endpoint, sent.resent_from)
         answer, error, seconds, _ = sent.reply

@@ -100,11 +100,11 @@ class OpenAIBackend:
         return run_sync(self._generate_all([self.request(p) for p in prompts]))
 
     async def _generate_all(self, batch: list[tuple[dict[str, Any], bool]]) -> list[Generation]:
-        dispatcher = self.pool.dispatcher()
-        async with client(self.pool.per_endpoint * len(self.pool.urls), self.settings.timeout_s,
-                          headers={"Authorization": f"Bearer {self.api_key}"}, transport=self.transport) as http:
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        connect = lambda: client(1, self.settings.timeout_s, headers=headers, transport=self.transport)  # noqa: E731
+        async with self.pool.dispatcher(connect) as dispatcher:
             async def run(body: dict[str, Any], truncated: bool) -> Generation:
-                sent = await dispatcher.send(http, "/chat/completions", body, timeout_s=self.settings.timeout_s,
+                sent = await dispatcher.send("/chat/completions", body, timeout_s=self.settings.timeout_s,
                                              retries=self.retries, read=lambda data: parse_chat_reply(data, 0.0))
                 reply = sent.reply
                 where = {"endpoint": sent.endpoint, "resent_from": sent.resent_from}
