@@ -30,6 +30,7 @@ import urllib.parse
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+import h11
 import httpx
 
 T = TypeVar("T")
@@ -120,6 +121,96 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 def _tls() -> ssl.SSLContext:
     """One verifying TLS context for every client: loading the CA store costs ~0.1 s each time it is built."""
     return httpx.create_ssl_context()
+
+
+class KeepAliveTransport(httpx.AsyncBaseTransport):
+    """One slot's HTTP/1.1 keep-alive connection over asyncio streams, framed by h11: all a slot needs.
+
+    httpx's default transport (httpcore over anyio) spends ~1.5 ms of CPU per request on this project's 2-core
+    machine, ten times what the suite spends building and reading it; this one a fraction of that
+    (``specs/bench_client.py``). A connection the server closed while idle is opened again once, before any
+    answer byte; a connection that drops mid-request raises ``httpx.RemoteProtocolError``, as httpx's does.
+    """
+
+    def __init__(self) -> None:
+        self._origin: tuple[str, str, int] | None = None
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._h11: h11.Connection | None = None
+
+    async def _open(self, origin: tuple[str, str, int]) -> None:
+        await self.aclose()
+        scheme, host, port = origin
+        try:
+            self._streams = await asyncio.open_connection(host, port, ssl=_tls() if scheme == "https" else None)
+        except OSError as exc:
+            raise httpx.ConnectError(error_text(exc)) from exc
+        self._origin, self._h11 = origin, h11.Connection(h11.CLIENT)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        origin = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+        body = await request.aread()
+        reused = self._streams is not None and self._origin == origin
+        if not reused:
+            await self._open(origin)
+        try:
+            return await self._exchange(request, body)
+        except _Stale as exc:
+            if not reused:
+                raise httpx.RemoteProtocolError(str(exc), request=request) from None
+            await self._open(origin)  # the server closed the idle connection: once more on a fresh one
+            return await self._exchange(request, body)
+
+    async def _exchange(self, request: httpx.Request, body: bytes) -> httpx.Response:
+        assert self._streams is not None and self._h11 is not None
+        reader, writer = self._streams
+        conn = self._h11
+        headers = [(b"Host", request.url.netloc), (b"Accept-Encoding", b"identity"),
+                   *((k, v) for k, v in request.headers.raw if k.lower() not in (b"host", b"accept-encoding"))]
+        try:
+            writer.write(conn.send(h11.Request(method=request.method.encode(), target=request.url.raw_path,
+                                               headers=headers)) + conn.send(h11.Data(data=body))
+                         + conn.send(h11.EndOfMessage()))
+            status, reply_headers, chunks, answered = 0, [], [], False
+            while True:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    data = await reader.read(65536)
+                    if not data and not answered:
+                        await self.aclose()
+                        raise _Stale("Server disconnected without sending a response.")
+                    conn.receive_data(data)
+                    answered = answered or bool(data)
+                elif isinstance(event, h11.Response):
+                    status, reply_headers = event.status_code, event.headers
+                elif isinstance(event, h11.Data):
+                    chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    break
+        except h11.RemoteProtocolError as exc:
+            await self.aclose()
+            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+        except (ConnectionError, OSError) as exc:
+            await self.aclose()
+            raise httpx.ReadError(error_text(exc), request=request) from exc
+        if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+            await self.aclose()
+        else:
+            conn.start_next_cycle()
+        return httpx.Response(status, headers=[(bytes(k), bytes(v)) for k, v in reply_headers],
+                              content=b"".join(chunks), request=request)
+
+    async def aclose(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+        self._streams = self._h11 = self._origin = None
+
+
+class _Stale(httpx.RemoteProtocolError):
+    """A reused connection ended before any answer byte (the server closed it while idle)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
 
 
 def client(concurrency: int, timeout_s: float, *, base_url: str = "", headers: dict[str, str] | None = None,

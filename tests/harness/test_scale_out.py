@@ -32,7 +32,7 @@ import pytest
 from fixtures.settings import PROJECT_ROOT
 from tests.harness.test_end_to_end import SUBSET, run_specs
 
-SELECT = "judged_fusion or grader or listwise"
+SELECT = "judged_fusion or grader_servers or listwise_servers"
 PROFILE = """
 [profile]
 name = "e2e-scale-out"
@@ -52,7 +52,7 @@ population = "judged"
 compare_to = "judged_fusion"
 order = 70
 
-[rankers.grader]
+[rankers.grader_servers]
 kind = "llm_grader"
 backend = "openai"
 url = {urls}
@@ -66,7 +66,7 @@ concurrency = 1
 timeout_s = 300
 order = 71
 
-[rankers.listwise]
+[rankers.listwise_servers]
 kind = "llm_listwise"
 backend = "openai"
 url = {urls}
@@ -129,8 +129,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         proxies.append(dying)
 
         def kill_on_event() -> None:
-            if dying.reached.wait(timeout=1800):  # the bound only ends a hung run; the event decides
-                servers[2].kill()
+            dying.reached.wait()
+            servers[2].kill()
             dying.killed.set()
 
         killer = threading.Thread(target=kill_on_event, daemon=True)
@@ -138,8 +138,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         cluster = [servers[0].base_url, servers[1].base_url, dying.base_url]
         out["cluster_urls"] = cluster
         out["cluster"] = run_specs(_profile(root, "cluster", cluster, seeds[1]), root / "cluster", "-k",
-                                   "judged_fusion or grader", "--splits", "test")
-        dying.killed.set()
+                                   "judged_fusion or grader_servers", "--splits", "test")
+        out["killed"] = dying.reached.is_set()
+        dying.reached.set()  # a run that never reached it must not leave the killer waiting
         killer.join()
         out["dying"] = dying.base_url
 
@@ -232,19 +233,20 @@ def test_a_killed_endpoint_of_three_changes_no_judgment_and_is_named_in_the_repo
     _ok(runs["cluster"])
     root = runs["root"]
     single = _judgments(root, "single")
-    single = single[single["ranker"] == "grader"].reset_index(drop=True)
+    single = single[single["ranker"] == "grader_servers"].reset_index(drop=True)
     cluster = _judgments(root, "cluster")
     assert len(cluster) == len(single) > 0
     pd.testing.assert_frame_equal(cluster[SAME], single[SAME])
     assert set(cluster["endpoint"].dropna()) <= set(runs["cluster_urls"][:2])  # the dead one gave none
-    t2 = {r: pd.read_csv(_published(root, r) / "table2.csv").set_index("ranker").loc["grader"] for r in
+    assert runs["killed"]  # the third endpoint died mid-run
+    t2 = {r: pd.read_csv(_published(root, r) / "table2.csv").set_index("ranker").loc["grader_servers"] for r in
           ("single", "cluster")}
     for measure in ("n", "strict", "ties", "fallback"):
         assert t2["single"][measure] == t2["cluster"][measure], measure
     report = (_published(root, "cluster") / "report.md").read_text()
     assert "taken out" in report and runs["dying"] in report
     manifest = json.loads((_published(root, "cluster") / "manifest.json").read_text())
-    dead = [e for scopes in manifest["endpoints"]["grader"].values() for url, e in scopes.items()
+    dead = [e for scopes in manifest["endpoints"]["grader_servers"].values() for url, e in scopes.items()
             if url == runs["dying"] and e["taken_out"]]
     assert dead and sum(e["resent"] for e in dead) >= 1
 
@@ -262,8 +264,9 @@ def test_export_process_import_gives_the_online_runs_judgments_and_table_ii(runs
     single, batch_run = _judgments(root, "single"), _judgments(root, "batch")
     pd.testing.assert_frame_equal(batch_run[SAME], single[SAME])
     t2 = {r: pd.read_csv(_published(root, r) / "table2.csv").set_index("ranker") for r in ("single", "batch")}
-    pd.testing.assert_frame_equal(t2["batch"].loc[["grader", "listwise"], ["n", "strict", "ties", "fallback"]],
-                                  t2["single"].loc[["grader", "listwise"], ["n", "strict", "ties", "fallback"]])
+    both = ["grader_servers", "listwise_servers"]
+    pd.testing.assert_frame_equal(t2["batch"].loc[both, ["n", "strict", "ties", "fallback"]],
+                                  t2["single"].loc[both, ["n", "strict", "ties", "fallback"]])
     # Everything the import stored is read from the cache; only the answers it refused as unreadable are asked again.
     assert runs["sent_after_import"] == runs["left"]
 
