@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pandas as pd
@@ -24,6 +25,7 @@ from rankers.scorers.llm.generation import GenerationSettings
 from rankers.scorers.llm.openai_compatible import OpenAIBackend
 from rankers.scorers.rerank_api import RerankAPIScorer
 from reports.writer import endpoint_lines
+from tests.support.loopback import serve_in_thread, stop_thread_server
 
 A, B, C = "http://127.0.0.1:8101/v1", "http://127.0.0.1:8102/v1", "http://127.0.0.1:8103/v1"
 SETTINGS = GenerationSettings(thinking=False, logprobs=0, concurrency=2, timeout_s=30)
@@ -182,3 +184,45 @@ def test_the_report_names_each_endpoint_and_the_one_taken_out():
     (line,) = endpoint_lines(frame)
     assert line.startswith("g (window): 32 judgments made now — 30 " + A)
     assert f"**taken out**: {C} (3 requests re-sent: RemoteProtocolError: Server disconnected)" in line
+
+
+def _keep_alive_server(close_after_each: bool):
+    """HTTP/1.1 with keep-alive; with ``close_after_each`` it closes every connection after answering without
+    saying so (as a server does with an idle connection): the client's next request on it finds it gone."""
+    connections = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            connections.append(self.client_address)
+
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            data = json.dumps(_reply(body).json()).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = close_after_each
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return serve_in_thread(Handler), connections
+
+
+@pytest.mark.parametrize("close_after_each", [False, True])
+def test_the_keep_alive_transport_reuses_its_connection_and_reopens_one_closed_while_idle(close_after_each):
+    server, connections = _keep_alive_server(close_after_each)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        grader = LLMGrader(OpenAIBackend(url, "m", settings=GenerationSettings(thinking=False, logprobs=0,
+                                                                               concurrency=1)))
+        batch = grader.score([(q, p) for _, _, q, p in _inputs(5)])
+    finally:
+        stop_thread_server(server)
+    assert batch.errors == [None] * 5 and list(batch.scores) == [float(i % 5) for i in range(5)]
+    assert len(connections) == (5 if close_after_each else 1)  # one slot, one connection while the server keeps it
