@@ -213,14 +213,6 @@ class _Stale(httpx.RemoteProtocolError):
         super().__init__(message)
 
 
-def client(concurrency: int, timeout_s: float, *, base_url: str = "", headers: dict[str, str] | None = None,
-           transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
-    """An async client holding at most ``concurrency`` connections."""
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    return httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits, headers=headers or {},
-                             transport=transport, verify=_tls())
-
-
 class Reply(NamedTuple):
     """One request's end: the parsed value or the reason it has none; ``down`` when the endpoint did not answer
     at all (refused or dropped connection, timeout), as opposed to answering with an error."""
@@ -231,12 +223,15 @@ class Reply(NamedTuple):
     down: bool = False
 
 
-async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], *, timeout_s: float, retries: int,
-                    read: Callable[[Any], T], where: str = "") -> Reply:
+async def post_json(transport: httpx.AsyncBaseTransport, url: str, body: dict[str, Any], *, timeout_s: float,
+                    retries: int, read: Callable[[Any], T], headers: dict[str, str] | None = None,
+                    where: str = "") -> Reply:
     """``Reply(read(response JSON), None, seconds)``, or ``Reply(None, reason, seconds, down)`` after the last attempt.
 
-    ``read`` raises ValueError for a body off the contract; ``where`` (e.g. the endpoint) is added
-    to every reason. ``seconds`` is the last attempt's.
+    The request goes straight to ``transport`` (no client layer: no redirects, cookies or auth flows, which a
+    JSON POST to a model server never needs, and which cost more CPU than the request). ``read`` raises
+    ValueError for a body off the contract; ``where`` (e.g. the endpoint) is added to every reason. ``seconds``
+    is the last attempt's.
     """
     suffix = f" ({where})" if where else ""
     error, down = "not attempted", False
@@ -246,7 +241,9 @@ async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], *
         down = False
         try:
             async with asyncio.timeout(timeout_s):
-                response = await client.post(url, json=body)
+                response = await transport.handle_async_request(
+                    httpx.Request("POST", url, json=body, headers=headers))
+                await response.aread()
             if response.status_code != 200:
                 error = f"HTTP {response.status_code}{suffix}: {response.text[:300]}"
                 continue
@@ -311,49 +308,56 @@ class EndpointPool:
         """Requests in flight at most: ``per_endpoint`` on every endpoint still in."""
         return self.per_endpoint * max(len(self.alive), 1)
 
-    def dispatcher(self, connect: Callable[[], httpx.AsyncClient]) -> Dispatcher:
-        """The in-flight bookkeeping of one event loop's batch of requests; ``connect()`` makes one slot's client."""
-        return Dispatcher(self, connect)
+    def dispatcher(self, headers: dict[str, str] | None = None,
+                   transport: httpx.AsyncBaseTransport | None = None) -> Dispatcher:
+        """The in-flight bookkeeping of one event loop's batch of requests (``transport``: one for every slot, a
+        test's mock; by default each slot has a :class:`KeepAliveTransport` of its own)."""
+        return Dispatcher(self, headers or {}, transport)
 
 
 class Dispatcher:
     """Sends requests over an :class:`EndpointPool`: least outstanding first, ``per_endpoint`` at most each.
 
-    Each slot (one request in flight) has a client of its own holding one keep-alive connection: a shared
-    client's connection pool scans all its connections for every request, which at 64 and more in flight
-    costs the client more than the request itself (``specs/bench_client.py``). Use as ``async with``: the
-    slots' clients close at the end.
+    Each slot (one request in flight) has a connection of its own (:class:`KeepAliveTransport`): a shared
+    connection pool scans all its connections for every request, which at 64 and more in flight costs the
+    client more than the request itself (``specs/bench_client.py``). Use as ``async with``: the slots'
+    connections close at the end.
     """
 
-    def __init__(self, pool: EndpointPool, connect: Callable[[], httpx.AsyncClient]) -> None:
+    def __init__(self, pool: EndpointPool, headers: dict[str, str],
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.pool = pool
-        self.connect = connect
+        self.headers = headers
+        self.shared = transport
         self.outstanding = dict.fromkeys(pool.urls, 0)
-        self.idle: dict[str, list[httpx.AsyncClient]] = {u: [] for u in pool.urls}
-        self.made: list[httpx.AsyncClient] = []
+        self.idle: dict[str, list[httpx.AsyncBaseTransport]] = {u: [] for u in pool.urls}
+        self.made: list[KeepAliveTransport] = []
         self.changed = asyncio.Condition()
 
     async def __aenter__(self) -> Dispatcher:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for http in self.made:
-            await http.aclose()
+        for transport in self.made:
+            await transport.aclose()
 
-    async def _acquire(self) -> tuple[str, httpx.AsyncClient]:
+    def _connect(self) -> httpx.AsyncBaseTransport:
+        if self.shared is not None:
+            return self.shared
+        self.made.append(KeepAliveTransport())
+        return self.made[-1]
+
+    async def _acquire(self) -> tuple[str, httpx.AsyncBaseTransport]:
         async with self.changed:
             while True:
                 free = [u for u in self.pool.alive if self.outstanding[u] < self.pool.per_endpoint]
                 if free:
                     chosen = min(free, key=lambda u: self.outstanding[u])  # ties: the declared order
                     self.outstanding[chosen] += 1
-                    if not self.idle[chosen]:
-                        self.made.append(self.connect())
-                        return chosen, self.made[-1]
-                    return chosen, self.idle[chosen].pop()
+                    return chosen, self.idle[chosen].pop() if self.idle[chosen] else self._connect()
                 await self.changed.wait()
 
-    async def _release(self, url: str, http: httpx.AsyncClient, reply: Reply | None) -> bool:
+    async def _release(self, url: str, http: httpx.AsyncBaseTransport, reply: Reply | None) -> bool:
         """Count ``url``'s request as done; True when it went unanswered there and must go to another endpoint
         (``url`` is then out: taken out now, unless it is the last one in, or by an earlier request)."""
         async with self.changed:
@@ -380,7 +384,7 @@ class Dispatcher:
             reply: Reply | None = None
             try:
                 reply = await post_json(http, url + path, body, timeout_s=timeout_s, retries=retries, read=read,
-                                        where=url + path)
+                                        headers=self.headers, where=url + path)
             finally:
                 again = await self._release(url, http, reply)
             if not again:

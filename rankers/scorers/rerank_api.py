@@ -41,8 +41,7 @@ import httpx
 import numpy as np
 
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.http import (Dispatcher, EndpointPool, KeepAliveTransport, base_urls, client, endpoint_record,
-                                  run_sync)
+from rankers.scorers.http import Dispatcher, EndpointPool, base_urls, endpoint_record, run_sync
 
 #: Route and request body per flavour (see the module docstring).
 API_ROUTES = {"v1": "/v1/rerank", "rerank": "/rerank", "tei": "/rerank"}
@@ -174,10 +173,7 @@ class RerankAPIScorer:
                            ) -> list[tuple[list[float], list[str | None], float, float | None, dict[str, Any]]]:
         pool = pool or self.pool
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        def connect() -> httpx.AsyncClient:  # one slot's client (``rankers.scorers.http.Dispatcher``)
-            return client(1, self.timeout_s, headers=headers, transport=self.transport or KeepAliveTransport())
-
-        async with pool.dispatcher(connect) as dispatcher:
+        async with pool.dispatcher(headers, self.transport) as dispatcher:
             return list(await asyncio.gather(*(self._request(dispatcher, q, d) for q, d in batch)))
 
     async def _request(self, dispatcher: Dispatcher, query: str, documents: list[str]

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from rankers.scorers.http import EndpointPool, KeepAliveTransport, client, run_sync
+from rankers.scorers.http import EndpointPool, run_sync
 from rankers.scorers.llm.generation import Generation, GenerationSettings, TokenLogprob, settings_key
 from rankers.scorers.prompts import GradePrompt
 from rankers.scorers.prompts.hostile import ESCAPE_VERSION
@@ -101,10 +101,7 @@ class OpenAIBackend:
 
     async def _generate_all(self, batch: list[tuple[dict[str, Any], bool]]) -> list[Generation]:
         headers = {"Authorization": f"Bearer {self.api_key}"}
-        def connect() -> httpx.AsyncClient:  # one slot's client (``rankers.scorers.http.Dispatcher``)
-            return client(1, self.settings.timeout_s, headers=headers, transport=self.transport or KeepAliveTransport())
-
-        async with self.pool.dispatcher(connect) as dispatcher:
+        async with self.pool.dispatcher(headers, self.transport) as dispatcher:
             async def run(body: dict[str, Any], truncated: bool) -> Generation:
                 sent = await dispatcher.send("/chat/completions", body, timeout_s=self.settings.timeout_s,
                                              retries=self.retries, read=lambda data: parse_chat_reply(data, 0.0))
