@@ -27,7 +27,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
                     False),
     "order_bias": ("Listwise and pairwise judges: repairs and position bias", ("ranker", "scope"), True),
     "endpoints": ("Server endpoints: judgments each made in this run, and endpoints taken out",
-                  ("ranker", "scope", "endpoint"), False),
+                  ("ranker", "scope", "endpoint"), True),
     "claims": ("Hypothesis claims", ("claim",), True),
     "coverage": ("TREC-run coverage: what each run ranked in the pool, what was dropped, ties by cause",
                  ("ranker",), True),
