@@ -13,7 +13,8 @@ means 5, ``false`` means 0). ``max_reply_chars`` caps the reply stored per judgm
 (``rankers.scorers.cache``). ``grade = "expected"`` reads E[g] = sum of g * p(g) from the
 probabilities stored with the very judgments its argmax twin made (same options, hence the same
 cache key): no model call of its own. The scale is bounded (0-4), so the tie-branch claims apply to
-its argmax rankers.
+its argmax rankers. ``extra_body`` (a server only) adds fields to every request, e.g. llama.cpp's ``grammar``
+or vLLM's ``guided_choice`` to constrain the answer to a digit; it enters the judgments' key.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class LLMGrader(PointwiseKind):
                "passage_tokens": (int,), "query_tokens": (int,), "near_tie_margin": _NUM, "n_threads": (int,),
                "max_model_len": (int,), "max_tokens": (int,), "thinking": (bool,), "temperature": _NUM,
                "seed": (int,), "concurrency": (int,), "timeout_s": _NUM, "logprobs": (int, bool),
-               "max_reply_chars": (int,)}
+               "max_reply_chars": (int,), "extra_body": (dict,)}
     required = ("backend", "model")
     max_score = 4.0
     doc = ("an LLM asked for an integer grade 0-4 (llamacpp, vllm or any OpenAI-compatible server: model = the "
@@ -69,6 +70,9 @@ class LLMGrader(PointwiseKind):
             raise DeclarationError(f"{where}: logprobs is the number of top alternatives per generated token the "
                                    f"server returns (an integer 0-{MAX_LOGPROBS}; true = {DEFAULT_LOGPROBS}, "
                                    f"false = 0), got {logprobs!r}")
+        if options["backend"] != "openai" and "extra_body" in options:
+            raise DeclarationError(f"{where}: 'extra_body' applies to backend 'openai' only (backend is "
+                                   f"{options['backend']!r})")
         if options["backend"] != "openai" and options.get("url"):
             raise DeclarationError(f"{where}: 'url' applies to backend 'openai' only (backend is "
                                    f"{options['backend']!r})")

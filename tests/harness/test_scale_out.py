@@ -1,6 +1,6 @@
 """Scale out, end to end on the CI subset with real llama.cpp servers (README "Scale out", recipes b and c).
 
-A profile extending the embedded one declares, on a seeded sample of 2 Test directions, the grader and a
+A profile extending the embedded one declares, on a seeded sample of one Test pair, the grader and a
 listwise judge (SmolLM2-135M, ``backend = "openai"``). Three runs, each with a fresh judge key (a new ``seed``
 per run: the shared score cache holds nothing of it; at temperature 0 the seed changes no answer):
 
@@ -39,7 +39,7 @@ name = "e2e-scale-out"
 extends = "embedded"
 
 [samples.judged]
-directions = 2
+directions = 1
 description = "seeded whole pairs for the server-backed judges"
 
 [gates]
@@ -62,6 +62,8 @@ compare_to = "judged_fusion"
 thinking = false
 logprobs = 5
 seed = {seed}
+# SmolLM2-135M rarely answers a bare digit: llama.cpp's grammar makes every reply a grade (it enters the key).
+extra_body = {{ grammar = "root ::= [0-4]" }}
 concurrency = 1
 timeout_s = 300
 order = 71
