@@ -226,3 +226,21 @@ def test_the_keep_alive_transport_reuses_its_connection_and_reopens_one_closed_w
         stop_thread_server(server)
     assert batch.errors == [None] * 5 and list(batch.scores) == [float(i % 5) for i in range(5)]
     assert len(connections) == (5 if close_after_each else 1)  # one slot, one connection while the server keeps it
+
+
+def test_extra_body_is_a_server_option_sent_with_every_request_and_part_of_the_key():
+    table = {"kind": "llm_grader", "backend": "llamacpp", "model": "builtin:smollm2-135m-instruct",
+             "extra_body": {"grammar": "root ::= [0-4]"}}
+    with pytest.raises(DeclarationError, match="extra_body"):
+        parse_declaration("g", table, "p.toml [rankers.g]")
+    bodies = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return _reply(bodies[-1])
+
+    plain = LLMGrader(OpenAIBackend(A, "m", settings=SETTINGS))
+    grammar = LLMGrader(OpenAIBackend(A, "m", settings=SETTINGS, extra_body={"grammar": "root ::= [0-4]"},
+                                      transport=httpx.MockTransport(handler)))
+    grammar.score([("q", "passage 3")])
+    assert bodies[0]["grammar"] == "root ::= [0-4]" and grammar.model_key != plain.model_key
