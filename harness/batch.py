@@ -315,7 +315,10 @@ def import_results(results: Path, export_dir: Path, cache_dir: Path | None = Non
         store_outcomes(cache, keys, reads)
         stored += len(keys)
     cache.close()
-    missing = [(n, cid) for cid, (_, _, n) in known.items() if cid not in seen]
+    # A result file answers one judge's file: requests of the judges it has lines for, and of every judge when
+    # it has none, are the ones it misses.
+    answered = {known[cid][0]["judge_key"] for cid in seen if cid in known} or set(judges)
+    missing = [(n, cid) for cid, (judge, _, n) in known.items() if cid not in seen and judge["judge_key"] in answered]
     for number, cid in sorted(missing)[:20]:
         judge = known[cid][0]
         problems.append(f"missing: {judge['file']} line {number} (custom_id {cid[:16]}…) has no result line")
