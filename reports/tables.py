@@ -28,6 +28,8 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "unavailable": ("Unavailable judgments by cause, and replies stored capped", ("ranker", "scope", "issue", "cause"),
                     False),
     "order_bias": ("Listwise and pairwise judges: repairs and position bias", ("ranker", "scope"), True),
+    "endpoints": ("Server endpoints: judgments each made in this run, and endpoints taken out",
+                  ("ranker", "scope", "endpoint"), True),
     "claims": ("Hypothesis claims", ("claim",), True),
     "sequential": ("Sequential samples: anytime-valid tests and confidence sequences at the stop",
                    ("sample", "claim"), True),
@@ -155,7 +157,7 @@ def table3(l1_rows: Sequence[dict[str, object]], l2_rows: Sequence[dict[str, obj
 
 #: ``judgments.csv``: one row per judgment a window ranker read, with what its scorer stored beside the score.
 JUDGMENT_COLUMNS = ("ranker", "scope", "qid", "pid", "score", "rule_score", "grade", "grade_probs", "grade_margin",
-                    "near_tie", "unavailable", "reason", "seconds", "raw_if_unavailable")
+                    "near_tie", "unavailable", "reason", "seconds", "endpoint", "raw_if_unavailable")
 
 
 def judgments_table(frame: pd.DataFrame, ranker: str, scope: str, rule_scores: dict[tuple[str, str], float],
@@ -166,7 +168,8 @@ def judgments_table(frame: pd.DataFrame, ranker: str, scope: str, rule_scores: d
     ``score`` is the stored judgment, ``rule_score`` what this ranker's window rule reads from it (the
     expected grade E[g] for a ``grade = "expected"`` ranker); ``grade`` is the score on a bounded grade
     scale. Probabilities (a JSON list p0..p4), margin and near-tie flag are the grader's, where it stored them;
-    ``reason`` says why an unavailable judgment is unavailable, and its raw output is kept for auditing.
+    ``reason`` says why an unavailable judgment is unavailable, and its raw output is kept for auditing;
+    ``endpoint`` is the server that gave the judgment (``docs/protocol.md#endpoints``), empty for in-process ones.
     """
     unique = frame.drop_duplicates(["qid", "pid"]).reset_index(drop=True)
     usage = [u if isinstance(u, dict) else {} for u in unique["usage"]]
@@ -181,5 +184,6 @@ def judgments_table(frame: pd.DataFrame, ranker: str, scope: str, rule_scores: d
         "near_tie": pd.array([None if "near_tie" not in u else bool(u["near_tie"]) for u in usage], dtype="boolean"),
         "unavailable": unavailable, "reason": [e if u else None for e, u in zip(unique["error"], unavailable)],
         "seconds": np.asarray(seconds, dtype=float),
+        "endpoint": [u.get("endpoint") if isinstance(u.get("endpoint"), str) else None for u in usage],
         "raw_if_unavailable": [r if u else None for r, u in zip(unique["raw"], unavailable)],
     }, columns=list(JUDGMENT_COLUMNS))

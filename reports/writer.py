@@ -108,6 +108,32 @@ def unavailable_lines(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
+def endpoint_summary_of(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
+    """The ``endpoints`` table as ranker -> scope -> endpoint -> judgments, resent, taken_out (reason or None)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in frame.to_dict("records"):
+        reason = row.get("taken_out")
+        out.setdefault(str(row["ranker"]), {}).setdefault(str(row["scope"]), {})[str(row["endpoint"])] = {
+            "judgments": int(row["judgments"]), "resent": int(row["resent"]),
+            "taken_out": None if reason is None or pd.isna(reason) else str(reason)}
+    return out
+
+
+def endpoint_lines(frame: pd.DataFrame) -> list[str]:
+    """One line per ranker and scope, e.g. ``g (window): 30 judgments made now — 16 http://127.0.0.1:8011/v1, 14 ...;
+    taken out: http://127.0.0.1:8012/v1 (3 requests re-sent: RemoteProtocolError ...)``."""
+    lines = []
+    for ranker, scopes in endpoint_summary_of(frame).items():
+        for scope, endpoints in scopes.items():
+            total = sum(e["judgments"] for e in endpoints.values())
+            made = ", ".join(f"{e['judgments']:,} {url}" for url, e in endpoints.items() if e["judgments"])
+            line = f"{ranker} ({scope}): {total:,} judgments made now — {made or 'none'}"
+            out = [f"{url} ({e['resent']:,} requests re-sent: {e['taken_out']})" for url, e in endpoints.items()
+                   if e["taken_out"] is not None]
+            lines.append(line + (f"; **taken out**: {'; '.join(out)}" if out else ""))
+    return lines
+
+
 def _fmt(value: object, digits: int) -> str:
     return "--" if value is None or pd.isna(value) else f"{value:.{digits}f}"
 
@@ -229,6 +255,7 @@ def _manifest(tables: dict[str, pd.DataFrame], context: dict[str, Any]) -> dict[
     manifest["pytest_exit_status"] = context.get("exitstatus")
     manifest["not_evaluated"] = list(context.get("not_evaluated", []))
     manifest["unavailable"] = unavailable_summary(tables["unavailable"]) if "unavailable" in tables else {}
+    manifest["endpoints"] = endpoint_summary_of(tables["endpoints"]) if "endpoints" in tables else {}
     manifest["partial"] = list(context.get("partial", []))
     return manifest
 
@@ -433,18 +460,24 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
                   "An unavailable judgment sends its query back to the reference order and is retried on the next "
                   "run (`unavailable.csv` has the counts):", "",
                   *[f"- {md_escape(line)}" for line in unavailable_lines(tables["unavailable"])], ""]
+    if "endpoints" in tables:
+        lines += [f"## {TABLES['endpoints'][0]}", "",
+                  "An endpoint that stopped answering was taken out and its requests in flight went to the others; "
+                  "scores never depend on the endpoint (`endpoints.csv`, `judgments.csv` column `endpoint`):", "",
+                  *[f"- {md_escape(line)}" for line in endpoint_lines(tables["endpoints"])], ""]
     lines += ["## Files", "",
               "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals, then "
               "`label` and `compare_to`); `table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; "
               "`cost.csv`; `claims.csv` (every claim with its p-values, MDE and reason); "
-              "`unavailable.csv` (unavailable judgments by cause, when there are any); `coverage.csv` (TREC runs); "
+              "`unavailable.csv` (unavailable judgments by cause, when there are any); `endpoints.csv` (server "
+              "endpoints per ranker, when there are any); `coverage.csv` (TREC runs); "
               "`judgments.csv` (every text judgment); `comparison.csv` (--compare-to)",
               "- `qrels.txt`, `runs/<ranker>.trec` (full pool, final order), `pool.parquet`, `directions.csv` "
               "(one row per planned direction, per-ranker outcomes)",
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
               "models, seeds, samples, stage wall-clock, the sha256 of every other file)", ""]
     for name, (title, keys, _) in TABLES.items():
-        if name in tables and name not in INTERNAL and name not in ("claims", "unavailable", "table2"):
+        if name in tables and name not in INTERNAL and name not in ("claims", "unavailable", "endpoints", "table2"):
             frame = _brief(name, tables[name])
             if keys[0] in ("ranker", "scorer") and keys[0] in frame.columns:
                 frame = _with_label_column(frame, keys[0], labels)

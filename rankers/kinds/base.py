@@ -214,10 +214,11 @@ class Kind:
         url = options.get("url")
         if not url:
             return
-        from rankers.scorers.http import check_reachable  # http client only when a server is declared
+        from rankers.scorers.http import base_urls, check_reachable  # http client only when a server is declared
 
         try:
-            check_reachable(str(url), what=f"{self.name} server")
+            for one in base_urls(url, f"{self.name} server"):  # every endpoint of a list
+                check_reachable(one, what=f"{self.name} server")
         except ValueError as exc:
             raise DeclarationError(f"{where}: {exc}") from None
 

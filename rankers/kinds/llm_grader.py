@@ -2,7 +2,9 @@
 
 ``backend`` is ``llamacpp`` (a GGUF in-process on the CPU: the embedded default, needs
 llama-cpp-python), ``vllm`` (in-process on a GPU) or ``openai`` (any OpenAI-compatible server at
-``url``, which must answer ``GET {url}/models`` before any work: ``contact``). ``model`` is an
+``url``, which must answer ``GET {url}/models`` before any work: ``contact``; ``url`` may be a list of
+servers of the same model, spread by least outstanding work with ``concurrency`` requests in flight on each,
+``docs/protocol.md#endpoints``). ``model`` is an
 embedded GGUF name (``llamacpp``), a hub name or local folder (``vllm``), or, for a server, the name
 the server serves the model under (its alias: what ``GET /v1/models`` lists, e.g.
 ``--served-model-name`` or llama.cpp's ``--alias``). ``logprobs`` is the number of top alternatives
@@ -11,7 +13,8 @@ means 5, ``false`` means 0). ``max_reply_chars`` caps the reply stored per judgm
 (``rankers.scorers.cache``). ``grade = "expected"`` reads E[g] = sum of g * p(g) from the
 probabilities stored with the very judgments its argmax twin made (same options, hence the same
 cache key): no model call of its own. The scale is bounded (0-4), so the tie-branch claims apply to
-its argmax rankers.
+its argmax rankers. ``extra_body`` (a server only) adds fields to every request, e.g. llama.cpp's ``grammar``
+or vLLM's ``guided_choice`` to constrain the answer to a digit; it enters the judgments' key.
 """
 from __future__ import annotations
 
@@ -40,11 +43,11 @@ VLLM = needs_module("vllm", "vllm", "pip install -e \".[gpu]\" on a GPU machine"
 
 class LLMGrader(PointwiseKind):
     name = "llm_grader"
-    options = {"backend": (str,), "model": (str,), "url": (str,), "grade": (str,), "prompt": (str,),
+    options = {"backend": (str,), "model": (str,), "url": (str, list), "grade": (str,), "prompt": (str,),
                "passage_tokens": (int,), "query_tokens": (int,), "near_tie_margin": _NUM, "n_threads": (int,),
                "max_model_len": (int,), "max_tokens": (int,), "thinking": (bool,), "temperature": _NUM,
                "seed": (int,), "concurrency": (int,), "timeout_s": _NUM, "logprobs": (int, bool),
-               "max_reply_chars": (int,)}
+               "max_reply_chars": (int,), "extra_body": (dict,)}
     required = ("backend", "model")
     max_score = 4.0
     doc = ("an LLM asked for an integer grade 0-4 (llamacpp, vllm or any OpenAI-compatible server: model = the "
@@ -60,33 +63,37 @@ class LLMGrader(PointwiseKind):
         model = str(options.get("model", ""))
         if options["backend"] == "openai" and (model.startswith(("/", ".", "~")) or model.endswith(".gguf")):
             raise DeclarationError(f"{where}: for backend 'openai', model is the name the server serves the model "
-                                   f"under (its alias, as GET {options['url'].rstrip('/')}/models lists it), not a "
+                                   f"under (its alias, as GET <url>/models lists it), not a "
                                    f"file; got {model!r}")
         logprobs = options.get("logprobs", DEFAULT_LOGPROBS)
         if not isinstance(logprobs, bool) and not 0 <= logprobs <= MAX_LOGPROBS:
             raise DeclarationError(f"{where}: logprobs is the number of top alternatives per generated token the "
                                    f"server returns (an integer 0-{MAX_LOGPROBS}; true = {DEFAULT_LOGPROBS}, "
                                    f"false = 0), got {logprobs!r}")
+        if options["backend"] != "openai" and "extra_body" in options:
+            raise DeclarationError(f"{where}: 'extra_body' applies to backend 'openai' only (backend is "
+                                   f"{options['backend']!r})")
         if options["backend"] != "openai" and options.get("url"):
             raise DeclarationError(f"{where}: 'url' applies to backend 'openai' only (backend is "
                                    f"{options['backend']!r})")
         if options.get("url"):
-            from rankers.scorers.http import check_base_url  # http client only when a server is declared
+            from rankers.scorers.http import base_urls  # http client only when a server is declared
 
             try:
-                check_base_url(options["url"], "grader")
+                base_urls(options["url"], "grader")
             except ValueError as exc:
                 raise DeclarationError(f"{where}: {exc}") from None
         check_reply_cap(options, where)
 
     def contact(self, options, where: str) -> None:
-        """An OpenAI-compatible server answers ``GET {url}/models`` (any HTTP status) before any work."""
+        """Every OpenAI-compatible server of ``url`` answers ``GET {url}/models`` (any HTTP status) before any work."""
         if not options.get("url"):
             return
-        from rankers.scorers.http import check_reachable  # http client only when a server is declared
+        from rankers.scorers.http import base_urls, check_reachable  # http client only when a server is declared
 
         try:
-            check_reachable(options["url"], "/models", "grader")
+            for url in base_urls(options["url"], "grader"):
+                check_reachable(url, "/models", "grader")
         except ValueError as exc:
             raise DeclarationError(f"{where}: {exc}") from None
 

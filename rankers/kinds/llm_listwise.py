@@ -39,7 +39,7 @@ RERANKERS_TYPES = {"rankgpt": needs_module("litellm", "litellm (rerankers' RankG
                    "rankllm": needs_module("rank_llm", "rank_llm (rerankers' RankLLM models)",
                                            "pip install rank-llm on a GPU machine")}
 #: Options every LLM judge takes: the backend, its model and the grader's generation settings.
-LLM_OPTIONS = {"backend": (str,), "model": (str,), "url": (str,), "prompt": (str,), "passage_tokens": (int,),
+LLM_OPTIONS = {"backend": (str,), "model": (str,), "url": (str, list), "prompt": (str,), "passage_tokens": (int,),
                "query_tokens": (int,), "window": (int,), "n_threads": (int,), "max_model_len": (int,),
                "max_tokens": (int,), "thinking": (bool,), "temperature": _NUM, "seed": (int,), "concurrency": (int,),
                "timeout_s": _NUM, "logprobs": (int,)}
@@ -65,6 +65,13 @@ class LLMJudgeKind(WindowKind):
             raise DeclarationError(f"{where}: backend must be one of {list(self.backends)}, got {options['backend']!r}")
         if options["backend"] == "openai" and not options.get("url"):
             raise DeclarationError(f"{where}: backend 'openai' needs 'url' (an OpenAI-compatible /v1 base URL)")
+        if options.get("url"):
+            from rankers.scorers.http import base_urls  # http client only when a server is declared
+
+            try:
+                base_urls(options["url"], f"{self.name} server")
+            except ValueError as exc:
+                raise DeclarationError(f"{where}: {exc}") from None
         positive(options, "window", where, WINDOW_K)
         for key in ("passage_tokens", "query_tokens"):
             positive(options, key, where)
@@ -114,17 +121,26 @@ class LLMJudgeKind(WindowKind):
     # ---- judging ---------------------------------------------------------------------------------------------
 
     def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
+        judge = self.judge_of(decl, ctx)
+        driven = drive(judge, self.cache(ctx), self.algorithms(decl, ctx, inputs), desc)
+        return scored_inputs(inputs, driven, judge.model_key)
+
+    @staticmethod
+    def cache(ctx: Context):
         from rankers.scorers.cache import ScoreCache  # sqlite store, no model
 
-        judge = self.judge_of(decl, ctx)
+        return ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
+
+    def algorithms(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]]) -> dict:
+        """One algorithm per window of ``inputs`` (and per reversed window of the order check), keyed (qid, variant):
+        what the judging run drives, and what a batch export advances through the cache (``harness.batch``)."""
         ranks = self._reference_ranks(decl, ctx, {str(i[0]) for i in inputs})
         windows = group_windows(inputs, lambda q, p: ranks.get((q, p), float("inf")))
         algorithms = {(qid, "main"): self.algorithm(decl, query, items) for qid, (query, items) in windows.items()}
         for qid in self.checked(decl, ctx, windows):
             query, items = windows[qid]
             algorithms[(qid, "reversed")] = self.algorithm(decl, query, self.reversed(decl, items))
-        cache = ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
-        return scored_inputs(inputs, drive(judge, cache, algorithms, desc), judge.model_key)
+        return algorithms
 
     def checked(self, decl: RankerDecl, ctx: Context, windows: Mapping[str, Any]) -> list[str]:
         """The windows of the order check: ``order_check`` of them per call, chosen by a seeded hash of the qid

@@ -3,7 +3,8 @@
 vLLM, SGLang, llama.cpp's server (``--rerank``), Text Embeddings Inference (``api = "tei"``) or
 Infinity. The server is asked before any work (``contact``: reachable, then one tiny rerank request): an
 unreachable or misconfigured one is one clear error against the declaration at the start of the
-session, not thousands of unavailable scores after the pools are built. The URL is not part of the
+session, not thousands of unavailable scores after the pools are built. ``url`` may be a list of servers of
+the same model (``docs/protocol.md#endpoints``); each is asked. The URL is not part of the
 scores' identity (the model and its revision are), so moving the server keeps the cache.
 ``max_reply_chars`` caps what is stored per input (``rankers.scorers.cache``).
 """
@@ -18,16 +19,16 @@ _NUM = (int, float)
 
 class RerankAPI(PointwiseKind):
     name = "rerank_api"
-    options = {"url": (str,), "model": (str,), "api": (str,), "concurrency": (int,), "timeout_s": _NUM,
+    options = {"url": (str, list), "model": (str,), "api": (str,), "concurrency": (int,), "timeout_s": _NUM,
                "batch_size": (int,), "revision": (str,), "max_reply_chars": (int,)}
     required = ("url", "model")
     doc = "an HTTP /rerank endpoint (vLLM, SGLang, llama.cpp server, TEI, Infinity)"
 
     def check(self, options, where: str) -> None:
-        from rankers.scorers.http import check_base_url  # http client only when declared
+        from rankers.scorers.http import base_urls  # http client only when declared
 
         try:
-            check_base_url(options["url"], "rerank server")
+            base_urls(options["url"], "rerank server")
         except ValueError as exc:
             raise DeclarationError(f"{where}: {exc}") from None
         check_reply_cap(options, where)

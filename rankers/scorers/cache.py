@@ -461,6 +461,31 @@ def unavailable_causes(frame: pd.DataFrame) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def endpoint_summary(usage: Iterable[object], cached: Iterable[bool]) -> dict[str, dict[str, object]]:
+    """Per server endpoint (``docs/protocol.md#endpoints``): ``judgments`` it made in this run, ``resent`` requests
+    taken from it to another one and ``taken_out`` (why, or None), read from the judgments' stored usage.
+
+    Only judgments made now count (``cached`` False): a warm run names no endpoint it did not contact.
+    Endpoints are listed in the order first seen; judgments without an endpoint (in-process runtimes) are ignored.
+    """
+    out: dict[str, dict[str, object]] = {}
+
+    def entry(url: str) -> dict[str, object]:
+        return out.setdefault(url, {"judgments": 0, "resent": 0, "taken_out": None})
+
+    for u, was_cached in zip(usage, cached):
+        if was_cached or not isinstance(u, dict):
+            continue
+        for url, reason in (u.get("resent_from") or {}).items():
+            e = entry(str(url))
+            e["resent"] = int(e["resent"]) + 1
+            e["taken_out"] = e["taken_out"] or str(reason)
+        if isinstance(u.get("endpoint"), str):
+            e = entry(u["endpoint"])
+            e["judgments"] = int(e["judgments"]) + 1
+    return out
+
+
 def capped_replies(frame: pd.DataFrame) -> int:
     """Unique inputs of a scored frame whose stored reply was cut to the cap (``usage["reply_chars"]``)."""
     if "usage" not in frame:
@@ -542,12 +567,21 @@ def _score_missing(scorer: TextScorer, todo: list[CacheKey], unique: dict[CacheK
             started = time.perf_counter()
             batch = scorer.score([unique[k] for k in chunk_keys])
             share = (time.perf_counter() - started) / len(chunk_keys)
-            _check_batch(batch, len(chunk_keys), model_key)
-            results = cache.put_many([(k, _stored_result(batch, i, share)) for i, k in enumerate(chunk_keys)],
-                                     max_reply_chars)
+            results = store_batch(cache, chunk_keys, batch, share, max_reply_chars)
             found.update(zip(chunk_keys, results))
             if reporter is not None:
                 reporter.update(len(chunk_keys), unavailable=sum(r.score is None for r in results))
+
+
+def store_batch(cache: ScoreCache, keys: Sequence[CacheKey], batch: ScoreBatch, seconds: float,
+                max_reply_chars: int = MAX_REPLY_CHARS) -> list[CachedScore]:
+    """A scorer's batch for ``keys`` checked and stored in one transaction; the results as stored.
+
+    The one way a pointwise judgment enters the cache, scored here or read from a batch file's results
+    (``harness.batch``). ``seconds`` is each input's share of the wall-clock, for scorers that time nothing.
+    """
+    _check_batch(batch, len(keys), keys[0][0] if keys else "?")
+    return cache.put_many([(k, _stored_result(batch, i, seconds)) for i, k in enumerate(keys)], max_reply_chars)
 
 
 def _stored_result(batch: ScoreBatch, i: int, seconds: float) -> CachedScore:

@@ -213,35 +213,42 @@ class LLMGrader:
         if len(generations) != len(inputs):
             raise RuntimeError(f"backend {self.backend.model_key} returned {len(generations)} generations "
                                f"for {len(inputs)} inputs")
-        scores = np.full(len(inputs), np.nan)
-        errors: list[str | None] = []
-        usage: list[dict[str, object]] = []
-        for i, g in enumerate(generations):
-            record = self._usage(g)
-            if g.error is not None:
-                errors.append(f"backend: {g.error}")
-            else:
-                grade, offset, reason = locate_grade(g.text)
-                if grade is None:
-                    errors.append(f"parse: {reason}")
-                else:
-                    scores[i] = grade
-                    errors.append(None)
-                    probs = g.grade_probs
-                    if probs is None and g.token_logprobs is not None:
-                        found = grade_probs_from_logprobs(g.text, offset, g.token_logprobs)
-                        if found is not None:
-                            probs, record["grade_mass"] = found
-                    if probs is not None:
-                        record.update(probability_record(probs, self.near_tie_margin))
-            usage.append(record)
-        return ScoreBatch(scores, errors, usage, [g.text for g in generations])
+        return read_grades(generations, self.near_tie_margin)
 
-    @staticmethod
-    def _usage(g: Generation) -> dict[str, object]:
-        return {"input_tokens": _count(g.input_tokens), "output_tokens": _count(g.output_tokens),
-                "latency_s": float(g.latency_s), "requests": 1.0, "truncated": 1.0 if g.truncated else 0.0,
-                **{k: float(v) for k, v in g.extra.items()}}
+
+def read_grades(generations: Sequence[Generation], near_tie_margin: float = NEAR_TIE_MARGIN) -> ScoreBatch:
+    """The grades of generations as stored (grade, reason, usage, reply): the one reading of the online path and of
+    a batch file's results (``harness.batch``)."""
+    scores = np.full(len(generations), np.nan)
+    errors: list[str | None] = []
+    usage: list[dict[str, object]] = []
+    for i, g in enumerate(generations):
+        record = _usage(g)
+        if g.error is not None:
+            errors.append(f"backend: {g.error}")
+        else:
+            grade, offset, reason = locate_grade(g.text)
+            if grade is None:
+                errors.append(f"parse: {reason}")
+            else:
+                scores[i] = grade
+                errors.append(None)
+                probs = g.grade_probs
+                if probs is None and g.token_logprobs is not None:
+                    found = grade_probs_from_logprobs(g.text, offset, g.token_logprobs)
+                    if found is not None:
+                        probs, record["grade_mass"] = found
+                if probs is not None:
+                    record.update(probability_record(probs, near_tie_margin))
+        usage.append(record)
+    return ScoreBatch(scores, errors, usage, [g.text for g in generations])
+
+
+def _usage(g: Generation) -> dict[str, object]:
+    """What a judgment stores beside its grade (see the module docstring)."""
+    return {"input_tokens": _count(g.input_tokens), "output_tokens": _count(g.output_tokens),
+            "latency_s": float(g.latency_s), "requests": 1.0, "truncated": 1.0 if g.truncated else 0.0,
+            **{k: float(v) for k, v in g.extra.items()}, **g.where()}
 
 
 def _count(value: int | None) -> float:

@@ -8,18 +8,29 @@ queueing on the server, generation), so a dead or stuck server costs at most
 ``(retries + 1) * timeout_s`` per request; retries are off by default (a retried timeout on an
 overloaded server only adds load). ``check_reachable`` is the before-any-work check of a declared
 server: one cheap GET with a short timeout, any HTTP answer counting as reachable.
+
+Several endpoints (``url`` a list, ``docs/protocol.md#endpoints``): an :class:`EndpointPool` spreads
+requests by least outstanding work, at most ``concurrency`` in flight per endpoint. An endpoint that
+stops answering (refused or dropped connection, silence past ``timeout_s``) is taken out while others
+remain, and each of its requests in flight is sent again to another one: every request comes back
+once, with the endpoint that answered it and those it was taken from. An endpoint that answers with
+an HTTP error stays in: that is an answer, recorded as the input's reason. Scores never depend on the
+endpoint (the cache key has no URL).
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import re
+import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NamedTuple, TypeVar
 
+import h11
 import httpx
 
 T = TypeVar("T")
@@ -106,37 +117,276 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     return out[0]
 
 
-def client(concurrency: int, timeout_s: float, *, base_url: str = "", headers: dict[str, str] | None = None,
-           transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
-    """An async client holding at most ``concurrency`` connections."""
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    return httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits, headers=headers or {},
-                             transport=transport)
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One verifying TLS context for every client: loading the CA store costs ~0.1 s each time it is built."""
+    return httpx.create_ssl_context()
 
 
-async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any], *, timeout_s: float, retries: int,
-                    read: Callable[[Any], T], where: str = "") -> tuple[T | None, str | None, float]:
-    """(value, None, seconds) from ``read(response JSON)``, or (None, reason, seconds) after the last attempt.
+class KeepAliveTransport(httpx.AsyncBaseTransport):
+    """One slot's HTTP/1.1 keep-alive connection over asyncio streams, framed by h11: all a slot needs.
 
-    ``read`` raises ValueError for a body off the contract; ``where`` (e.g. the endpoint) is added
-    to every reason. ``seconds`` is the last attempt's.
+    httpx's default transport (httpcore over anyio) spends ~1.5 ms of CPU per request on this project's 2-core
+    machine, ten times what the suite spends building and reading it; this one a fraction of that
+    (``specs/bench_client.py``). A connection the server closed while idle is opened again once, before any
+    answer byte; a connection that drops mid-request raises ``httpx.RemoteProtocolError``, as httpx's does.
+    """
+
+    def __init__(self) -> None:
+        self._origin: tuple[str, str, int] | None = None
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._h11: h11.Connection | None = None
+
+    async def _open(self, origin: tuple[str, str, int]) -> None:
+        await self.aclose()
+        scheme, host, port = origin
+        try:
+            self._streams = await asyncio.open_connection(host, port, ssl=_tls() if scheme == "https" else None)
+        except OSError as exc:
+            raise httpx.ConnectError(error_text(exc)) from exc
+        self._origin, self._h11 = origin, h11.Connection(h11.CLIENT)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        origin = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+        body = await request.aread()
+        reused = self._streams is not None and self._origin == origin
+        if not reused:
+            await self._open(origin)
+        try:
+            return await self._exchange(request, body)
+        except _Stale as exc:
+            if not reused:
+                raise httpx.RemoteProtocolError(str(exc), request=request) from None
+            await self._open(origin)  # the server closed the idle connection: once more on a fresh one
+            return await self._exchange(request, body)
+
+    async def _exchange(self, request: httpx.Request, body: bytes) -> httpx.Response:
+        assert self._streams is not None and self._h11 is not None
+        reader, writer = self._streams
+        conn = self._h11
+        headers = [(b"Host", request.url.netloc), (b"Accept-Encoding", b"identity"),
+                   *((k, v) for k, v in request.headers.raw if k.lower() not in (b"host", b"accept-encoding"))]
+        try:
+            writer.write(conn.send(h11.Request(method=request.method.encode(), target=request.url.raw_path,
+                                               headers=headers)) + conn.send(h11.Data(data=body))
+                         + conn.send(h11.EndOfMessage()))
+            status, reply_headers, chunks, answered = 0, [], [], False
+            while True:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    data = await reader.read(65536)
+                    if not data and not answered:
+                        await self.aclose()
+                        raise _Stale("Server disconnected without sending a response.")
+                    conn.receive_data(data)
+                    answered = answered or bool(data)
+                elif isinstance(event, h11.Response):
+                    status, reply_headers = event.status_code, event.headers
+                elif isinstance(event, h11.Data):
+                    chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    break
+        except h11.RemoteProtocolError as exc:
+            await self.aclose()
+            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+        except (ConnectionError, OSError) as exc:
+            await self.aclose()
+            raise httpx.ReadError(error_text(exc), request=request) from exc
+        if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+            await self.aclose()
+        else:
+            conn.start_next_cycle()
+        return httpx.Response(status, headers=[(bytes(k), bytes(v)) for k, v in reply_headers],
+                              content=b"".join(chunks), request=request)
+
+    async def aclose(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+        self._streams = self._h11 = self._origin = None
+
+
+class _Stale(httpx.RemoteProtocolError):
+    """A reused connection ended before any answer byte (the server closed it while idle)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class Reply(NamedTuple):
+    """One request's end: the parsed value or the reason it has none; ``down`` when the endpoint did not answer
+    at all (refused or dropped connection, timeout), as opposed to answering with an error."""
+
+    value: Any
+    error: str | None
+    seconds: float
+    down: bool = False
+
+
+async def post_json(transport: httpx.AsyncBaseTransport, url: str, body: dict[str, Any], *, timeout_s: float,
+                    retries: int, read: Callable[[Any], T], headers: dict[str, str] | None = None,
+                    where: str = "") -> Reply:
+    """``Reply(read(response JSON), None, seconds)``, or ``Reply(None, reason, seconds, down)`` after the last attempt.
+
+    The request goes straight to ``transport`` (no client layer: no redirects, cookies or auth flows, which a
+    JSON POST to a model server never needs, and which cost more CPU than the request). ``read`` raises
+    ValueError for a body off the contract; ``where`` (e.g. the endpoint) is added to every reason. ``seconds``
+    is the last attempt's.
     """
     suffix = f" ({where})" if where else ""
-    error = "not attempted"
+    error, down = "not attempted", False
     start = time.perf_counter()
     for _ in range(retries + 1):
         start = time.perf_counter()
+        down = False
         try:
             async with asyncio.timeout(timeout_s):
-                response = await client.post(url, json=body)
+                response = await transport.handle_async_request(
+                    httpx.Request("POST", url, json=body, headers=headers))
+                await response.aread()
             if response.status_code != 200:
                 error = f"HTTP {response.status_code}{suffix}: {response.text[:300]}"
                 continue
-            return read(response.json()), None, time.perf_counter() - start
+            return Reply(read(response.json()), None, time.perf_counter() - start)
         except TimeoutError:
-            error = f"timeout after {timeout_s:g}s{suffix}"
+            error, down = f"timeout after {timeout_s:g}s{suffix}", True
         except (httpx.HTTPError, OSError) as exc:
-            error = f"{error_text(exc)}{suffix}"
+            error, down = f"{error_text(exc)}{suffix}", isinstance(exc, (httpx.TransportError, OSError))
         except ValueError as exc:  # json.JSONDecodeError included, and a reply off the contract
             error = f"malformed response{suffix}: {error_text(exc)}"
-    return None, error, time.perf_counter() - start
+    return Reply(None, error, time.perf_counter() - start, down)
+
+
+def base_urls(url: object, what: str = "server") -> list[str]:
+    """``url`` (one base URL or a list of them) as checked base URLs, or a ValueError naming the bad one."""
+    urls = url if isinstance(url, (list, tuple)) else [url]
+    if not urls:
+        raise ValueError(f"{what} url list is empty; give one base URL or a list of them")
+    checked = [check_base_url(u, what) for u in urls]
+    repeated = sorted({u for u in checked if checked.count(u) > 1})
+    if repeated:
+        raise ValueError(f"{what} url list names {repeated} more than once")
+    return checked
+
+
+class Sent(NamedTuple):
+    """A request's reply, the endpoint that gave it and the endpoints it was taken from, each with the reason
+    (each of them is out)."""
+
+    reply: Reply
+    endpoint: str | None
+    resent_from: tuple[tuple[str, str], ...]
+
+
+def endpoint_record(endpoint: str | None, resent_from: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """The usage entries naming a judgment's server: ``endpoint`` and, when re-sent, ``resent_from``."""
+    out: dict[str, Any] = {}
+    if endpoint is not None:
+        out["endpoint"] = endpoint
+    if resent_from:
+        out["resent_from"] = dict(resent_from)
+    return out
+
+
+class EndpointPool:
+    """Base URLs serving one model; keeps which were taken out (and why) across calls of the same scorer."""
+
+    def __init__(self, urls: Sequence[str], per_endpoint: int, what: str = "server") -> None:
+        if isinstance(per_endpoint, bool) or not isinstance(per_endpoint, int) or per_endpoint < 1:
+            raise ValueError(f"concurrency per endpoint must be an integer >= 1, got {per_endpoint!r}")
+        self.urls = base_urls(list(urls), what)
+        self.per_endpoint = per_endpoint
+        #: Endpoint -> the reason it was taken out (its first unanswered request).
+        self.removed: dict[str, str] = {}
+
+    @property
+    def alive(self) -> list[str]:
+        return [u for u in self.urls if u not in self.removed]
+
+    @property
+    def capacity(self) -> int:
+        """Requests in flight at most: ``per_endpoint`` on every endpoint still in."""
+        return self.per_endpoint * max(len(self.alive), 1)
+
+    def dispatcher(self, headers: dict[str, str] | None = None,
+                   transport: httpx.AsyncBaseTransport | None = None) -> Dispatcher:
+        """The in-flight bookkeeping of one event loop's batch of requests (``transport``: one for every slot, a
+        test's mock; by default each slot has a :class:`KeepAliveTransport` of its own)."""
+        return Dispatcher(self, headers or {}, transport)
+
+
+class Dispatcher:
+    """Sends requests over an :class:`EndpointPool`: least outstanding first, ``per_endpoint`` at most each.
+
+    Each slot (one request in flight) has a connection of its own (:class:`KeepAliveTransport`): a shared
+    connection pool scans all its connections for every request, which at 64 and more in flight costs the
+    client more than the request itself (``specs/bench_client.py``). Use as ``async with``: the slots'
+    connections close at the end.
+    """
+
+    def __init__(self, pool: EndpointPool, headers: dict[str, str],
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.pool = pool
+        self.headers = headers
+        self.shared = transport
+        self.outstanding = dict.fromkeys(pool.urls, 0)
+        self.idle: dict[str, list[httpx.AsyncBaseTransport]] = {u: [] for u in pool.urls}
+        self.made: list[KeepAliveTransport] = []
+        self.changed = asyncio.Condition()
+
+    async def __aenter__(self) -> Dispatcher:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for transport in self.made:
+            await transport.aclose()
+
+    def _connect(self) -> httpx.AsyncBaseTransport:
+        if self.shared is not None:
+            return self.shared
+        self.made.append(KeepAliveTransport())
+        return self.made[-1]
+
+    async def _acquire(self) -> tuple[str, httpx.AsyncBaseTransport]:
+        async with self.changed:
+            while True:
+                free = [u for u in self.pool.alive if self.outstanding[u] < self.pool.per_endpoint]
+                if free:
+                    chosen = min(free, key=lambda u: self.outstanding[u])  # ties: the declared order
+                    self.outstanding[chosen] += 1
+                    return chosen, self.idle[chosen].pop() if self.idle[chosen] else self._connect()
+                await self.changed.wait()
+
+    async def _release(self, url: str, http: httpx.AsyncBaseTransport, reply: Reply | None) -> bool:
+        """Count ``url``'s request as done; True when it went unanswered there and must go to another endpoint
+        (``url`` is then out: taken out now, unless it is the last one in, or by an earlier request)."""
+        async with self.changed:
+            self.outstanding[url] -= 1
+            self.idle[url].append(http)
+            again = reply is not None and reply.down
+            if again and url not in self.pool.removed:
+                if len(self.pool.alive) > 1:
+                    self.pool.removed[url] = str(reply.error)
+                else:
+                    again = False
+            self.changed.notify(1)  # one slot freed: one waiter (waking all would cost O(waiters) per reply)
+            return again
+
+    async def send(self, path: str, body: dict[str, Any], *, timeout_s: float, retries: int,
+                   read: Callable[[Any], T]) -> Sent:
+        """One request to the least busy endpoint; again to another while the one tried stops answering.
+
+        The last endpoint in is never taken out: with none left, its failure is the request's reason.
+        """
+        resent_from: list[tuple[str, str]] = []
+        while True:
+            url, http = await self._acquire()
+            reply: Reply | None = None
+            try:
+                reply = await post_json(http, url + path, body, timeout_s=timeout_s, retries=retries, read=read,
+                                        headers=self.headers, where=url + path)
+            finally:
+                again = await self._release(url, http, reply)
+            if not again:
+                return Sent(reply, url, tuple(resent_from))
+            resent_from.append((url, str(reply.error if reply is not None else "no reply")))

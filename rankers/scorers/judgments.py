@@ -114,6 +114,39 @@ def _stored(outcome: Outcome) -> CachedScore:
                        usage, outcome.raw)
 
 
+def store_outcomes(cache: ScoreCache, keys: Sequence[CacheKey], outcomes: Sequence[Outcome]) -> None:
+    """Judgments stored under their keys in one transaction: the one way a judgment enters the cache, judged here
+    or read from a batch file's results (``harness.batch``)."""
+    cache.put_many([(k, _stored(o)) for k, o in zip(keys, outcomes, strict=True)])
+
+
+def pending_requests(model_key: str, cache: ScoreCache,
+                     algorithms: Mapping[tuple[str, str], Algorithm]) -> dict[CacheKey, Request]:
+    """The judgments a run would still send in its next round: each window's algorithm advanced through the
+    judgments the cache holds (usable ones), up to its first step that needs one it lacks.
+
+    What a batch file holds (``harness.batch``): an algorithm whose next step depends on an answer not yet made
+    (RankGPT's next sub-window, a bubble pass's next comparison) contributes only the step it is at, so a
+    sequential judge is exported one round at a time; all pairs are one round.
+    """
+    hashes: dict[str, str] = {}
+    out: dict[CacheKey, Request] = {}
+    for algorithm in algorithms.values():
+        try:
+            requests = next(algorithm)
+            while True:
+                keys = [request_key(model_key, r, hashes) for r in requests]
+                found, _ = cache.lookup(keys)
+                missing = {k: r for k, r in zip(keys, requests) if k not in found or not found[k].available}
+                if missing:
+                    out.update(missing)
+                    break
+                requests = algorithm.send([_read(found[k]) for k in keys])
+        except StopIteration:
+            continue
+    return out
+
+
 def _read(row: CachedScore) -> Outcome:
     usage = dict(row.usage)
     result = usage.pop("result", None)
@@ -188,7 +221,7 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
                 fresh = judge.judge([wanted[k] for k in chunk])
                 if len(fresh) != len(chunk):
                     raise RuntimeError(f"judge {model_key!r} returned {len(fresh)} outcomes for {len(chunk)} requests")
-                cache.put_many([(k, _stored(o)) for k, o in zip(chunk, fresh)])
+                store_outcomes(cache, chunk, fresh)
                 memo.update(zip(chunk, (o._replace(cached=False) for o in fresh)))
                 n_judged += len(chunk)
                 if reporter is not None:

@@ -141,13 +141,14 @@ class ListwiseJudge:
         prompts = [self.prompt(r) for r in requests]
         complete = getattr(self.backend, "complete", None)
         generations = complete(prompts) if complete else self.backend.generate(prompts)
-        return [self._outcome(g, len(r.items)) for g, r in zip(generations, requests)]
+        return [self.outcome(g, len(r.items)) for g, r in zip(generations, requests)]
 
     @staticmethod
-    def _outcome(g: Generation, n: int) -> Outcome:
+    def outcome(g: Generation, n: int) -> Outcome:
+        """A generation as the permutation of ``n`` listed passages (also a batch file's results, ``harness.batch``)."""
         usage: dict[str, Any] = {"input_tokens": g.input_tokens, "output_tokens": g.output_tokens,
                                  "latency_s": float(g.latency_s), "requests": 1, "truncated": int(g.truncated),
-                                 **{k: float(v) for k, v in g.extra.items()}}
+                                 **{k: float(v) for k, v in g.extra.items()}, **g.where()}
         if g.error is not None:
             return Outcome(None, f"backend: {g.error}", usage, g.text, False)
         order, counts, reason = parse_permutation(g.text, n)

@@ -172,18 +172,22 @@ class PairwiseJudge:
         (a, text_a), (b, text_b) = request.items
         return (text_a, text_b, request.query)
 
+    def prompt(self, request: Request):
+        return self.template.pair_prompt(request.query, request.items[0][1], request.items[1][1], self.query_tokens,
+                                         self.passage_tokens)
+
     def judge(self, requests: Sequence[Request]) -> list[Outcome]:
-        prompts = [self.template.pair_prompt(r.query, r.items[0][1], r.items[1][1], self.query_tokens,
-                                             self.passage_tokens) for r in requests]
+        prompts = [self.prompt(r) for r in requests]
         choose = getattr(self.backend, "choose", None)
         generations = choose(prompts, CHOICES) if choose else self.backend.generate(prompts)
-        return [self._outcome(g) for g in generations]
+        return [self.outcome(g) for g in generations]
 
     @staticmethod
-    def _outcome(g: Generation) -> Outcome:
+    def outcome(g: Generation) -> Outcome:
+        """A generation as a comparison's outcome (also a batch file's results, ``harness.batch``)."""
         usage: dict[str, Any] = {"input_tokens": g.input_tokens, "output_tokens": g.output_tokens,
                                  "latency_s": float(g.latency_s), "requests": 1, "truncated": int(g.truncated),
-                                 **{k: float(v) for k, v in g.extra.items()}}
+                                 **{k: float(v) for k, v in g.extra.items()}, **g.where()}
         if g.error is not None:
             return Outcome(None, f"backend: {g.error}", usage, g.text, False)
         choice, reason = parse_choice(g.text)

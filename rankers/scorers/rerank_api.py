@@ -46,7 +46,7 @@ import httpx
 import numpy as np
 
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.http import check_base_url, client, post_json, run_sync
+from rankers.scorers.http import Dispatcher, EndpointPool, base_urls, endpoint_record, run_sync
 from rankers.scorers.prompts.hostile import ESCAPE_VERSION, escape_control
 
 #: Route and request body per flavour (see the module docstring).
@@ -100,11 +100,12 @@ class RerankAPIScorer:
     timeout on an overloaded server only adds load).
     """
 
-    def __init__(self, url: str, model: str, *, api: str = "v1", revision: str = "unpinned",
+    def __init__(self, url: str | Sequence[str], model: str, *, api: str = "v1", revision: str = "unpinned",
                  concurrency: int = 4, timeout_s: float = 60.0, batch_size: int = 32, retries: int = 0,
                  extra_body: Mapping[str, Any] | None = None, api_key: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.url = check_base_url(url, "rerank server")
+        urls = base_urls(url, "rerank server")
+        self.url = urls[0]
         if api not in API_ROUTES:
             raise ValueError(f"rerank api {api!r} unknown; choose one of {sorted(API_ROUTES)}")
         if not model:
@@ -125,7 +126,8 @@ class RerankAPIScorer:
         self.extra_body = dict(extra_body or {})
         self.api_key = api_key
         self.transport = transport
-        self.endpoint = self.url + API_ROUTES[api]
+        #: The endpoints (``url`` one base URL or a list), ``concurrency`` requests in flight on each.
+        self.pool = EndpointPool(urls, concurrency, "rerank server")
 
     @property
     def model_key(self) -> str:
@@ -157,45 +159,44 @@ class RerankAPIScorer:
                 chunk = docs[start:start + self.batch_size]
                 requests.append((query, chunk, [passages[d] for d in chunk]))
         results = run_sync(self._request_all([(q, d) for q, d, _ in requests]))
-        for (_, docs, positions), (doc_scores, doc_errors, seconds, tokens) in zip(requests, results):
-            for j, where in enumerate(positions):
-                for i in where:
+        for (_, docs, positions), (doc_scores, doc_errors, seconds, tokens, where) in zip(requests, results):
+            for j, at in enumerate(positions):
+                for i in at:
                     scores[i], errors[i] = doc_scores[j], doc_errors[j]
-                    usage[i] = {"seconds": seconds / len(docs), "request_documents": float(len(docs))}
+                    usage[i] = {"seconds": seconds / len(docs), "request_documents": float(len(docs)), **where}
                     if tokens is not None:
                         usage[i]["input_tokens"] = tokens / len(docs)
         return ScoreBatch(scores, errors, usage, [None if np.isnan(s) else repr(float(s)) for s in scores])
 
     def check(self) -> None:
         """Preflight one tiny request; raise ``RerankServerError`` naming the URL and model when it fails."""
-        [(doc_scores, doc_errors, _, _)] = run_sync(self._request_all([("ping", ["ping"])]))
-        if doc_errors[0] is not None:
-            raise RerankServerError(f"rerank server {self.endpoint} (model {self.model!r}, api {self.api!r}) "
-                                    f"gave no usable score: {doc_errors[0]}")
+        for url in self.pool.urls:  # every endpoint of a list, each on its own
+            [(_, doc_errors, _, _, _)] = run_sync(self._request_all([("ping", ["ping"])], EndpointPool([url], 1)))
+            if doc_errors[0] is not None:
+                raise RerankServerError(f"rerank server {url + API_ROUTES[self.api]} (model {self.model!r}, api "
+                                        f"{self.api!r}) gave no usable score: {doc_errors[0]}")
 
-    async def _request_all(self, batch: list[tuple[str, list[str]]]
-                           ) -> list[tuple[list[float], list[str | None], float, float | None]]:
-        semaphore = asyncio.Semaphore(self.concurrency)
+    async def _request_all(self, batch: list[tuple[str, list[str]]], pool: EndpointPool | None = None
+                           ) -> list[tuple[list[float], list[str | None], float, float | None, dict[str, Any]]]:
+        pool = pool or self.pool
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        async with client(self.concurrency, self.timeout_s, headers=headers, transport=self.transport) as http:
-            async def run(query: str, documents: list[str]):
-                async with semaphore:
-                    return await self._request(http, query, documents)
+        async with pool.dispatcher(headers, self.transport) as dispatcher:
+            return list(await asyncio.gather(*(self._request(dispatcher, q, d) for q, d in batch)))
 
-            return list(await asyncio.gather(*(run(q, d) for q, d in batch)))
-
-    async def _request(self, http: httpx.AsyncClient, query: str, documents: list[str]
-                       ) -> tuple[list[float], list[str | None], float, float | None]:
-        """(scores, errors, seconds, input tokens or None) for one request; never raises."""
+    async def _request(self, dispatcher: Dispatcher, query: str, documents: list[str]
+                       ) -> tuple[list[float], list[str | None], float, float | None, dict[str, Any]]:
+        """(scores, errors, seconds, input tokens or None, the endpoint that answered) for one request; never
+        raises."""
         n = len(documents)
         read = lambda data: (*parse_rerank_response(data, n), _prompt_tokens(data))  # noqa: E731
-        answer, error, seconds = await post_json(http, self.endpoint, self._body(query, documents),
-                                                 timeout_s=self.timeout_s, retries=self.retries, read=read,
-                                                 where=self.endpoint)
+        sent = await dispatcher.send(API_ROUTES[self.api], self._body(query, documents),
+                                     timeout_s=self.timeout_s, retries=self.retries, read=read)
+        where = endpoint_record(sent.endpoint, sent.resent_from)
+        answer, error, seconds, _ = sent.reply
         if answer is None:
-            return [math.nan] * n, [error] * n, seconds, None
+            return [math.nan] * n, [error] * n, seconds, None, where
         scores, errors, tokens = answer
-        return scores, errors, seconds, tokens
+        return scores, errors, seconds, tokens, where
 
 
 def _prompt_tokens(data: Any) -> float | None:

@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from rankers.scorers.prompts import GradePrompt
-
+from rankers.scorers.http import endpoint_record
 from rankers.scorers.prompts import GradePrompt
 
 
@@ -115,6 +114,15 @@ class Generation:
     extra: dict[str, float] = field(default_factory=dict)
     #: Probabilities of a closed set of answers read from their tokens' logits (the pairwise judge's "A"/"B").
     choice_probs: tuple[float, ...] | None = None
+    #: For a server: the base URL that answered, and the (URL, reason) of those the request was sent to first and
+    #: that were taken out (``rankers.scorers.http.EndpointPool``).
+    endpoint: str | None = None
+    resent_from: tuple[tuple[str, str], ...] = ()
+
+    def where(self) -> dict[str, Any]:
+        """What a judgment records about the server that made it, if any: ``endpoint`` and ``resent_from``
+        (URL -> why it was taken out)."""
+        return endpoint_record(self.endpoint, self.resent_from)
 
 
 class BackendUnavailable(RuntimeError):

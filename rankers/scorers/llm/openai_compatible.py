@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from rankers.scorers.http import check_base_url, client, post_json, run_sync
+from rankers.scorers.http import EndpointPool, run_sync
 from rankers.scorers.llm.generation import Generation, GenerationSettings, TokenLogprob, settings_key
 from rankers.scorers.prompts import GradePrompt
 from rankers.scorers.prompts.hostile import ESCAPE_VERSION
@@ -49,16 +49,19 @@ class OpenAIBackend:
     (the server tokenizes with special tokens on; ``rankers.scorers.prompts.hostile``).
     """
 
-    def __init__(self, base_url: str, model: str, *, settings: GenerationSettings | None = None,
+    def __init__(self, base_url: str | Sequence[str], model: str, *, settings: GenerationSettings | None = None,
                  revision: str = "unpinned", retries: int = 0, extra_body: dict[str, Any] | None = None,
                  api_key: str | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
         if not isinstance(model, str) or not model:
             raise ValueError(f"the openai grader backend needs a model name (the server's model id), got {model!r}")
-        self.base_url = check_base_url(base_url, "grader")
-        self.model = model
         self.settings = settings or GenerationSettings()
+        #: The endpoints (``url`` one base URL or a list): ``settings.concurrency`` requests in flight on each.
+        self.pool = EndpointPool([base_url] if isinstance(base_url, str) else list(base_url),
+                                 self.settings.concurrency, "grader")
+        self.base_url = self.pool.urls[0]
+        self.model = model
         self.revision = revision
         self.retries = retries
         self.extra_body = dict(extra_body or {})
@@ -73,7 +76,7 @@ class OpenAIBackend:
 
     @property
     def chunk_size(self) -> int:
-        return max(32, 8 * self.settings.concurrency)
+        return max(32, 8 * self.pool.capacity)
 
     def payload(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         """The request body: greedy by default, thinking switch and logprobs as the settings say."""
@@ -87,24 +90,28 @@ class OpenAIBackend:
             body["top_logprobs"] = s.logprobs
         return {**body, **self.extra_body}
 
+    def request(self, prompt: GradePrompt) -> tuple[dict[str, Any], bool]:
+        """The body sent for ``prompt`` (also what a batch file holds, ``harness.batch``) and whether a data slot
+        was cut to its budget."""
+        messages, truncated = prompt.server_messages(truncate_chars)
+        return self.payload(messages), truncated
+
     def generate(self, prompts: Sequence[GradePrompt]) -> list[Generation]:
-        return run_sync(self._generate_all([p.server_messages(truncate_chars) for p in prompts]))
+        return run_sync(self._generate_all([self.request(p) for p in prompts]))
 
-    async def _generate_all(self, batch: list[tuple[list[dict[str, str]], bool]]) -> list[Generation]:
-        semaphore = asyncio.Semaphore(self.settings.concurrency)
-        async with client(self.settings.concurrency, self.settings.timeout_s, base_url=self.base_url,
-                          headers={"Authorization": f"Bearer {self.api_key}"}, transport=self.transport) as http:
-            async def run(messages: list[dict[str, str]], truncated: bool) -> Generation:
-                async with semaphore:
-                    generation, error, seconds = await post_json(
-                        http, "/chat/completions", self.payload(messages), timeout_s=self.settings.timeout_s,
-                        retries=self.retries, read=lambda data: parse_chat_reply(data, 0.0),
-                        where=f"{self.base_url}/chat/completions")
-                if generation is None:
-                    return Generation(None, None, None, seconds, error, truncated=truncated)
-                return dataclasses.replace(generation, latency_s=seconds, truncated=truncated)
+    async def _generate_all(self, batch: list[tuple[dict[str, Any], bool]]) -> list[Generation]:
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        async with self.pool.dispatcher(headers, self.transport) as dispatcher:
+            async def run(body: dict[str, Any], truncated: bool) -> Generation:
+                sent = await dispatcher.send("/chat/completions", body, timeout_s=self.settings.timeout_s,
+                                             retries=self.retries, read=lambda data: parse_chat_reply(data, 0.0))
+                reply = sent.reply
+                where = {"endpoint": sent.endpoint, "resent_from": sent.resent_from}
+                if reply.value is None:
+                    return Generation(None, None, None, reply.seconds, reply.error, truncated=truncated, **where)
+                return dataclasses.replace(reply.value, latency_s=reply.seconds, truncated=truncated, **where)
 
-            return list(await asyncio.gather(*(run(m, t) for m, t in batch)))
+            return list(await asyncio.gather(*(run(b, t) for b, t in batch)))
 
 
 def _typed(value: Any, types: tuple[type, ...], where: str) -> Any:

@@ -91,7 +91,7 @@ def test_designated_pair_both_orders_and_a_failed_comparison_falls_back(tmp_path
 
 
 def test_the_llama_cpp_choice_probabilities_are_stored_with_the_judgment():
-    outcome = PairwiseJudge._outcome(Generation("B", 300, 0, 0.5, choice_probs=(0.3, 0.7),
+    outcome = PairwiseJudge.outcome(Generation("B", 300, 0, 0.5, choice_probs=(0.3, 0.7),
                                                 extra={"processed_tokens": 40.0}))
     assert outcome.result == 1 and outcome.usage["choice_probs"] == [0.3, 0.7]
     assert outcome.usage["processed_tokens"] == 40.0 and outcome.usage["input_tokens"] == 300

@@ -1,0 +1,160 @@
+"""Batch files without a model (``docs/protocol.md#batch-files``): the import's line-by-line refusals, what it
+stores (the online path's rows), and the export's one-round-at-a-time view of sequential judges.
+
+The end-to-end round trip through a real llama.cpp server is ``tests/harness/test_scale_out.py``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import httpx
+import pytest
+
+from harness.batch import FORMAT, ROUTE, VERSION, BatchError, custom_id, import_results
+from rankers.scorers.cache import ScoreCache, score_with_cache
+from rankers.scorers.grader import LLMGrader
+from rankers.scorers.judgments import Request, pending_requests, request_key, store_outcomes
+from rankers.scorers.listwise import ListwiseJudge, sliding_windows
+from rankers.scorers.llm.generation import Generation, GenerationSettings
+from rankers.scorers.llm.openai_compatible import OpenAIBackend
+
+SETTINGS = GenerationSettings(thinking=False, logprobs=5)
+
+
+def _reply(content: str, model: str = "m") -> dict:
+    return {"model": model, "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop",
+                                         "logprobs": {"content": [{"token": content, "logprob": math.log(0.8),
+                                                                   "top_logprobs": [
+                                                                       {"token": content, "logprob": math.log(0.8)},
+                                                                       {"token": "1", "logprob": math.log(0.2)}]}]}}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 1}}
+
+
+def _export(folder: Path, grader: LLMGrader, inputs: list[tuple[str, str, str, str]]) -> list[dict]:
+    """An export folder for ``inputs`` as ``harness.batch export`` writes it (requests, index, manifest)."""
+    from fixtures.corpus import text_hash
+
+    folder.mkdir(parents=True, exist_ok=True)
+    requests, index = [], []
+    for _, pid, query, passage in inputs:
+        key = (grader.model_key, text_hash(query), pid, text_hash(passage))
+        body, truncated = grader.backend.request(grader.grade_prompt(query, passage))
+        requests.append({"custom_id": custom_id(key), "method": "POST", "url": ROUTE, "body": body})
+        index.append({"custom_id": custom_id(key), "key": list(key), "truncated": truncated})
+    (folder / "g.jsonl").write_text("".join(json.dumps(r) + "\n" for r in requests))
+    (folder / "g.index.jsonl").write_text("".join(json.dumps(e) + "\n" for e in index))
+    (folder / "manifest.json").write_text(json.dumps({
+        "format": FORMAT, "version": VERSION, "cache_dir": str(folder / "scores"), "judges": [
+            {"file": "g.jsonl", "index": "g.index.jsonl", "judge_key": grader.model_key, "kind": "llm_grader",
+             "reading": "grade", "model": "m", "prompt_version": grader.prompt.key,
+             "near_tie_margin": grader.near_tie_margin, "max_reply_chars": 65536, "count": len(requests)}]}))
+    return requests
+
+
+def _line(request: dict, content: str, **changes) -> str:
+    row = {"id": "b", "custom_id": request["custom_id"], "error": None,
+           "response": {"status_code": 200, "request_id": "r", "body": _reply(content)}}
+    row.update(changes)
+    return json.dumps(row)
+
+
+INPUTS = [(f"q{i}", f"p{i}", f"query {i}", f"passage {i}") for i in range(9)]
+
+
+def test_a_result_file_is_checked_line_by_line_and_only_sound_lines_are_stored(tmp_path):
+    grader = LLMGrader(OpenAIBackend("http://127.0.0.1:9/v1", "m", settings=SETTINGS))
+    requests = _export(tmp_path / "export", grader, INPUTS)
+    foreign = json.loads(_line(requests[1], "3"))
+    foreign["custom_id"] = "0" * 64
+    other_model = json.loads(_line(requests[4], "3"))
+    other_model["response"]["body"]["model"] = "x"
+    lines = [
+        _line(requests[0], "3")[:40],                      # 1: cut
+        json.dumps(foreign),                               # 2: not this export's
+        _line(requests[2], "2"),                           # 3: repeated by 4
+        _line(requests[2], "2"),                           # 4
+        json.dumps(other_model),                           # 5: another model
+        _line(requests[5], "banana"),                      # 6: no grade
+        _line(requests[6], "1", error={"message": "boom"}),  # 7: failed request
+        json.dumps({"custom_id": requests[7]["custom_id"], "error": None,
+                    "response": {"status_code": 200, "body": {"model": "m", "choices": []}}}),  # 8: off the contract
+        _line(requests[3], "4"),                           # 9: sound
+    ]
+    results = tmp_path / "export" / "g.results.jsonl"
+    results.write_text("\n".join(lines) + "\n")
+    done = import_results(results, tmp_path / "export")
+    text = "\n".join(done.problems)
+    for expected in ("line 1: not JSON", "line 2: custom_id 0000000000000000… is not a request of this export",
+                     "line 4: custom_id", "repeats line 3", "line 3: custom_id", "is repeated later; not stored",
+                     "line 5: answered by model 'x', expected 'm'", "line 6: no readable grade",
+                     "line 7: the request failed", "line 8: malformed reply",
+                     "missing: g.jsonl line 1", "missing: g.jsonl line 2", "missing: g.jsonl line 9"):
+        assert expected in text, (expected, text)
+    assert done.stored == 1 and done.missing == 3  # requests 1, 2 and 9 have no line of their own
+    with ScoreCache.in_folder(tmp_path / "export" / "scores") as cache:
+        stored, _ = cache.lookup(tuple(e) for e in map(lambda r: json.loads(r)["key"],
+                                                        (tmp_path / "export" / "g.index.jsonl").read_text().splitlines()))
+    assert [k[2] for k in stored] == ["p3"] and stored[next(iter(stored))].score == 4.0
+
+
+def test_an_imported_judgment_is_the_row_the_online_path_stores(tmp_path):
+    """Same grade, probabilities, margin and reply; the endpoint says batch, and a batch result has no latency."""
+    def answer(request: httpx.Request) -> httpx.Response:
+        content = json.loads(request.content)["messages"][1]["content"]
+        return httpx.Response(200, json=_reply(str(int(content.split("passage ")[1].split()[0].strip("<>/")) % 5)))
+
+    online = LLMGrader(OpenAIBackend("http://127.0.0.1:9/v1", "m", settings=SETTINGS,
+                                     transport=httpx.MockTransport(answer)))
+    with ScoreCache(tmp_path / "online.sqlite") as cache:
+        live = score_with_cache(online, INPUTS, cache, progress=False)
+    requests = _export(tmp_path / "export", online, INPUTS)
+    results = tmp_path / "export" / "g.results.jsonl"
+    results.write_text("".join(_line(r, str(i % 5)) + "\n" for i, r in enumerate(requests)))
+    done = import_results(results, tmp_path / "export")
+    assert done.problems == [] and done.stored == len(INPUTS)
+    with ScoreCache.in_folder(tmp_path / "export" / "scores") as cache:
+        again = score_with_cache(online, INPUTS, cache, progress=False)
+    assert again.n_scored == 0 and again.scores == live.scores  # read from the cache, the same grades
+    for a, b in zip(live.frame["usage"], again.frame["usage"]):
+        assert a["endpoint"] == "http://127.0.0.1:9/v1" and b["endpoint"] == "batch:g.results.jsonl"
+        assert math.isnan(b["latency_s"]) and not math.isnan(a["latency_s"])
+        skip = {"endpoint", "latency_s"}
+        assert {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
+    assert list(live.frame["raw"]) == list(again.frame["raw"])
+
+
+def test_a_folder_without_an_export_manifest_is_refused(tmp_path):
+    results = tmp_path / "r.jsonl"
+    results.write_text("{}\n")
+    with pytest.raises(BatchError, match="no export manifest"):
+        import_results(results, tmp_path)
+
+
+def test_a_sequential_judge_is_exported_one_round_at_a_time(tmp_path):
+    """RankGPT's sliding sub-windows: the second sub-window is cut from the first one's answer, so an export holds
+    each window's next step only, and a window whose steps are all stored has nothing left."""
+    judge_key = "listwise-test"
+    items = tuple((f"p{i}", f"passage {i}") for i in range(3))
+
+    def algorithms():
+        return {("q1", "main"): sliding_windows("query", items, 3, 2, 1)}
+
+    with ScoreCache(tmp_path / "s.sqlite") as cache:
+        first = pending_requests(judge_key, cache, algorithms())
+        assert [r.pids for r in first.values()] == [("p1", "p2")]  # the back sub-window first
+        (key, request), = first.items()
+        answer = ListwiseJudge.outcome(Generation("[2] > [1]", 10, 3, 0.0), len(request.items))
+        store_outcomes(cache, [key], [answer])
+        second = pending_requests(judge_key, cache, algorithms())
+        assert [r.pids for r in second.values()] == [("p0", "p2")]  # cut from the first answer's order
+        store_outcomes(cache, list(second), [ListwiseJudge.outcome(Generation("[1] > [2]", 10, 3, 0.0), 2)])
+        assert pending_requests(judge_key, cache, algorithms()) == {}
+        assert request_key(judge_key, Request("query", (("p0", "passage 0"), ("p2", "passage 2")))) in second
+
+
+def test_custom_ids_are_one_to_one_with_cache_keys():
+    keys = [("k", "a" * 64, f"p{i}", "b" * 64) for i in range(1000)] + [("k2", "a" * 64, "p0", "b" * 64)]
+    assert len({custom_id(k) for k in keys}) == len(keys)
+    assert custom_id(keys[0]) == custom_id(tuple(keys[0]))
