@@ -138,3 +138,15 @@ def test_project_packages_resolve_to_the_checkout(package: str) -> None:
 
     installed = {str(f).split("/")[0] for f in distribution("preference-position").files or ()}
     assert package not in installed, f"the installed distribution ships a top-level {package!r}"
+
+
+def test_every_test_module_has_a_unique_basename() -> None:
+    """tests/ and specs/ are collected in one session without packages: two modules with one basename cannot both
+    be imported, and pytest stops at collection (seen once: a statistics test named like a spec)."""
+    names: dict[str, str] = {}
+    for folder in ("tests", "specs"):
+        for path in sorted((PROJECT_ROOT / folder).rglob("*.py")):
+            if path.name.startswith(("test_", "bench_")):
+                where = path.relative_to(PROJECT_ROOT).as_posix()
+                assert path.name not in names, f"{where} and {names[path.name]} share a basename"
+                names[path.name] = where
