@@ -234,7 +234,7 @@ def run_sequential(ev, split: str, name: str) -> SequentialRun:
                 untested[claim] = ("no anytime-valid test of this claim's measure: it is evaluated on the stopped "
                                    "sample without a verdict (docs/statistics.md#sequential-samples)")
                 continue
-            tests[claim] = sequential_test(got[0], got[1], bound, got[2], d.boundary)
+            tests[claim] = sequential_test(got[0], got[1], bound, got[2])  # every claim is about the side of 0
         decided = _decided(claims, tests, sizes)
         for claim, yes in decided.items():
             if yes and claim not in decided_at:
