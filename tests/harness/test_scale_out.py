@@ -32,6 +32,12 @@ import pytest
 from fixtures.settings import PROJECT_ROOT
 from tests.harness.test_end_to_end import SUBSET, run_specs
 
+#: Three full subset runs against several llama.cpp servers take longer than CI's time allows on two cores: they
+#: run where NEVIR_SCALE_OUT=1 is set (README "Scale out"), and skip saying so elsewhere.
+pytestmark = pytest.mark.skipif(os.environ.get("NEVIR_SCALE_OUT") != "1",
+                                reason="scale-out end to end (three subset runs, 3 llama.cpp servers): set "
+                                       "NEVIR_SCALE_OUT=1 to run it")
+
 SELECT = "judged_fusion or grader_servers or listwise_servers"
 PROFILE = """
 [profile]
