@@ -19,6 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from reports.writer import md_escape
+
 import fake_project as fake
 from fixtures.settings import PROJECT_ROOT, default_cache_dir
 from tests.support.hold import Hold
@@ -155,7 +157,8 @@ def test_a_bad_declaration_costs_only_its_own_rows_pairwise_included(tmp_path: P
         pairwise = pd.read_csv(results / split / "pairwise.csv")
         assert {"fusion", "e0", "bg8", "ce"} <= set(pairwise["first"]) | set(pairwise["second"])
         assert "bad_run" not in set(pairwise["first"]) | set(pairwise["second"])
-        assert "[rankers.bad_run]" in (results / split / "report.md").read_text()
+        # report.md names the declaration, escaped as Markdown text (it reads "[rankers.bad_run]" when rendered)
+        assert md_escape("[rankers.bad_run]") in (results / split / "report.md").read_text()
         listed = json.loads((results / split / "manifest.json").read_text())["not_evaluated"]
         assert any("bad_run" in entry["test"] for entry in listed)
     complete(results)
