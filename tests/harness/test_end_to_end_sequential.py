@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from fixtures.settings import PROJECT_ROOT
+from reports.writer import md_escape
 from tests.harness.test_end_to_end import SPLITS, run_specs
 
 # fusion's own row too: Figure 1 needs a ranker with full-pool ranks beside the designated-pair ones. The CI subset
@@ -109,7 +110,7 @@ def test_a_large_effect_stops_before_the_budget_and_no_effect_spends_it(runs, sp
     assert row["decided_after_groups"] == row["groups"]
     t2 = pd.read_csv(runs["first"] / split / "table2.csv").set_index("ranker")
     assert t2.loc["knows", "n"] == clear["directions"] and t2.loc["coin_a", "n"] == noise["directions"]
-    assert "clear_sequential" in (runs["first"] / split / "report.md").read_text(encoding="utf-8")
+    assert md_escape("clear_sequential") in (runs["first"] / split / "report.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("split", SPLITS)

@@ -73,7 +73,7 @@ def _cache_sharing_pools(tmp_path: Path) -> Path:
 def test_the_shipped_kinds_are_found_by_name() -> None:
     assert {"fusion", "lambdamart", "trec_run", "python", "cross_encoder", "rerank_api", "llm_grader",
             "rerankers"} <= set(kinds())
-    assert kind("lambdamart").options == {"background": (int,)} and kind("no_such_kind") is None
+    assert kind("lambdamart").options == {"background": (int,), "seeds": (int,)} and kind("no_such_kind") is None
 
 
 def test_a_kind_defined_in_a_test_is_declared_checked_and_has_requirements(reversed_kind, tmp_path) -> None:
