@@ -27,7 +27,7 @@ def test_split(evaluation):
     pytest.importorskip("fixtures.pools", reason="fixtures/pools.py (pool snapshots) is not available")
     try:
         pool = evaluation.pool("test")
-        e0 = kind("lambdamart").trained(evaluation.context, 0)
+        e0 = kind("lambdamart").trained(evaluation.context, 0, evaluation.settings.seed)
     except FileNotFoundError as exc:  # an embedded model or data file is missing on this machine
         pytest.skip(f"Test pool or E0 cannot be built here: {exc}")
     return pool, evaluation.queries("test"), evaluation.study.corpus_for("test"), e0
