@@ -240,7 +240,11 @@ class ClaimBook:
     def result(self, split: str, name: str) -> ClaimResult:
         if name not in self.definitions:
             raise KeyError(f"no claim named {name!r} in profile {self.ev.profile.path}; known: {sorted(self.definitions)}")
-        outcome = self.family(split, self.definitions[name].family)[name]
+        return self._decided(split, name, single_seed=False)
+
+    def _decided(self, split: str, name: str, single_seed: bool) -> ClaimResult:
+        """The claim's verdict from its family, or the error that kept its ranker from being measured."""
+        outcome = self.family(split, self.definitions[name].family, single_seed)[name]
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
@@ -251,10 +255,7 @@ class ClaimBook:
         d = self.definitions[name]
         if not seeded(self.ev, d):
             return None
-        outcome = self.family(split, d.family, single_seed=True)[name]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
+        return self._decided(split, name, single_seed=True)
 
 
 def claim_book(ev: Evaluation, items: Iterable[pytest.Item] | None) -> ClaimBook:
