@@ -430,6 +430,53 @@ def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, baseli
     return {c: row[c] for c in TABLE2_ROW_COLUMNS}
 
 
+#: NevIR's paired accuracy on the given pair (docs/protocol.md#given-pair-paired), under each tie rule: ``fail``, a
+#: tied direction is wrong (this suite's strict rule); ``random``, a tied direction is right with probability 1/2 and
+#: the pair's credit is the product of its two directions' (the expectation over uniformly random tie orders, each
+#: query ranked on its own: MTEB's recall@1 over the two passages leaves a tie in arbitrary order).
+GIVEN_PAIR_TIE_RULES = ("fail", "random")
+
+
+def given_pair_paired(pair_outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, groups: str = "group",
+                      n_resamples: int = N_RESAMPLES, seed: int = SEED) -> dict[str, object]:
+    """Paired accuracy of a pair-only scorer (``reports.tables.pair_only_outcomes`` rows) over the complete pairs
+    of its directions, under both tie rules, each with its source-group bootstrap interval (percent).
+
+    Pairs with a tied direction are counted (``tied_pairs``): they are where the two rules differ.
+    """
+    q = eligible_directions(directions_annotated).set_index("qid")
+    frame = pair_outcomes.set_index("qid")
+    unknown = frame.index.difference(q.index)
+    if len(unknown):
+        raise ValueError(f"pair-only outcomes hold qids outside the eligible directions, e.g. {unknown[:3].tolist()}")
+    dirs = q.loc[frame.index]
+    complete = dirs["complete"].to_numpy(dtype=bool)
+    strict = frame["strict"].to_numpy(dtype=bool)
+    tie = frame["tie"].to_numpy(dtype=bool)
+    per = pd.DataFrame({"pair_id": dirs["pair_id"].to_numpy(), "group": dirs[groups].to_numpy(),
+                        "fail": strict.astype(float), "random": strict + 0.5 * tie, "tie": tie})[complete]
+    pairs = per.groupby("pair_id", sort=True).agg(fail=("fail", "prod"), random=("random", "prod"),
+                                                  tied=("tie", "any"), group=("group", "first"),
+                                                  directions=("fail", "size"))
+    if (pairs["directions"] != 2).any():
+        raise ValueError(f"pair {pairs.index[pairs['directions'] != 2][0]!r} is marked complete without two directions")
+    row: dict[str, object] = {"pairs": int(len(pairs)), "paired": int(pairs["fail"].sum()),
+                              "tied_pairs": int(pairs["tied"].sum())}
+    for rule in GIVEN_PAIR_TIE_RULES:
+        suffix = "" if rule == "fail" else f"_{rule}"
+        row[f"paired{suffix}_pct"] = 100.0 * float(pairs[rule].mean()) if len(pairs) else float("nan")
+        row[f"paired{suffix}_lo"] = row[f"paired{suffix}_hi"] = float("nan")
+    if len(pairs):
+        ones = np.ones(len(pairs))
+        boot = group_bootstrap({"fail": pairs["fail"].to_numpy(), "random": pairs["random"].to_numpy(), "pairs": ones},
+                               pairs["group"].to_numpy(),
+                               {rule: Ratio(rule, "pairs") for rule in GIVEN_PAIR_TIE_RULES}, n_resamples, seed)
+        for rule in GIVEN_PAIR_TIE_RULES:
+            suffix = "" if rule == "fail" else f"_{rule}"
+            row[f"paired{suffix}_lo"], row[f"paired{suffix}_hi"] = 100 * boot[rule].lo, 100 * boot[rule].hi
+    return row
+
+
 def corrections_regressions(outcomes: pd.DataFrame, baseline: pd.DataFrame, directions_annotated: pd.DataFrame,
                             groups: str = "group") -> dict[str, int]:
     """Directions the ranker fixes / breaks relative to its baseline, and groups by sign of net gain.

@@ -22,6 +22,8 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "seeds": ("Training seeds: each measure of a seeded ranker across its seeds (Table II is the run's own seed)",
               ("ranker", "measure"), True),
     "table3": ("Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",), True),
+    "nevir_paired": ("NevIR paired accuracy on the given pair (L1), ties as failures and in random order; published "
+                     "figures in report.md", ("scorer",), True),
     "tie_branch": ("Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch"), True),
     "pairwise": ("Paired differences between rankers on the same directions", ("first", "second"), True),
     "cost": ("Cost per stage", ("stage",), True),
@@ -45,6 +47,9 @@ DIRECTION_BASE_COLUMNS = ("qid", "pair_id", "direction", "split", "group", "pref
                           "eligible", "conflict", "covered")
 RANKER_FIELDS = {"strict": "boolean", "rank_pos": "Int64", "rank_neg": "Int64", "tie": "boolean", "fallback": "boolean"}
 TABLE3_COLUMNS = ("scorer", "n", "l1_strict", "l1_strict_pct", "l1_ties", "l1_unavailable", "l2_strict", "l2_strict_pct")
+#: ``nevir_paired.csv``: one row per pair-only (L1) scorer (``reports.measures.given_pair_paired``).
+NEVIR_PAIRED_COLUMNS = ("scorer", "pairs", "paired", "paired_pct", "paired_lo", "paired_hi", "tied_pairs",
+                        "paired_random_pct", "paired_random_lo", "paired_random_hi")
 PAIR_ONLY_COLUMNS = ("qid", "pos_score", "neg_score", "strict", "tie", "unavailable")
 #: Fewer directions than this leave a source-group bootstrap too few groups to resample: its interval is printed
 #: with a note (``interval_note``) in every table, report and figure, never as a bare number pair.

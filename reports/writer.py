@@ -28,10 +28,12 @@ import pandas as pd
 from filelock import Timeout
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, sha256_file
+from fixtures.reference import published_paired
 from reports.explore import write_explore
 from reports.figures import write_figures
 from reports.hypotheses import DIGITS, format_interval, format_p
 from reports.paper import paper_table2
+from reports.reference import CAVEAT, beside_published
 from reports.tables import RELIABLE_N, TABLES, directions_table, interval_note
 from reports.trec import write_qrels
 from reports.transaction import RUNS, StagedRun, current_run  # RUNS: where readers of the results find the runs
@@ -467,7 +469,8 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
                   *[f"- {md_escape(line)}" for line in endpoint_lines(tables["endpoints"])], ""]
     lines += ["## Files", "",
               "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals, then "
-              "`label` and `compare_to`); `table3.csv` pair-only vs window; `tie_branch.csv`; `pairwise.csv`; "
+              "`label` and `compare_to`); `table3.csv` pair-only vs window; `nevir_paired.csv` given-pair paired accuracy "
+              "under both tie rules; `tie_branch.csv`; `pairwise.csv`; "
               "`cost.csv`; `claims.csv` (every claim with its p-values, MDE and reason); "
               "`unavailable.csv` (unavailable judgments by cause, when there are any); `endpoints.csv` (server "
               "endpoints per ranker, when there are any); `coverage.csv` (TREC runs); "
@@ -477,11 +480,18 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
               "models, seeds, samples, stage wall-clock, the sha256 of every other file)", ""]
     for name, (title, keys, _) in TABLES.items():
-        if name in tables and name not in INTERNAL and name not in ("claims", "unavailable", "endpoints", "table2"):
+        if name in tables and name not in INTERNAL and name not in ("claims", "unavailable", "endpoints", "table2",
+                                                                      "nevir_paired"):
             frame = _brief(name, tables[name])
             if keys[0] in ("ranker", "scorer") and keys[0] in frame.columns:
                 frame = _with_label_column(frame, keys[0], labels)
             lines += [f"## {title}", "", _md_frame(frame).to_markdown(index=False, floatfmt=".4g"), ""]
+    if "nevir_paired" in tables and len(tables["nevir_paired"]):
+        lines += [f"## {TABLES['nevir_paired'][0].split(';')[0]}, beside published NevIR figures", "", CAVEAT, "",
+                  _md_frame(beside_published(tables["nevir_paired"], labels, split, published_paired()))
+                  .to_markdown(index=False, disable_numparse=True), "",
+                  "Published figures: `docs/reference-results.md` (sources and settings); this run's: "
+                  "`nevir_paired.csv`.", ""]
     paper = paper_table2(split, int(tables["table2"]["n"].max()) if "table2" in tables else None)
     if paper is not None:
         lines += ["## Reference: the paper's published Table II (not this run)", "",

@@ -15,9 +15,9 @@ from fixtures.populations import eligible_directions
 from harness.claims import (check_claim, claim_book, designated_twins, expected_grade_counts, h3_claims,
                             tie_branch_frame, tie_twins)
 from reports.cost import replay_rows, stage_cost
-from reports.measures import direction_outcomes
+from reports.measures import direction_outcomes, given_pair_paired
 from reports.outputs import stash_frame
-from reports.tables import judgments_table, pair_only_outcomes, pair_only_summary, table3
+from reports.tables import NEVIR_PAIRED_COLUMNS, judgments_table, pair_only_outcomes, pair_only_summary, table3
 from reports.tie_branch import expected_grade_rows, tie_branch_table
 
 
@@ -52,6 +52,10 @@ def test_table3_pair_only_vs_window(evaluation, split, window_ranker, report) ->
     l2 = evaluation.row(split, window_ranker)
     row = table3([l1], [{**l2, "scorer": window_ranker}]).iloc[0].to_dict()
     report.add("table3", split, row, order=evaluation.decl(window_ranker).order)
+    paired = given_pair_paired(pair_only_outcomes(directions, pos, neg), directions, seed=evaluation.settings.seed)
+    report.add("nevir_paired", split, {c: ({"scorer": window_ranker} | paired)[c] for c in NEVIR_PAIRED_COLUMNS},
+               order=evaluation.decl(window_ranker).order)
+    assert paired["paired"] <= paired["pairs"] and paired["paired_pct"] <= paired["paired_random_pct"]
     assert row["n"] == l2["n"]
     assert row["l1_strict"] + row["l1_ties"] + row["l1_unavailable"] <= row["n"]
     if not evaluation.decl(window_ranker).spec.pointwise:

@@ -1,0 +1,77 @@
+"""Given-pair paired accuracy under both tie rules, and the table beside the published figures, by hand."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fixtures.populations import annotate_population
+from fixtures.reference import PublishedResult
+from reports.measures import given_pair_paired
+from reports.reference import COLUMNS, beside_published
+from reports.tables import pair_only_outcomes
+
+
+def directions() -> pd.DataFrame:
+    """Complete pairs P1, P2 (group g1), P3 (g2); Q1 (g3) has one eligible direction (its q2 is a conflict)."""
+    rows = [(f"{p}_q{k}", p, k, "test", f"{p}a" if k == 1 else f"{p}b", f"{p}b" if k == 1 else f"{p}a", g, False)
+            for p, g in (("P1", "g1"), ("P2", "g1"), ("P3", "g2"), ("Q1", "g3")) for k in (1, 2)]
+    d = pd.DataFrame(rows, columns=["qid", "pair_id", "direction", "split", "preferred_pid", "counterpart_pid",
+                                    "group", "conflict"])
+    d["conflict"] = d["qid"] == "Q1_q2"
+    pool = pd.DataFrame({"qid": np.repeat(d["qid"], 2), "pid": np.ravel(d[["preferred_pid", "counterpart_pid"]])})
+    return annotate_population(d, pool)
+
+
+#: Eligible directions in order P1_q1, P1_q2, P2_q1, P2_q2, P3_q1, P3_q2, Q1_q1 (scores of preferred, counterpart).
+#: P1: both right. P2: q1 right, q2 tied. P3: both tied. Q1: incomplete (never counted).
+POS = [0.9, 0.8, 0.7, 0.5, 0.4, 0.3, 0.1]
+NEG = [0.1, 0.2, 0.3, 0.5, 0.4, 0.3, 0.9]
+
+
+def outcomes(d: pd.DataFrame, pos=POS, neg=NEG) -> pd.DataFrame:
+    return pair_only_outcomes(d, np.array(pos + [np.nan]), np.array(neg + [np.nan]))
+
+
+def test_both_tie_rules_by_hand():
+    d = directions()
+    row = given_pair_paired(outcomes(d), d)
+    # Ties fail: only P1 counts, 1 of 3 complete pairs. Random order: P1 1, P2 1 x 1/2, P3 1/2 x 1/2 -> 1.75 / 3.
+    assert (row["pairs"], row["paired"], row["tied_pairs"]) == (3, 1, 2)
+    assert row["paired_pct"] == pytest.approx(100 / 3)
+    assert row["paired_random_pct"] == pytest.approx(175 / 3)
+    # Two groups resampled: (g1,g1) -> P1,P2 twice; (g2,g2) -> P3 twice; (g1,g2) mixed.
+    # Ties fail: 1/2, 0, 1/3 -> interval [0, 50]. Random: (1 + 1/2)/2 = 75, 1/4 = 25, 1.75/3 -> [25, 75].
+    assert (row["paired_lo"], row["paired_hi"]) == pytest.approx((0.0, 50.0))
+    assert (row["paired_random_lo"], row["paired_random_hi"]) == pytest.approx((25.0, 75.0))
+
+
+def test_unavailable_scores_fail_under_both_rules():
+    d = directions()
+    pos = list(POS)
+    pos[0] = float("nan")  # P1_q1 unavailable: P1 no longer right under either rule
+    row = given_pair_paired(outcomes(d, pos=pos), d)
+    assert (row["paired"], row["paired_random_pct"]) == (0, pytest.approx(75 / 3))
+
+
+def test_qids_outside_the_population_are_an_error():
+    d = directions()
+    frame = outcomes(d)
+    frame.loc[0, "qid"] = "X_q1"
+    with pytest.raises(ValueError, match=r"outside the eligible directions, e.g. \['X_q1'\]"):
+        given_pair_paired(frame, d)
+
+
+def test_run_rows_then_published_rows_with_their_sources():
+    d = directions()
+    row = {"scorer": "grader_pairs", **given_pair_paired(outcomes(d), d)}
+    published = (PublishedResult("Rank1-7B", 65.1, "NevIR Test; given pair", "Rank1, arXiv 2502.18418", "Table 2"),)
+    table = beside_published(pd.DataFrame([row]), {"grader_pairs": "LLM grader"}, "test", published)
+    assert list(table.columns) == list(COLUMNS)
+    ours, theirs = table.to_dict("records")
+    assert ours["system"] == "LLM grader" and ours["pairs"] == "3" and ours["published"] == "--"
+    assert ours["ties fail (this suite) [95% CI]"].startswith("33.3 [0.0, 50.0]")
+    assert "interval unreliable" in ours["ties fail (this suite) [95% CI]"]  # 3 pairs: fewer than 20
+    assert ours["ties in random order (MTEB-style) [95% CI]"].startswith("58.3 [25.0, 75.0]")
+    assert theirs["published"] == "65.1" and "arXiv 2502.18418, Table 2" in theirs["source"]
+    assert theirs["ties fail (this suite) [95% CI]"] == "--"
