@@ -69,8 +69,9 @@ def test_a_results_path_that_is_a_file_is_refused_up_front(tmp_path: Path) -> No
 def test_valid_options_collect_the_declared_rankers(tmp_path: Path) -> None:
     result = run_specs("--subset-pairs", "4", cache=tmp_path / "cache")
     assert result.returncode == 0, result.stderr
-    for ranker in ("fusion", "e0", "bg8", "ce", "grader", "grader_e0"):
+    for ranker in ("fusion", "e0", "bg8", "ce", "grader_pairs", "grader_pairs_e0"):
         assert f"test_table2_row[test-{ranker}]" in result.stdout
+    assert "test_table2_row[test-grader]" not in result.stdout  # declared, not enabled in the embedded profile
 
 
 def test_path_options_are_expanded_and_made_absolute_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

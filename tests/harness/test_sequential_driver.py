@@ -49,7 +49,8 @@ def test_a_samples_claims_and_the_plan() -> None:
     assert "h3_grader_pairs_tie_branch_concentrates_failures" in claims
     assert sequential.family_sizes(profile)["H2"] >= 2 * sum(d.family == "H2" for d in claims.values())
     assert judgments_per_direction(profile, "grader_pairs") == 2  # three twins read one set of pair judgments
-    assert judgments_per_direction(profile, "grader_windows") == 20
+    assert judgments_per_direction(profile, "grader_windows") == 0  # its rankers are declared, not enabled
+    assert judgments_per_direction(load_profile("paper"), "grader_windows") == 20
     lines = main(["--sample", "grader_pairs", "--effect", "30", "--runs", "60"])
     assert "grader_pairs" in lines[0] and "2 judgments a direction" in lines[0]
     assert "+30 pts" in lines[1] and "fixed" in lines[1] and "MDE" in lines[1]
