@@ -178,6 +178,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         for decl in profile.ordered():
             populations.setdefault(decl.population, []).append(decl)
         metafunc.parametrize("ranked_population", [_param(config, p, ds) for p, ds in populations.items()])
+    if "gated_ranker" in names:
+        metafunc.parametrize("gated_ranker", _rankers(profile.gated()))
     if "pin" in names:
         scope = settings.run_scope()
         metafunc.parametrize("pin", [_param(config, p, [decls[p.ranker]], id=f"{p.split}-{p.ranker}-{p.measure}")

@@ -14,7 +14,12 @@ gathers each claim's outcomes from the session and turns verdicts into pytest ou
 - the row for the claims table is always recorded; a decisive result that contradicts the
   profile's reviewed expectation fails the test with old and new; an expected failure that
   still fails is an xfail carrying the numbers; an inconclusive claim is reported with its
-  numbers and n and never asserted or expected-failed.
+  numbers and n and never asserted or expected-failed; on a subset run a full-run ``expect``
+  the subset leaves undecided is reported as not decidable on this subset
+  (docs/statistics.md#expectations);
+- expectations, gates and pins fail only the runs of the profile whose file declares them (or with
+  ``inherit_checks``); an inherited one that is not met is recorded and warned about, never failed
+  (docs/statistics.md#inherited-checks).
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ import pandas as pd
 import pytest
 
 from fixtures.populations import eligible_directions
-from harness.profile import PROFILE_DIR, Pin, Profile
+from harness.profile import PROFILE_DIR, Expectation, Gate, Pin, Profile, shown
 from rankers.window import WINDOW_K
 from reports import hypotheses
 from reports.hypotheses import (ClaimDefinition, ClaimResult, ClaimTest, DeclaredComparison, check_verdict,
@@ -52,6 +57,19 @@ class InconclusiveClaim(UserWarning):
 
 class UndeterminedPin(UserWarning):
     """A pinned value that neither changed nor is shown unchanged within its margin: review it."""
+
+
+class NotDecidableOnSubset(UserWarning):
+    """A full-run expectation that this subset run cannot decide: not checked here (docs/statistics.md#expectations)."""
+
+
+class InheritedCheckMissed(UserWarning):
+    """An expectation, gate or pin the run's profile inherits that this run does not meet: reported, not failed
+    (docs/statistics.md#inherited-checks)."""
+
+
+#: claims.csv's ``check``: what became of a row's expectation, gate or pin ("" when the row asserts nothing).
+MET, MISSED, UNDECIDED, NOT_DECIDABLE = "met", "missed", "undecided", "not decidable on this subset"
 
 
 # ---- the claims a profile implies --------------------------------------------------------------------------------
@@ -272,49 +290,96 @@ def record_single_seed(ev: Evaluation, report, split: str, result: ClaimResult) 
     check_verdict(row["status"], row["p_adjusted"], row["p_opposite_adjusted"], result.alpha, result.name)
     report.add("claims", split, {**row, "claim": f"{result.name}@seed{ev.settings.seed}",
                                  "estimand": f"single seed {ev.settings.seed}", "expected": "",
-                                 "profile": ev.profile.name, "scope": "subset" if ev.is_subset else "full"})
+                                 "profile": ev.profile.name, "scope": "subset" if ev.is_subset else "full",
+                                 **declaration(ev.profile, None, "")})
+
+
+def declaration(profile: Profile, declared_in: Path | None, check: str) -> dict[str, str]:
+    """claims.csv's columns naming who declared a row's check (``declared`` by the run's own file or ``inherited``)
+    and what became of it."""
+    if declared_in is None:
+        return {"declaration": "", "declared_in": "", "check": ""}
+    return {"declaration": "declared" if profile.declares(declared_in) else "inherited",
+            "declared_in": shown(declared_in), "check": check}
+
+
+def not_gating(profile: Profile, declared_in: Path) -> str:
+    """Why a check that is not met passes: it is inherited (docs/statistics.md#inherited-checks)."""
+    return (f"; inherited from {shown(declared_in)}, so reported, not failed: the run of {profile.path.name} fails "
+            "only on what it declares (set [profile] inherit_checks = true to fail on inherited checks too)")
+
+
+def expectation_check(status: str, expectation: Expectation | None, subset: bool) -> str:
+    """What a verdict makes of the expectation it is checked against (docs/statistics.md#expectations)."""
+    if expectation is None:
+        return ""
+    if status == "inconclusive":
+        return NOT_DECIDABLE if subset and expectation.scope == "full" else UNDECIDED
+    return MET if status == expectation.expect else MISSED
 
 
 def check_claim(profile: Profile, report, split: str, result: ClaimResult, subset: bool, estimand: str = "",
                 gate: bool = False) -> None:
     """Record the claim row, then assert / xfail it as the profile's reviewed expectation says (``gate``: a
-    reviewed expectation the run leaves inconclusive fails instead of warning)."""
+    reviewed expectation the run leaves inconclusive fails instead of warning). Only the expectations the run's
+    own profile file declares (or all, with ``inherit_checks``) can fail it."""
     declared = profile.claim(result.name, split)
     expectation = declared.expectation(subset) if declared is not None else None
     expected = expectation.expect if expectation is not None else ""
     row = result.row()
     check_verdict(row["status"], row["p_adjusted"], row["p_opposite_adjusted"], result.alpha, result.name)
+    check = expectation_check(result.status, expectation, subset)
     report.add("claims", split, {**row, "estimand": estimand, "expected": expected, "profile": profile.name,
-                                 "scope": "subset" if subset else "full"})
-    where = f"[{profile.name}{' subset' if subset else ''} / {split}] {result.name}"
-    if result.status == "inconclusive":
-        if expected:
-            message = f"{where} was reviewed as {expected!r} but is now inconclusive: {result.summary()}"
-            if gate:
-                pytest.fail(f"{message} (--gate-expectations); review {profile.path.name}")
-            warnings.warn(InconclusiveClaim(message), stacklevel=2)
-        return
-    if not expected:
+                                 "scope": "subset" if subset else "full",
+                                 **declaration(profile, expectation and expectation.declared_in, check)})
+    if expectation is None:
         return  # reported, not asserted: no reviewed expectation for this claim
-    if result.status == expected:
+    where = f"[{profile.name}{' subset' if subset else ''} / {split}] {result.name}"
+    source = shown(expectation.declared_in)
+    enforced = profile.enforces(expectation.declared_in)
+    if check == NOT_DECIDABLE:
+        warnings.warn(NotDecidableOnSubset(f"{where}: {source} expects {expected!r} (reviewed on the full run), "
+                                           f"not decidable on this subset: {result.summary()}"), stacklevel=2)
+    elif check == UNDECIDED:
+        message = f"{where} was reviewed as {expected!r} but is now inconclusive: {result.summary()} ({source})"
+        if gate and enforced:
+            pytest.fail(f"{message} (--gate-expectations); review {source}")
+        warnings.warn(InconclusiveClaim(message + ("" if enforced else not_gating(profile, expectation.declared_in))),
+                      stacklevel=2)
+    elif check == MET:
         if expected == "fails":
-            pytest.xfail(f"{where} fails, as recorded: {result.summary()} (profile: {expectation.reason})")
-        return
-    pytest.fail(f"{where} now {result.status.upper()} ({result.summary()}) but {profile.path.name} records "
-                f"{expected!r}{f' ({expectation.reason})' if expectation.reason else ''}; review the profile")
+            pytest.xfail(f"{where} fails, as recorded: {result.summary()} ({source}: {expectation.reason})")
+    else:
+        message = (f"{where} now {result.status.upper()} ({result.summary()}) but {source} records "
+                   f"{expected!r}{f' ({expectation.reason})' if expectation.reason else ''}")
+        if not enforced:
+            warnings.warn(InheritedCheckMissed(message + not_gating(profile, expectation.declared_in)), stacklevel=2)
+            return
+        pytest.fail(f"{message}; review {source}")
 
 
-def check_gate(profile: Profile, report, split: str, gate: str, value: float, subject: str = "") -> None:
-    """CI gate: a measured value against its limit (``*_min`` / ``*_max``) in the profile."""
-    if gate not in profile.gates:
-        return
-    limit = profile.gates[gate]
-    ok = value >= limit if gate.endswith("_min") else value <= limit
-    name = f"gate:{gate}" + (f":{subject}" if subject else "")
-    report.add("claims", split, {"claim": name, "family": "gate", "status": "holds" if ok else "fails",
-                                 "expected": "holds", "measured": f"{value:.4g} (limit {limit:g})",
-                                 "profile": profile.name, "scope": "gate"})
-    assert ok, f"[{profile.name} / {split}] gate {gate}{f' ({subject})' if subject else ''}: measured {value:.4g}, limit {limit:g}"
+def check_gates(profile: Profile, report, split: str, measured: list[tuple[Gate, float]], subject: str = "") -> None:
+    """CI gates: measured values against their limits (``*_min`` / ``*_max``, docs/statistics.md#gates), every row
+    recorded before any fails; a gate fails the run when the run's own profile file declares it (or with
+    ``inherit_checks``)."""
+    failed = []
+    for gate, value in measured:
+        ok = gate.passes(value)
+        name = f"gate:{gate.key}" + (f":{subject}" if subject else "")
+        report.add("claims", split, {"claim": name, "family": "gate", "status": "holds" if ok else "fails",
+                                     "expected": "holds", "measured": f"{value:.4g} (limit {gate.limit:g})",
+                                     "profile": profile.name, "scope": "gate", "ranker": subject,
+                                     **declaration(profile, gate.declared_in, MET if ok else MISSED)})
+        if ok:
+            continue
+        message = (f"[{profile.name} / {split}] gate {gate.key}{f' ({subject})' if subject else ''}: measured "
+                   f"{value:.4g}, limit {gate.limit:g} ([{gate.table}] {gate.key} in {shown(gate.declared_in)})")
+        if profile.enforces(gate.declared_in):
+            failed.append(message)
+        else:
+            warnings.warn(InheritedCheckMissed(message + not_gating(profile, gate.declared_in)), stacklevel=2)
+    if failed:
+        pytest.fail("; ".join(failed))
 
 
 # ---- pins ------------------------------------------------------------------------------------------------------------
@@ -355,14 +420,24 @@ def check_pin(ev: Evaluation, report, pin: Pin) -> None:
     certify (``margin unreachable``): the row says so, with that margin, instead of a warning on every rerun.
     """
     verdict = pin_verdict(ev, pin)
+    profile = ev.profile
+    missed = verdict.decision == "changed"
     report.add("claims", pin.split, {"claim": f"pin:{pin.ranker}.{pin.measure}", "family": "pin",
                                      "status": verdict.decision, "expected": f"{pin.value:g} ± {pin.tolerance:g}",
-                                     "measured": verdict.message(), "profile": ev.profile.name, "scope": pin.scope,
+                                     "measured": verdict.message(), "profile": profile.name, "scope": pin.scope,
+                                     "ranker": pin.ranker,
+                                     **declaration(profile, pin.declared_in, MISSED if missed else
+                                                   UNDECIDED if verdict.decision == "undetermined" else MET),
                                      **({"n": verdict.n, "differing_groups": verdict.differing_groups,
                                          "discordant": verdict.discordant} if verdict.basis == "paired" else {})})
-    where = f"[{ev.profile.name} / {pin.scope} / {pin.split}] pinned {pin.ranker}.{pin.measure}"
+    where = f"[{profile.name} / {pin.scope} / {pin.split}] pinned {pin.ranker}.{pin.measure}"
+    source = f"[pins.{pin.scope}.{pin.split}] in {shown(pin.declared_in)}"
     if verdict.decision == "undetermined":
-        warnings.warn(UndeterminedPin(f"{where}: {verdict.message()}; review the pin"), stacklevel=2)
-    assert verdict.decision != "changed", (
-        f"{where} {verdict.message()}. If the change is intended, review it and update "
-        f"[pins.{pin.scope}.{pin.split}] in {ev.profile.path}")
+        warnings.warn(UndeterminedPin(f"{where}: {verdict.message()}; review the pin ({source})"), stacklevel=2)
+    if not missed:
+        return
+    message = f"{where} {verdict.message()}"
+    if not profile.enforces(pin.declared_in):
+        warnings.warn(InheritedCheckMissed(message + not_gating(profile, pin.declared_in)), stacklevel=2)
+        return
+    pytest.fail(f"{message}. If the change is intended, review it and update {source}")

@@ -139,8 +139,8 @@ def test_a_pin_fails_only_on_a_change_beyond_its_margin(monkeypatch, recwarn) ->
 
     rows: list[dict] = []
     report = SimpleNamespace(add=lambda table, split, row: rows.append(row))
-    ev = SimpleNamespace(profile=SimpleNamespace(name="p", path=Path("p.toml")))
-    pin = Pin("subset", "test", "grader", "strict_pct", 50.0, 0.0)
+    ev = SimpleNamespace(profile=load_profile("embedded"))
+    pin = Pin("subset", "test", "grader", "strict_pct", 50.0, 0.0, ev.profile.path.resolve())
     for decision in ("changed within margin", "margin unreachable", "unchanged"):
         verdict = ChangeVerdict(decision, "paired", 50.5, 50.0, 0.5, n=150, certifiable=18.5, differing_groups=3,
                                 discordant=4)
@@ -153,5 +153,5 @@ def test_a_pin_fails_only_on_a_change_beyond_its_margin(monkeypatch, recwarn) ->
     with pytest.warns(claims.UndeterminedPin):
         claims.check_pin(ev, report, pin)
     monkeypatch.setattr(claims, "pin_verdict", lambda ev, pin: ChangeVerdict("changed", "paired", 60, 50, 10))
-    with pytest.raises(AssertionError, match="pinned grader.strict_pct changed"):
+    with pytest.raises(pytest.fail.Exception, match="pinned grader.strict_pct changed.*specs/profiles/embedded.toml"):
         claims.check_pin(ev, report, pin)
