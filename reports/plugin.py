@@ -285,10 +285,11 @@ class ReportPlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.rows:
             return
-        from reports.writer import lost_expectations, terminal_tables, unavailable_lines  # heavy: matplotlib
+        from reports.writer import (inherited_misses, lost_expectations, terminal_tables,  # heavy: matplotlib
+                                    undecidable_on_subset, unavailable_lines)
 
         terminalreporter.section("Preference Is Not Position: report")
-        causes, cut, lost = [], [], []
+        causes, cut, lost, moved, undecidable = [], [], [], [], []
         for split, table, frame in self.frames():
             if TABLES[table][2]:
                 terminalreporter.write_line(f"\n[{split}] {TABLES[table][0]}")
@@ -300,6 +301,18 @@ class ReportPlugin:
                         for stage, n in zip(frame["stage"], frame["truncated"]) if pd.notna(n) and n > 0]
             if table == "claims":
                 lost += [f"[{split}] {line}" for line in lost_expectations(frame)]
+                moved += [f"[{split}] {line}" for line in inherited_misses(frame)]
+                undecidable += [f"[{split}] {line}" for line in undecidable_on_subset(frame)]
+        if moved:
+            terminalreporter.write_line("\nINHERITED CHECKS MISSED (reported, not failed; [profile] inherit_checks = "
+                                        "true fails on them):", yellow=True)
+            for line in moved:
+                terminalreporter.write_line(line.replace("**", ""), yellow=True)
+        if undecidable:
+            terminalreporter.write_line("\nEXPECTATIONS NOT DECIDABLE ON THIS SUBSET (reviewed on the full run, not "
+                                        "checked here):", yellow=True)
+            for line in undecidable:
+                terminalreporter.write_line(line.replace("**", ""), yellow=True)
         if lost:
             terminalreporter.write_line("\nREVIEWED VERDICTS NO LONGER DECIDED (--gate-expectations fails on them):",
                                         red=True)

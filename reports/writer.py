@@ -348,12 +348,50 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str]) -> str:
             f"{' ' + note if note else ''} (claimed {row.get('claimed')}), {size}{own}; {why}.")
 
 
+def _rows_checked(claims: pd.DataFrame, check: str) -> list[dict[str, Any]]:
+    """claims.csv rows whose expectation, gate or pin came out as ``check`` (the ``check`` column)."""
+    if "check" not in claims.columns:
+        return []
+    return [r for r in claims.to_dict("records") if r.get("check") == check]
+
+
+def _measured(row: dict[str, Any]) -> str:
+    return md_escape(" ".join(str(row.get("measured", "")).split()))
+
+
 def lost_expectations(claims: pd.DataFrame) -> list[str]:
     """Claims the profile reviewed as decisive (holds / fails) that this run left inconclusive, one line each."""
-    rows = claims.to_dict("records")
-    lost = [r for r in rows if str(r.get("expected") or "") in ("holds", "fails") and r.get("status") == "inconclusive"]
-    return [f"{md_code(r['claim'])} was reviewed as **{r['expected']}** but is inconclusive now: "
-            f"{md_escape(' '.join(str(r.get('measured', '')).split()))}" for r in lost]
+    lost = [r for r in _rows_checked(claims, "undecided") if r.get("family") not in ("gate", "pin")]
+    return [f"{md_code(r['claim'])} was reviewed as **{r['expected']}** ({md_code(r['declared_in'])}) but is "
+            f"inconclusive now: {_measured(r)}" for r in lost]
+
+
+def undecidable_on_subset(claims: pd.DataFrame) -> list[str]:
+    """Full-run expectations a subset run cannot decide, one line each (docs/statistics.md#expectations)."""
+    return [f"{md_code(r['claim'])}: {md_code(r['declared_in'])} expects **{r['expected']}** (reviewed on the full "
+            f"run); not decidable on this subset: {_measured(r)}" for r in _rows_checked(claims, "not decidable on this subset")]
+
+
+def inherited_misses(claims: pd.DataFrame) -> list[str]:
+    """Checks the run's profile inherits (a study's pins, expectations and gates) that this run missed, each with
+    what it means for the run's comparisons (docs/statistics.md#inherited-checks)."""
+    lines = []
+    for r in _rows_checked(claims, "missed"):
+        if r.get("declaration") != "inherited":
+            continue
+        source, name = md_code(r["declared_in"]), md_code(r["claim"])
+        if r.get("family") == "pin":
+            ranker = md_code(r["ranker"])
+            lines.append(f"the study's ranker {ranker} moved ({name} pinned at {md_escape(r['expected'])} in "
+                         f"{source}; {_measured(r)}): comparisons against {ranker} are against the moved ranker")
+        elif r.get("family") == "gate":
+            lines.append(f"{name} of {source} fails (measured {_measured(r)}); inherited, so reported, not gating")
+        else:
+            names = [str(r[k]) for k in ("ranker", "versus") if isinstance(r.get(k), str) and r[k]]
+            lines.append(f"the study's claim {name} now **{r['status']}** where {source} records **{r['expected']}**: "
+                         f"{' or '.join(md_code(n) for n in names)} moved, so comparisons against "
+                         f"{'it' if len(names) == 1 else 'them'} are against the moved ranker ({_measured(r)})")
+    return lines
 
 
 def verdict_lines(claims: pd.DataFrame, labels: dict[str, str]) -> list[str]:
@@ -438,6 +476,17 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
     if manifest.get("partial"):
         lines += ["**Partial run**: this run did not compute every output of the split, so it was published apart "
                   "from the complete results:", "", *[f"- {md_escape(reason)}" for reason in manifest["partial"]], ""]
+    moved = inherited_misses(tables["claims"]) if "claims" in tables else []
+    if moved:
+        lines += ["## Inherited checks this run missed", "",
+                  "The profile inherits these pins, expectations and gates from the files it extends; this run does "
+                  "not meet them. They are reported, not failed (`[profile] inherit_checks = true` fails on them):",
+                  "", *[f"- {line}" for line in moved], ""]
+    undecidable = undecidable_on_subset(tables["claims"]) if "claims" in tables else []
+    if undecidable:
+        lines += ["## Expectations this subset cannot decide", "",
+                  "Reviewed on the full run; this subset's evidence decides neither way, so they are not checked "
+                  "here (a subset that decides against one fails):", "", *[f"- {line}" for line in undecidable], ""]
     lost = lost_expectations(tables["claims"]) if "claims" in tables else []
     if lost:
         lines += ["## Reviewed verdicts this run no longer decides", "",
