@@ -161,16 +161,19 @@ def test_window_rankers_scored_every_window_input(runs) -> None:
 
 
 def test_a_moved_fusion_weight_fails_on_its_pinned_value(tmp_path: Path) -> None:
-    """Claims keep their direction when fusion strict moves by a few directions; the CI subset's pins do not."""
+    """Claims keep their direction when fusion strict moves by a few directions; the CI subset's pins do not. The
+    pins are the embedded profile's: a profile that extends it fails on them with ``inherit_checks = true``
+    (without, they are reported: ``test_end_to_end_checks.py``), and the message names the file that pins them."""
     changed = tmp_path / "changed.toml"
-    changed.write_text('[profile]\nname = "changed"\nextends = "embedded"\n'
+    changed.write_text('[profile]\nname = "changed"\nextends = "embedded"\ninherit_checks = true\n'
                        '[rankers.fusion]\nweights = { dense = 0.55, sparse = 0.30 }\n', encoding="utf-8")
     result = run_specs(changed, tmp_path / "results", "-k", "pinned_value and fusion")
     out = result.stdout
     assert result.returncode == 1, out[-3000:]
     assert re.search(r"pinned fusion\.(strict|mrr) changed: then [0-9.]+, now [0-9.]+, Δ [-+0-9.e]+ "
                      r"\(tolerance ±[0-9.e-]+, unpaired\)", out)
-    assert "[pins.subset-24-seed0-sample4." in out
+    assert re.search(r"update \[pins\.subset-24-seed0-sample4\.(test|confirmation)\] in specs/profiles/embedded\.toml",
+                     out)
 
 
 PROBE = '''
