@@ -115,3 +115,17 @@ def test_ranx_agrees_with_the_oracle_when_made_comparable(tmp_path):
     qrels = ranx.Qrels.from_file(str(write_qrels(tied_directions(), tmp_path / "qrels.txt")), kind="trec")
     # The run holds the conflict pair D3's queries, the qrels do not: ranx refuses unless made comparable.
     assert ranx.evaluate(qrels, run, "mrr", make_comparable=True) == pytest.approx((1 / 3 + 1 / 2 + 1 / 5 + 1) / 4)
+
+
+def test_a_sampled_rankers_run_is_judged_on_the_queries_it_covers(tmp_path):
+    """A sampled ranker's run and Table II row cover its sample only; ir_measures counts a judged query missing
+    from the run as RR 0, so the read-back judges the run's own queries (as test_first_hour does)."""
+    sample = TIED[TIED["qid"].str.startswith("D1")]
+    ranking = single_score_ranking(sample, sample["score"].to_numpy(), "sampled")
+    run = list(ir_measures.read_trec_run(str(write_run(ranking, tmp_path / "run.trec"))))
+    qrels = list(ir_measures.read_trec_qrels(str(write_qrels(tied_directions(), tmp_path / "qrels.txt"))))
+    everything = ir_measures.calc_aggregate([ir_measures.RR], qrels, run)[ir_measures.RR]
+    covered = {r.query_id for r in run}
+    own = ir_measures.calc_aggregate([ir_measures.RR], [q for q in qrels if q.query_id in covered], run)
+    assert own[ir_measures.RR] == pytest.approx((1 / 3 + 1 / 2) / 2)  # D1_q1 at 3, D1_q2 at 2 (by hand above)
+    assert everything == pytest.approx((1 / 3 + 1 / 2) / 4)  # D2's two judged queries count as 0
