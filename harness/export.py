@@ -48,7 +48,7 @@ from rankers.base import Ranking
 from rankers.registry import FUSION
 from rankers.window import WINDOW_K
 from reports.transaction import StagedRun
-from reports.trec import write_run
+from reports.trec import write_qrels, write_run
 
 #: The qid, passage-id and corpus rules an outside run must follow (also in ``manifest.json``).
 CONTRACT = {
@@ -112,9 +112,7 @@ def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WI
     _jsonl(out / "queries.jsonl", [{"qid": q, "_id": q, "text": queries[q]} for q in pool_qids])
     _tsv(out / "corpus.tsv", list(corpus.items()), "passage")
     _jsonl(out / "corpus.jsonl", [{"docno": p, "_id": p, "text": t} for p, t in corpus.items()])
-    eligible = population[population["eligible"].astype(bool)].sort_values("qid", kind="mergesort")
-    (out / "qrels.txt").write_text("".join(f"{q} 0 {a} 1\n{q} 0 {b} 0\n" for q, a, b in zip(
-        eligible["qid"], eligible["preferred_pid"], eligible["counterpart_pid"])), encoding="utf-8")
+    write_qrels(population, out / "qrels.txt")  # the published qrels.txt's very convention
     population[["qid", "pair_id", "direction", "group", "preferred_pid", "counterpart_pid", "eligible"]].to_csv(
         out / "directions.tsv", sep="\t", index=False)
     write_run(fusion, out / "candidates.trec", tag=FUSION)
@@ -136,7 +134,7 @@ def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WI
         "candidates_order": {"profile": ev.profile.name, "ranker": FUSION,
                              "options": dict(ev.decl(FUSION).options) or "the protocol's fusion"},
         "counts": {"queries": len(pool_qids), "pool_rows": len(pool), "corpus_passages": len(corpus),
-                   "eligible_directions": len(eligible), "rank_llm_depth": rank_llm_depth or None},
+                   "eligible_directions": int(population["eligible"].astype(bool).sum()), "rank_llm_depth": rank_llm_depth or None},
         "settings": ev.settings.as_dict(), "profile": str(ev.profile.path),
         "data": ev.study.data_provenance(),
     }

@@ -2,7 +2,10 @@
 
 ``results/.history/<run id>/<split>/`` keeps the small files of each published run (tables,
 ``directions.csv`` with every ranker's per-direction outcomes, manifest, report; not the
-large runs or pool). Two runs are compared as a paired experiment when they share the pool
+large runs or pool), complete or partial: a partial run (``-k``, ``-m``, ...) is marked in its
+run id (``-partial-``) and its manifest (``partial``: why), so the researcher's ``-m "not llm"``
+loop has runs to compare with, and a pin's reviewed run is only ever a complete one
+(docs/protocol.md#publishing). Two runs are compared as a paired experiment when they share the pool
 snapshot, so both evaluated the same directions (docs/statistics.md#comparisons):
 
 - **changed**: the two-sided test of the per-direction differences (``reports.stats.mean_test``)
@@ -55,9 +58,14 @@ COMPARISON_COLUMNS = ("ranker", "measure", "now", "then", "delta", "delta_lo", "
 Decision = Literal["changed", "changed within margin", "unchanged", "margin unreachable", "undetermined"]
 
 
-def run_id(tables: dict[str, dict[str, pd.DataFrame]]) -> str:
-    """``<UTC time to the microsecond>-<commit>-<profile>-<scope>-<pid><random>`` from the manifest rows of any
-    split: sortable by time, readable, and unique across processes started together (pid and random bits)."""
+#: The mark of a partial run in its run id.
+PARTIAL_MARK = "partial"
+
+
+def run_id(tables: dict[str, dict[str, pd.DataFrame]], partial: bool = False) -> str:
+    """``<UTC time to the microsecond>-<commit>-<profile>-<scope>[-partial]-<pid><random>`` from the manifest rows
+    of any split: sortable by time, readable (a partial run says so), and unique across processes started
+    together (pid and random bits)."""
     manifest: dict[str, object] = {}
     for split_tables in tables.values():
         if "manifest" in split_tables:
@@ -67,6 +75,7 @@ def run_id(tables: dict[str, dict[str, pd.DataFrame]]) -> str:
     scope = str(manifest.get("scope", "run"))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     unique = f"{os.getpid()}{secrets.token_hex(3)}"
+    scope = f"{scope}-{PARTIAL_MARK}" if partial else scope
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{stamp}-{commit}-{profile}-{scope}-{unique}")
 
 
@@ -200,10 +209,16 @@ def pool_digest(manifest: Mapping) -> str | None:
     return str(pool.get("parquet_sha256")) if isinstance(pool, Mapping) and pool.get("parquet_sha256") else None
 
 
+def partial_reasons(manifest: Mapping) -> list[str]:
+    """Why a published run is partial (its manifest's ``partial``); empty for a complete run."""
+    reasons = manifest.get("partial")
+    return [str(r) for r in reasons] if isinstance(reasons, list) else []
+
+
 def reviewed_run(results_dir: Path, profile: str, scope: str, split: str, pool: str,
                  pins: Mapping[tuple[str, str], float]) -> Path | None:
-    """The newest saved run of this profile, scope and pool snapshot whose Table II reproduces every pin of
-    the split exactly (counts equal, rates to the digits they are written with): the run a pin was reviewed
+    """The newest complete saved run of this profile, scope and pool snapshot whose Table II reproduces every pin
+    of the split exactly (counts equal, rates to the digits they are written with): the run a pin was reviewed
     on, or one that cannot be told apart from it. None when the history holds no such run."""
     root = Path(results_dir) / HISTORY
     if not root.is_dir():
@@ -212,7 +227,8 @@ def reviewed_run(results_dir: Path, profile: str, scope: str, split: str, pool: 
                          reverse=True):
         manifest = _read_manifest(folder)
         named = manifest.get("profile", {}).get("name") if isinstance(manifest.get("profile"), Mapping) else None
-        if named != profile or manifest.get("scope") != scope or pool_digest(manifest) != pool:
+        if (named != profile or manifest.get("scope") != scope or pool_digest(manifest) != pool
+                or partial_reasons(manifest)):
             continue
         try:
             table = pd.read_csv(folder / "table2.csv").set_index("ranker")
@@ -225,7 +241,7 @@ def reviewed_run(results_dir: Path, profile: str, scope: str, split: str, pool: 
 
 
 def saved_runs(results_dir: Path) -> list[str]:
-    """Run ids kept under ``<results>/.history``, oldest first."""
+    """Run ids kept under ``<results>/.history``, oldest first (a partial run's id carries ``-partial-``)."""
     history = Path(results_dir) / HISTORY
     return sorted(p.name for p in history.glob("*") if p.is_dir() and not p.name.startswith(".")) \
         if history.is_dir() else []
@@ -351,4 +367,7 @@ def comparison_table(results_dir: Path, other: str, split: str, table2: pd.DataF
     table.insert(1, "side", ["both" if r in then_names else "this run only" for r in table["ranker"]])
     only_then = [r for r in then["ranker"] if r not in now_names]
     extra = pd.DataFrame({"ranker": only_then, "side": "saved run only", "measure": "(not compared)"})
-    return pd.concat([table, extra], ignore_index=True) if only_then else table
+    table = pd.concat([table, extra], ignore_index=True) if only_then else table
+    # A partial saved run holds only what it selected: the rankers both hold are compared, the rest listed.
+    table["saved_partial"] = "; ".join(partial_reasons(_read_manifest(folder)))
+    return table

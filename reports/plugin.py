@@ -129,6 +129,7 @@ class ReportPlugin:
         self.reporting_files: set[str] = set()
         self.worker_deselected = 0
         self.published: dict[str, Path] = {}
+        self.saved: str | None = None
         self.partial: list[str] = []
         self.comparison: dict[str, pd.DataFrame] = {}
         self.failed: list[str] = []
@@ -252,7 +253,7 @@ class ReportPlugin:
             return
         self.partial = self.gaps(session, splits)
         root = results_dir / PARTIAL if self.partial else results_dir
-        ident = run_id(tables)
+        ident = run_id(tables, partial=bool(self.partial))
         context = {"exitstatus": exitstatus, "figure_cache": settings.cache_dir / "figures",
                    "splits": {s: {"not_evaluated": self.not_evaluated(s), "partial": self.partial} for s in splits},
                    "compare": self._comparer(results_dir, settings.compare_run) if settings.compare_run else None}
@@ -260,9 +261,10 @@ class ReportPlugin:
             self.published = publish(root, ident, splits, context, should_stop=should_stop)
         except PublishError as exc:
             self.failed.append(str(exc))
-        for split, path in self.published.items() if not self.partial else ():
+        for split, path in self.published.items():  # a partial run too, marked (docs/protocol.md#publishing)
             try:
                 save_to_history(results_dir, ident, split, path)
+                self.saved = ident
             except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
                 self.errors.append(f"{split}: published, but not saved to the history ({type(exc).__name__}: {exc})")
 
@@ -329,6 +331,10 @@ class ReportPlugin:
         for split, frame in self.comparison.items():
             terminalreporter.write_line(f"\n[{split}] Comparison with {self.config.stash[SETTINGS].compare_run} "
                                         "(comparison.csv; rankers matched by name)")
+            saved_partial = str(frame["saved_partial"].iloc[0]) if len(frame) else ""
+            if saved_partial:
+                terminalreporter.write_line(f"the saved run is partial ({saved_partial}): the rankers both runs hold "
+                                            "are compared")
             terminalreporter.write_line(terminal_tables("comparison", frame[frame["side"] == "both"]))
             for side in ("this run only", "saved run only"):
                 names = list(dict.fromkeys(frame.loc[frame["side"] == side, "ranker"]))
@@ -349,6 +355,8 @@ class ReportPlugin:
                 f". {results_dir} keeps the last complete run.", yellow=True)
         for split, path in self.published.items():
             terminalreporter.write_line(f"\n[{split}] results written to {path}")
+        if self.saved:
+            terminalreporter.write_line(f"kept in the history as {self.saved} (--compare-to {self.saved})")
 
 
 def pytest_configure(config: pytest.Config) -> None:

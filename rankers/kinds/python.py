@@ -3,15 +3,15 @@
 The factory, called with the declaration's ``options`` as keywords, returns a text scorer
 (``window = true``, the default: a window reranker through the score cache) or a full-pool scorer
 (``window = false``). A full-pool ranking of user code is never memoized: its code may read anything.
-The scorer's identity names the factory module's source beside the options. The factory's module is
+The scorer's identity, and so its score-cache key, names the factory module's code identity (its source and
+every module it imports from its folder, ``fixtures.code.own_code_identity``) beside the options, so an
+edit re-scores although ``model_key`` stayed (docs/protocol.md#caches). The factory's module is
 found through ``sys.path``, which the profile's ``[profile] pythonpath`` folders lead; it is looked
 up (not run) before any work, so a missing module or factory stops the run at once.
 """
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rankers.base import Ranking
@@ -58,16 +58,9 @@ class Python(PointwiseKind):
         return self.loaded(decl, ctx, window=True).scorer
 
     def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
-        return {**super().identity(decl, ctx), "factory_source": _module_source(decl.options["factory"])}
+        from rankers.scorers.python_scorer import factory_code  # a source lookup; the factory is not run
 
-
-def _module_source(factory: str) -> str | None:
-    """The source of the factory's module, looked up without importing it (None when it cannot be found)."""
-    try:
-        spec = importlib.util.find_spec(factory.split(":", 1)[0])
-    except (ImportError, ValueError):
-        return None
-    return Path(spec.origin).read_text(encoding="utf-8") if spec is not None and spec.origin else None
+        return {**super().identity(decl, ctx), "factory_code": factory_code(decl.options["factory"])}
 
 
 register(Python())

@@ -10,11 +10,15 @@ The factory (any callable: a function or a class, optionally a dotted attribute 
 - a :class:`PoolScorer` (``model_key`` + ``score_pool(pool, queries, corpus) -> array``): a
   full-pool scorer, one finite score per pool row, ranked like E0 with key ``(score, 0, 0)``. It sees
   the pool's ids and route scores/ranks (never labels or pair identities), the query texts and
-  the passage texts of the pool.
+  the passage texts of the pool. What it returns is checked against that contract (``pool_scores``):
+  a 1-D array or list of ``len(pool)`` finite numbers in the pool's row order, or a pandas Series
+  on the pool's own index (re-ordered to it); anything else is refused, never guessed.
 
 An object offering both methods is refused as ambiguous. The cache key of a declared scorer
-names the declaration, its options and the object's own ``model_key``, so changing any of
-them never reuses stale scores.
+names the declaration, its options, the code identity of the factory's module (its source and
+every module it imports from its folder, with the libraries' versions: ``factory_code``) and the
+object's own ``model_key``, so changing any of them never reuses stale scores
+(docs/protocol.md#caches).
 
 Every failure raises :class:`ScorerDeclarationError` naming the declaration: a malformed
 string, a module that is missing or fails to import, a missing or non-callable attribute, a
@@ -26,6 +30,7 @@ with that error, and the score cache keeps every batch finished before it.
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -38,6 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
+from fixtures.code import own_code_identity
 from fixtures.routes import POOL_COLUMNS
 from rankers.base import Ranking, single_score_ranking
 from rankers.scorers.base import ScoreBatch, TextScorer
@@ -71,15 +77,27 @@ def _options_key(options: Mapping[str, Any]) -> str:
     return json.dumps(dict(options), sort_keys=True, separators=(",", ":"), default=repr)
 
 
+def factory_code(spec: str) -> dict[str, object] | None:
+    """The code identity of the factory's module (``fixtures.code.own_code_identity``), read from its files
+    without running it; None when the module cannot be found (preflight names that problem)."""
+    return own_code_identity(spec.strip().split(":", 1)[0]) if isinstance(spec, str) else None
+
+
+def _code_key(spec: str) -> str:
+    """The factory's code identity as a short digest, for the score-cache key."""
+    text = json.dumps(factory_code(spec), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 class DeclaredTextScorer:
     """A declared ``TextScorer`` with the suite's checks: aligned batches, a reason for every missing score."""
 
-    def __init__(self, inner: TextScorer, spec: str, options: Mapping[str, Any], label: str) -> None:
+    def __init__(self, inner: TextScorer, spec: str, options: Mapping[str, Any], label: str, code: str) -> None:
         self.inner = inner
         self.spec = spec
         self.options = dict(options)
         self.label = label
-        self._key = f"python|{spec}|{_options_key(options)}|{inner.model_key}"
+        self._key = f"python|{spec}|{_options_key(options)}|code:{code}|{inner.model_key}"
 
     @property
     def model_key(self) -> str:
@@ -117,12 +135,13 @@ class LoadedScorer:
     scorer: DeclaredTextScorer | PoolScorer
     options: Mapping[str, Any]
     label: str
+    code: str
 
     @property
     def model_key(self) -> str:
         if self.is_window:
             return self.scorer.model_key
-        return f"python|{self.spec}|{_options_key(self.options)}|{self.scorer.model_key}"
+        return f"python|{self.spec}|{_options_key(self.options)}|code:{self.code}|{self.scorer.model_key}"
 
 
 def _import(spec: str, label: str) -> Any:
@@ -231,9 +250,10 @@ def load_python_scorer(spec: str, options: Mapping[str, Any] | None = None, *, r
     if not isinstance(key, str) or not key.strip():
         raise ScorerDeclarationError(f"{label}: model_key must be a non-empty string naming the model, its revision "
                                      f"and every setting that changes a score; got {key!r}")
+    code = _code_key(spec)
     if is_text:
-        return LoadedScorer(spec, True, DeclaredTextScorer(obj, spec, options, label), options, label)
-    return LoadedScorer(spec, False, obj, options, label)
+        return LoadedScorer(spec, True, DeclaredTextScorer(obj, spec, options, label, code), options, label, code)
+    return LoadedScorer(spec, False, obj, options, label, code)
 
 
 def pool_scores(loaded: LoadedScorer, pool: pd.DataFrame, queries: Mapping[str, str],
@@ -254,18 +274,44 @@ def pool_scores(loaded: LoadedScorer, pool: pd.DataFrame, queries: Mapping[str, 
     view = pool[[c for c in POOL_COLUMNS if c in pool.columns]].reset_index(drop=True).copy()
     try:
         out = loaded.scorer.score_pool(view, {q: queries[q] for q in qids}, {p: corpus[p] for p in pids})
-        scores = np.asarray(out, dtype=float)
     except Exception as exc:
         raise ScorerDeclarationError(f"{loaded.label}: score_pool() failed: {type(exc).__name__}: {exc}") from exc
-    if scores.shape != (len(pool),):
-        raise ScorerDeclarationError(f"{loaded.label}: score_pool() returned shape {scores.shape} for "
-                                     f"{len(pool)} pool rows; return one score per row, aligned with the pool")
+    scores = _pool_return(out, view.index, loaded.label)
     bad = ~np.isfinite(scores)
     if bad.any():
         example = pool.loc[pool.index[bad], ["qid", "pid"]].head(3).to_dict("records")
         raise ScorerDeclarationError(f"{loaded.label}: score_pool() returned {int(bad.sum())} non-finite scores, "
                                      f"e.g. {example}")
     return scores
+
+
+_CONTRACT = "return one number per pool row, in the pool's row order (a 1-D array or list, or a Series on its index)"
+
+
+def _pool_return(out: object, index: pd.Index, label: str) -> np.ndarray:
+    """``score_pool``'s return as floats aligned with the pool's rows, or an error saying what was wrong."""
+    what = type(out).__name__
+    if isinstance(out, pd.DataFrame) or isinstance(out, (Mapping, str, bytes)) or out is None:
+        raise ScorerDeclarationError(f"{label}: score_pool() returned a {what}; {_CONTRACT}")
+    if isinstance(out, pd.Series):
+        if not out.index.equals(index):
+            if out.index.has_duplicates or set(out.index) != set(index):
+                raise ScorerDeclarationError(f"{label}: score_pool() returned a Series whose index is not the "
+                                             f"pool's (0..{len(index) - 1}); {_CONTRACT}")
+            out = out.loc[index]
+        out = out.to_numpy()
+    try:
+        scores = np.asarray(out)
+    except Exception as exc:  # noqa: BLE001 - whatever the object is, the message says what it was
+        raise ScorerDeclarationError(f"{label}: score_pool() returned a {what} that is not an array "
+                                     f"({type(exc).__name__}: {exc}); {_CONTRACT}") from exc
+    if scores.dtype.kind not in "biuf":
+        raise ScorerDeclarationError(f"{label}: score_pool() returned a {what} of {scores.dtype} values, not "
+                                     f"numbers; {_CONTRACT}")
+    if scores.shape != (len(index),):
+        raise ScorerDeclarationError(f"{label}: score_pool() returned shape {scores.shape} for {len(index)} "
+                                     f"pool rows; {_CONTRACT}")
+    return scores.astype(float)
 
 
 def pool_ranking(loaded: LoadedScorer, pool: pd.DataFrame, queries: Mapping[str, str], corpus: Mapping[str, str],

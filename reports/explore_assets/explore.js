@@ -189,24 +189,34 @@
     }
     return '<span class="muted" title="this claims table names no ranker and comparison">–</span>';
   }
+  // The claims table at a laptop's width: status first and the claim's name held at the left while the numbers
+  // scroll; the decisive numbers (effect, p, n) next, whole counts as integers, the long reason wrapped last.
+  const CLAIM_FIRST = ["p_value", "p_adjusted", "n", "n_groups", "differing_groups", "discordant", "mde"];
+  const claimNumber = (k, v) => (typeof v !== "number" ? esc(v ?? "–") : k.startsWith("p") ? fmtP(v)
+    : Number.isInteger(v) ? fmtInt(v) : fmtSig(v));
   function claims() {
     const rows = D.claims;
     if (!rows.length) { $("claims").innerHTML = "<tbody><tr><td class='muted'>no claims in this run</td></tr></tbody>"; return; }
-    const extra = Object.keys(rows[0]).filter((k) => !CLAIM_FIXED.has(k) && rows.some((c) => typeof c[k] === "number"));
+    const numeric = Object.keys(rows[0]).filter((k) => !CLAIM_FIXED.has(k) && rows.some((c) => typeof c[k] === "number"));
+    const extra = [...CLAIM_FIRST.filter((k) => numeric.includes(k)), ...numeric.filter((k) => !CLAIM_FIRST.includes(k))];
     const compared = rows.some((c) => c.ranker);
-    const name = (k) => ({ p_value: "p", p_holm: "p (Holm)", mde: "MDE", n: "n" }[k] || k.replace(/_/g, " "));
-    let h = `<thead><tr><th>claim</th><th>family</th>${compared ? "<th>compares</th>" : ""}<th>status</th><th class="num">effect [95% interval]</th>` +
-      extra.map((k) => `<th class="num">${esc(name(k))}</th>`).join("") + "<th>decided by</th></tr></thead><tbody>";
+    const name = (k) => ({ p_value: "p", p_adjusted: "p (Holm)", p_holm: "p (Holm)", mde: "MDE", n: "n",
+                           n_groups: "groups", differing_groups: "groups differing", p_opposite: "p other side",
+                           p_opposite_adjusted: "p other side (Holm)", mde_level: "MDE level",
+                           family_hypotheses: "hypotheses" }[k] || k.replace(/_/g, " "));
+    let h = `<thead><tr><th class="cstatus">status</th><th class="cname">claim</th><th class="num">effect [95% interval]</th>` +
+      extra.map((k) => `<th class="num stat">${esc(name(k))}</th>`).join("") +
+      `<th>family</th>${compared ? "<th>compares</th>" : ""}<th>decided by</th><th>reason</th></tr></thead><tbody>`;
     for (const c of rows) {
       const unit = c.unit ? ` ${esc(c.unit)}` : "";
       const compares = c.ranker ? `${esc(c.ranker)}${c.versus ? " vs " + esc(c.versus) : ""}${c.measure ? " · " + esc(c.measure) : ""}` : "";
-      h += `<tr><td title="${esc(c.measured || "")}"><b>${esc(c.claim)}</b>${c.reason ? `<br><span class="muted">${esc(c.reason)}</span>` : ""}</td>
-        <td>${esc(c.family || "")}</td>${compared ? `<td>${compares}</td>` : ""}
-        <td><span class="status ${esc(c.status)}">${esc(c.status)}</span>${c.expected ? ` <span class="muted">expected ${esc(c.expected)}</span>` : ""}</td>
+      h += `<tr><td class="cstatus"><span class="status ${esc(c.status)}">${esc(c.status)}</span>${c.expected ? `<br><span class="muted">expected ${esc(c.expected)}</span>` : ""}</td>
+        <td class="cname" title="${esc(c.measured || "")}"><b>${esc(c.claim).replace(/[_:]/g, "$&<wbr>")}</b></td>
         <td class="num">${c.effect === null || c.effect === undefined ? "–" : signed(c.effect, 2) + unit +
           (c.lo === null || c.lo === undefined ? "" : ` <span class="ci">[${signed(c.lo, 2)}, ${signed(c.hi, 2)}]</span>`)}</td>` +
-        extra.map((k) => `<td class="num">${typeof c[k] === "number" ? (k.startsWith("p") ? fmtP(c[k]) : fmtSig(c[k])) : esc(c[k] ?? "–")}</td>`).join("") +
-        `<td>${claimLink(c)}</td></tr>`;
+        extra.map((k) => `<td class="num">${claimNumber(k, c[k])}</td>`).join("") +
+        `<td>${esc(c.family || "")}</td>${compared ? `<td>${compares}</td>` : ""}<td>${claimLink(c)}</td>` +
+        `<td class="wrap muted">${esc(c.reason || "")}</td></tr>`;
     }
     $("claims").innerHTML = h + "</tbody>";
   }

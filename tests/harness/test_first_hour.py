@@ -179,6 +179,54 @@ def test_the_exported_files_read_as_they_are_with_outside_tools(walkthrough, spl
         (published["path"], published["parquet_sha256"])
 
 
+@pytest.mark.parametrize("split", SPLITS)
+def test_one_qrels_convention_and_the_published_runs_read_back_with_outside_tools(walkthrough, split: str) -> None:
+    import ir_measures
+
+    exported, results = walkthrough["eval"] / "pools" / split, walkthrough["results"] / split
+    assert (exported / "qrels.txt").read_bytes() == (results / "qrels.txt").read_bytes()
+    t2 = pd.read_csv(results / "table2.csv").set_index("ranker")
+    qrels = list(ir_measures.read_trec_qrels(str(results / "qrels.txt")))
+    measures = [ir_measures.RR, ir_measures.Success @ 1]
+    checked = 0
+    for ranker in t2.index:
+        run = results / "runs" / f"{ranker}.trec"
+        if not run.is_file():  # a designated-only ranker has outcomes but no ranking
+            continue
+        ranked = list(ir_measures.read_trec_run(str(run)))
+        # A sampled ranker's run and row cover its sample: judge those queries (ir_measures counts a judged query
+        # missing from the run as 0).
+        covered = {r.query_id for r in ranked}
+        found = ir_measures.calc_aggregate(measures, [q for q in qrels if q.query_id in covered], ranked)
+        assert found[ir_measures.RR] == pytest.approx(t2.loc[ranker, "mrr"], abs=5e-7), ranker
+        assert 100 * found[ir_measures.Success @ 1] == pytest.approx(t2.loc[ranker, "pref_at_1"], abs=5e-5), ranker
+        checked += 1
+    assert checked >= 3 and {"fusion", "my_reranker", "bm25_outside"} <= set(t2.index)
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_ranx_reads_the_published_files_with_make_comparable(walkthrough, split: str) -> None:
+    ranx = pytest.importorskip("ranx", reason="ranx is not installed here (pip install ranx)")
+    results = walkthrough["results"] / split
+    qrels = ranx.Qrels.from_file(str(results / "qrels.txt"), kind="trec")
+    run = ranx.Run.from_file(str(results / "runs" / "fusion.trec"), kind="trec")
+    assert len(run.keys()) > len(qrels.keys())  # runs hold every pool query, qrels the eligible directions only
+    mrr = ranx.evaluate(qrels, run, "mrr", make_comparable=True)
+    assert mrr == pytest.approx(pd.read_csv(results / "table2.csv").set_index("ranker").loc["fusion", "mrr"], abs=5e-7)
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_rank_llm_reads_the_exported_requests(walkthrough, split: str) -> None:
+    pytest.importorskip("rank_llm", reason="rank_llm is not installed here (pip install --no-deps rank-llm)")
+    from rank_llm.data import read_requests_from_file
+
+    folder = walkthrough["eval"] / "pools" / split
+    requests = read_requests_from_file(str(folder / "rank_llm.jsonl"))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert len(requests) == manifest["counts"]["queries"]
+    assert all(r.query.qid and 0 < len(r.candidates) <= 20 for r in requests)
+
+
 def test_the_comparison_matches_rankers_by_name_and_lists_one_sided_ones(walkthrough) -> None:
     for split in SPLITS:
         comparison = pd.read_csv(walkthrough["results"] / split / "comparison.csv")

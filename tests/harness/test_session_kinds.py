@@ -149,3 +149,39 @@ def test_a_kind_judging_whole_windows_plugs_into_the_window_rule_unchanged(tmp_p
         mine = ranking[ranking["qid"] == qid].sort_values("rank")["pid"].tolist()
         assert mine[:len(head)] == head[::-1] and mine[len(head):] == fusion[(fusion["qid"] == qid) & (
             fusion["rank"] > 20)].sort_values("rank")["pid"].tolist()
+
+
+def test_a_python_window_scorer_edited_under_the_same_model_key_is_scored_again(tmp_path, monkeypatch) -> None:
+    import sys
+
+    from fixtures import code
+
+    name = f"weighted_{tmp_path.name}"  # a module name no other test imported
+    source = tmp_path / f"{name}.py"
+
+    def write(weight: int) -> None:
+        source.write_text(f"class S:\n    model_key = 'same-key'\n\n    def score(self, inputs):\n"
+                          f"        return [{weight} * len(p) for _, p in inputs]\n\n\ndef make():\n    return S()\n",
+                          encoding="utf-8")
+
+    def scores() -> tuple[dict, int]:
+        """A new run: a new session, the module imported afresh, no digest computed yet."""
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        for cached in (code.code_digest, code._closure, code._imports):
+            cached.cache_clear()
+        evaluation = Evaluation(settings, load_profile(str(path)))
+        return evaluation.window_scores("test", "mine"), evaluation.text_scores("test", "mine", "window").n_scored
+
+    path = tmp_path / "mine.toml"
+    path.write_text('[profile]\nname = "mine"\nextends = "embedded"\n'
+                    f'[rankers.mine]\nkind = "python"\nfactory = "{name}:make"\norder = 45\n', encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))  # what the run does with the profile's pythonpath
+    settings = Settings(cache_dir=_cache_sharing_pools(tmp_path), **SUBSET)
+    write(1)
+    first, scored = scores()
+    assert scored == len(first) > 0
+    assert scores() == (first, 0)  # unchanged code: every score read from the cache
+    write(2)
+    second, scored = scores()
+    assert scored == len(first), "an edited scorer under the same model_key reused its old scores"
+    assert second == {k: 2 * v for k, v in first.items()}

@@ -107,6 +107,55 @@ def test_a_code_digest_changes_with_an_imported_module_and_not_with_an_unrelated
     assert digest() != first
 
 
+def _fresh_digests() -> None:
+    """What a new process starts with: no digest computed yet."""
+    for cached in (code.code_digest, code._closure, code._imports):
+        cached.cache_clear()
+
+
+def test_a_python_scorer_key_follows_its_module_and_what_it_imports_from_its_folder(tmp_path, monkeypatch) -> None:
+    import hashlib
+
+    import numpy as np
+
+    from rankers.scorers.python_scorer import load_python_scorer
+
+    folder = tmp_path / "mycode"
+    folder.mkdir()
+    name = f"scorer_{tmp_path.name}"  # a module name no other test imported
+    scorer = folder / f"{name}.py"
+    scorer.write_text(f"import numpy\nfrom rankers.scorers.base import ScoreBatch\nimport helper_{tmp_path.name}\n\n\n"
+                      "class S:\n    model_key = 'mine-v1'\n\n    def score(self, inputs):\n"
+                      "        return [1.0] * len(inputs)\n\n\ndef make():\n    return S()\n")
+    helper = folder / f"helper_{tmp_path.name}.py"
+    helper.write_text("import json\nWEIGHT = 1\n")
+    (folder / "unrelated.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(folder))
+    decl = parse_declaration("mine", {"kind": "python", "factory": f"{name}:make"}, "p")
+    ctx = SimpleNamespace(cache=lambda *parts: tmp_path / "cache")
+
+    def keys() -> tuple[dict, str]:
+        _fresh_digests()
+        return kind("python").identity(decl, ctx), load_python_scorer(f"{name}:make").model_key
+
+    identity, key = keys()
+    # Hand-computed: the two files of its folder it reaches, by path relative to the folder, in module order;
+    # the suite's own module (rankers.scorers.base) and the standard library are not the scorer's code.
+    h = hashlib.sha256()
+    for path in sorted((scorer, helper), key=lambda p: p.stem):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    assert identity["factory_code"] == {"code": h.hexdigest()[:24], "libraries": {"numpy": np.__version__}}
+    assert key.startswith(f"python|{name}:make|{{}}|code:") and key.endswith("|mine-v1")
+    (folder / "unrelated.py").write_text("X = 2\n")
+    assert keys() == (identity, key)
+    helper.write_text("import json\nWEIGHT = 2\n")  # model_key unchanged: the code alone moved
+    after_helper = keys()
+    assert after_helper[0] != identity and after_helper[1] != key
+    scorer.write_text(scorer.read_text() + "# a comment is an edit too\n")
+    after_scorer = keys()
+    assert len({key, after_helper[1], after_scorer[1]}) == 3
+
+
 # ----------------------------------------------------------------------------- before any work
 
 

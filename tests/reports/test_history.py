@@ -162,3 +162,25 @@ def test_run_id_names_commit_profile_and_scope() -> None:
                                                        {"key": "profile", "value": {"name": "embedded"}},
                                                        {"key": "scope", "value": "full"}])}})
     assert "abcdef12-embedded-full" in ident
+    partial = run_id({"test": {"manifest": pd.DataFrame([{"key": "scope", "value": "full"}])}}, partial=True)
+    assert "-profile-full-partial-" in partial
+
+
+def test_a_partial_run_is_never_a_pins_reviewed_run_but_is_compared_with(tmp_path: Path, base) -> None:
+    from reports.history import comparison_table
+
+    results = tmp_path / "results"
+    strict = int(base["fusion__strict"].sum())
+    for ident in ("20261101T000000Z-complete", "20261102T000000Z-partial"):
+        publish_fake(results / ".history" / ident, "test", strict, base)
+    newer = results / ".history" / "20261102T000000Z-partial" / "test" / "manifest.json"
+    newer.write_text(json.dumps({**json.loads(newer.read_text()), "partial": ["1 test(s) deselected"]}))
+    found = reviewed_run(results, "embedded", "full", "test", "abc", {("fusion", "strict"): strict})
+    assert found == results / ".history" / "20261101T000000Z-complete" / "test"
+    now = pd.concat([table(strict, 0.5), table(strict, 0.5).assign(ranker="mine")], ignore_index=True)
+    rows = comparison_table(results, "20261102T000000Z-partial", "test", now, {}, None)
+    assert set(rows["saved_partial"]) == {"1 test(s) deselected"}
+    assert rows.drop_duplicates("ranker").set_index("ranker")["side"].to_dict() == {"fusion": "both",
+                                                                                     "mine": "this run only"}
+    complete = comparison_table(results, "20261101T000000Z-complete", "test", now, {}, None)
+    assert set(complete["saved_partial"]) == {""}

@@ -99,3 +99,33 @@ def test_oracle_on_a_realistic_random_study(tmp_path):
     assert 450 < int(d["eligible"].sum()) < 600
     got = assert_oracle_agrees(rank_by_keys(frame, "random"), d, tmp_path)
     assert 0 < got["Success@1"].mean() < got["Success@10"].mean() < 1
+
+
+def test_qrels_judge_the_designated_pair_of_each_eligible_direction(tmp_path):
+    """The one convention of the published and the exported qrels.txt: preferred 1, counterpart 0, eligible only."""
+    text = write_qrels(tied_directions(), tmp_path / "qrels.txt").read_text()
+    assert text == ("D1_q1 0 b 1\nD1_q1 0 a 0\nD1_q2 0 c 1\nD1_q2 0 b 0\n"
+                    "D2_q1 0 e 1\nD2_q1 0 a 0\nD2_q2 0 a 1\nD2_q2 0 e 0\n")  # D3 is a conflict: not judged
+
+
+def test_ranx_agrees_with_the_oracle_when_made_comparable(tmp_path):
+    ranx = pytest.importorskip("ranx", reason="ranx is not installed here (pip install ranx)")
+    ranking = single_score_ranking(TIED, TIED["score"].to_numpy(), "fusion")
+    run = ranx.Run.from_file(str(write_run(ranking, tmp_path / "run.trec")), kind="trec")
+    qrels = ranx.Qrels.from_file(str(write_qrels(tied_directions(), tmp_path / "qrels.txt")), kind="trec")
+    # The run holds the conflict pair D3's queries, the qrels do not: ranx refuses unless made comparable.
+    assert ranx.evaluate(qrels, run, "mrr", make_comparable=True) == pytest.approx((1 / 3 + 1 / 2 + 1 / 5 + 1) / 4)
+
+
+def test_a_sampled_rankers_run_is_judged_on_the_queries_it_covers(tmp_path):
+    """A sampled ranker's run and Table II row cover its sample only; ir_measures counts a judged query missing
+    from the run as RR 0, so the read-back judges the run's own queries (as test_first_hour does)."""
+    sample = TIED[TIED["qid"].str.startswith("D1")]
+    ranking = single_score_ranking(sample, sample["score"].to_numpy(), "sampled")
+    run = list(ir_measures.read_trec_run(str(write_run(ranking, tmp_path / "run.trec"))))
+    qrels = list(ir_measures.read_trec_qrels(str(write_qrels(tied_directions(), tmp_path / "qrels.txt"))))
+    everything = ir_measures.calc_aggregate([ir_measures.RR], qrels, run)[ir_measures.RR]
+    covered = {r.query_id for r in run}
+    own = ir_measures.calc_aggregate([ir_measures.RR], [q for q in qrels if q.query_id in covered], run)
+    assert own[ir_measures.RR] == pytest.approx((1 / 3 + 1 / 2) / 2)  # D1_q1 at 3, D1_q2 at 2 (by hand above)
+    assert everything == pytest.approx((1 / 3 + 1 / 2) / 4)  # D2's two judged queries count as 0

@@ -82,3 +82,44 @@ def test_serial_and_parallel_runs_write_identical_tables(pytester: pytest.Pytest
 
     assert without_run_id(tmp_path / "serial" / "test" / "report.md") == \
         without_run_id(tmp_path / "parallel" / "test" / "report.md")
+
+
+COMPARING_CONFTEST = CONFTEST.replace('''    parser.addoption("--splits", default="test")''', '''    parser.addoption("--splits", default="test")
+    parser.addoption("--compare-to", default=None)''').replace(
+    '''Settings(results_dir=Path(config.getoption("results_dir")))''',
+    '''Settings(results_dir=Path(config.getoption("results_dir")),
+                                      compare_run=config.getoption("compare_to"))''')
+
+
+def test_a_partial_run_is_kept_in_the_history_marked_and_a_later_run_compares_with_it(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setenv("PYTHONPATH", str(PROJECT_ROOT))
+    pytester.makeconftest(COMPARING_CONFTEST)
+    pytester.makepyfile(test_spec=SPEC)
+    results = tmp_path / "results"
+    partial = pytester.runpytest_subprocess(f"--results-dir={results}", "-p", "no:cacheprovider", "-k", "not bg8")
+    partial.assert_outcomes(passed=8, deselected=1)
+    [ident] = [p.name for p in (results / ".history").iterdir()]
+    assert "-demo-run-partial-" in ident  # commit, profile, scope, then the mark
+    saved = json.loads((results / ".history" / ident / "test" / "manifest.json").read_text())
+    assert saved["partial"] == ["1 test(s) deselected (-k, -m, --deselect or --lf)",
+                                "test: no Table II row and no recorded failure for ['bg8']"]
+    assert f"kept in the history as {ident}" in partial.stdout.str()
+    assert not (results / "test").exists() and (results / "partial" / "test" / "table2.csv").is_file()
+
+    complete = pytester.runpytest_subprocess(f"--results-dir={results}", "-p", "no:cacheprovider",
+                                             f"--compare-to={ident}")
+    complete.assert_outcomes(passed=9)
+    out = complete.stdout.str()
+    assert ("the saved run is partial (1 test(s) deselected (-k, -m, --deselect or --lf); test: no Table II row and "
+            "no recorded failure for ['bg8']): the rankers both runs hold are compared") in out
+    assert "rankers in this run only, not compared: bg8" in out
+    table = pd.read_csv(results / "test" / "comparison.csv")
+    sides = table.drop_duplicates("ranker").set_index("ranker")["side"].to_dict()
+    assert sides == {"fusion": "both", "e0": "both", "bg8": "this run only", "ce": "both", "zeta": "both"}
+    compared = table[(table["side"] == "both") & (table["measure"] == "strict")]
+    assert (compared["delta"] == 0).all() and len(compared) == 4
+    later = [p.name for p in (results / ".history").iterdir() if p.name != ident]
+    assert len(later) == 1 and "partial" not in later[0]

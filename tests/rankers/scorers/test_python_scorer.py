@@ -9,8 +9,8 @@ import pytest
 
 from rankers.scorers.base import TextScorer
 from rankers.scorers.cache import ScoreCache, score_with_cache
-from rankers.scorers.python_scorer import (PoolScorer, ScorerDeclarationError, load_python_scorer, pool_ranking,
-                                           pool_scores)
+from rankers.scorers.python_scorer import (PoolScorer, ScorerDeclarationError, _code_key, load_python_scorer,
+                                           pool_ranking, pool_scores)
 
 SOURCE = '''
 import numpy as np
@@ -128,7 +128,8 @@ def test_text_scorer_is_a_window_scorer_with_options_and_a_full_key(module):
     assert loaded.is_window and isinstance(loaded.scorer, TextScorer)
     batch = loaded.scorer.score([("born in paris", "born in lyon"), ("film", "the film won"), ("a", "b")])
     np.testing.assert_array_equal(batch.scores, [4.0, 2.0, 0.0])  # 2 words x 2, 1 word x 2, none
-    assert loaded.model_key == f'python|{module}:Overlap|{{"weight":2.0}}|overlap-v1|w2.0'
+    code = _code_key(f"{module}:Overlap")
+    assert loaded.model_key == f'python|{module}:Overlap|{{"weight":2.0}}|code:{code}|overlap-v1|w2.0'
     assert load_python_scorer(f"{module}:Overlap").model_key != loaded.model_key
 
 
@@ -149,7 +150,8 @@ def test_pool_scorer_ranks_the_pool_and_never_sees_labels(module):
     assert order == {"q1": ["b", "c", "a"], "q2": ["d", "a"]}  # bm25 3 > 2 > 1; 5 > missing (-1)
     assert ranking.frame.set_index(["qid", "pid"]).loc[("q2", "a"), "k0"] == -1.0
     assert "preferred" not in loaded.scorer.seen_columns and "bm25_rank" in loaded.scorer.seen_columns
-    assert ranking.info["model_key"] == f'python|{module}:ByBM25|{{"missing":-1.0}}|bm25-copy|missing-1.0'
+    code = _code_key(f"{module}:ByBM25")
+    assert ranking.info["model_key"] == f'python|{module}:ByBM25|{{"missing":-1.0}}|code:{code}|bm25-copy|missing-1.0'
 
 
 @pytest.mark.parametrize("spec", ["nomodule", "pkg.mod:", ":factory", "my mod:f", "a:b:c", "a.:f", "1abc:f"])
@@ -204,3 +206,57 @@ def test_bad_pool_scores_and_misaligned_batches(module):
     with pytest.raises(ScorerDeclarationError, match="score\\(\\) raised ZeroDivisionError: bug in my scorer") as info:
         load_python_scorer(f"{module}:Crashing").scorer.score([("q", "a")])
     assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+class Returns:
+    """A pool scorer returning whatever it is given (the pool's length decides nothing)."""
+
+    model_key = "returns"
+
+    def __init__(self, make):
+        self.make = make
+
+    def score_pool(self, pool, queries, corpus):
+        return self.make(pool)
+
+
+def _returning(make):
+    from rankers.scorers.python_scorer import LoadedScorer
+
+    return LoadedScorer("mod:f", False, Returns(make), {}, "python ranker 'mine' ('mod:f')", "code")
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda pool: pool[["bm25_score"]].fillna(0), r"returned a DataFrame; return one number per pool row"),
+    (lambda pool: {i: 1.0 for i in pool.index}, r"returned a dict; return one number per pool row"),
+    (lambda pool: None, r"returned a NoneType; return one number per pool row"),
+    (lambda pool: ["high"] * len(pool), r"returned a list of <U4 values, not numbers"),
+    (lambda pool: np.zeros((len(pool), 1)), r"returned shape \(5, 1\) for 5 pool rows"),
+    (lambda pool: pd.Series(1.0, index=pool["pid"]), r"returned a Series whose index is not the pool's \(0\.\.4\)"),
+])
+def test_a_pool_scorer_returning_something_else_is_told_what_was_wrong(make, words):
+    with pytest.raises(ScorerDeclarationError, match=rf"^python ranker 'mine' \('mod:f'\): score_pool\(\) {words}"):
+        pool_scores(_returning(make), POOL, QUERIES, CORPUS)
+
+
+def test_a_pool_scorer_series_on_the_pool_index_is_read_by_index_not_position():
+    scores = pool_scores(_returning(lambda pool: pd.Series([10.0, 20.0, 30.0, 40.0, 50.0])[::-1]), POOL, QUERIES,
+                         CORPUS)
+    np.testing.assert_array_equal(scores, [10.0, 20.0, 30.0, 40.0, 50.0])  # reversed Series, same labels
+    ints = pool_scores(_returning(lambda pool: [3, 1, 2, 5, 4]), POOL, QUERIES, CORPUS)
+    assert ints.dtype == float and ints.tolist() == [3.0, 1.0, 2.0, 5.0, 4.0]
+
+
+def test_the_readme_full_pool_example_keeps_the_contract(tmp_path, monkeypatch):
+    import re
+
+    from fixtures.settings import PROJECT_ROOT
+
+    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    [example] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "def score_pool" in b]
+    name = f"readme_pool_{next(_names)}"
+    (tmp_path / f"{name}.py").write_text(example + "\n\ndef make():\n    return BM25Only()\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loaded = load_python_scorer(f"{name}:make")
+    assert not loaded.is_window
+    np.testing.assert_array_equal(pool_scores(loaded, POOL, QUERIES, CORPUS), [1.0, 3.0, 2.0, -1.0, 5.0])
