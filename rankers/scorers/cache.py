@@ -265,6 +265,23 @@ class ScoreCache:
                                  "AND digest=?", [(*k, d) for k, d in bad])
         self._run(delete)
 
+    def history(self, model_key: str, limit: int = 200) -> list[float]:
+        """Measured seconds per judgment of the latest ``limit`` stored available judgments of ``model_key``: each
+        one's share of its stage's wall-clock (``wall_s``), else its request seconds; what a plan's time estimate
+        reads (docs/protocol.md#judging-cost). Rows failing their digest are left out (a lookup deletes them)."""
+        rows = self._run(lambda conn: conn.execute(
+            _SELECT + " WHERE model_key=? AND score IS NOT NULL ORDER BY created DESC LIMIT ?",
+            (model_key, limit)).fetchall())
+        out = []
+        for mk, qs, pid, ps, score, error, usage, raw, created, stored in rows:
+            if row_digest((mk, qs, pid, ps), score, error, usage, raw, created) != stored:
+                continue
+            u = json.loads(usage)
+            value = u.get("wall_s", u.get("latency_s", u.get("seconds")))
+            if isinstance(value, (int, float)) and np.isfinite(value):
+                out.append(float(value))
+        return out
+
     def put_many(self, rows: Sequence[tuple[CacheKey, CachedScore]],
                  max_reply_chars: int = MAX_REPLY_CHARS) -> list[CachedScore]:
         """Store results in one transaction (all or nothing), replacing older results for the same keys.
@@ -525,7 +542,7 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
     model_key = scorer.model_key
     started = time.perf_counter()
     rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in inputs]
-    keys = _keys(model_key, rows)
+    keys = cache_keys(model_key, rows)
     unique: dict[CacheKey, tuple[str, str]] = {}
     for key, (_, _, qt, pt) in zip(keys, rows):
         unique.setdefault(key, (qt, pt))
@@ -544,7 +561,7 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
                                "total_seconds": time.perf_counter() - started})
 
 
-def _keys(model_key: str, rows: list[tuple[str, str, str, str]]) -> list[CacheKey]:
+def cache_keys(model_key: str, rows: list[tuple[str, str, str, str]]) -> list[CacheKey]:
     """The cache key of every input, hashing each distinct text once (a window repeats its query 20 times)."""
     hashes: dict[str, str] = {}
 

@@ -153,6 +153,54 @@ def pending_requests(model_key: str, cache: ScoreCache,
     return out
 
 
+def plan_requests(model_key: str, cache: ScoreCache, algorithms: Mapping[tuple[str, str], Algorithm],
+                  placeholder: Callable[[Request], Any]) -> tuple[int, dict[CacheKey, Request], dict[CacheKey, Request]]:
+    """What judging ``algorithms`` would take, before any judgment: (distinct judgments read from the cache, every
+    distinct judgment still to make, those of them that are some window's next step).
+
+    Each algorithm is advanced through the cache; where a judgment is missing, ``placeholder(request)`` (a neutral
+    answer: the input order, the first passage) stands in for it, so the later rounds it would cut are counted too.
+    The count is exact where the number of judgments does not depend on the answers (RankGPT's sliding windows, all
+    pairs, designated pairs) and an estimate for bubble passes, whose recurring comparisons depend on them.
+    """
+    hashes: dict[str, str] = {}
+    cached: dict[CacheKey, Outcome] = {}
+    todo: dict[CacheKey, Request] = {}
+    pending: dict[CacheKey, Request] = {}
+    for algorithm in algorithms.values():
+        first = True
+        try:
+            requests = next(algorithm)
+            while True:
+                keys = [request_key(model_key, r, hashes) for r in requests]
+                found, _ = cache.lookup([k for k in keys if k not in todo and k not in cached])
+                cached.update((k, _read(row)) for k, row in found.items() if row.available)
+                outcomes = []
+                for key, request in zip(keys, requests):
+                    if key in cached:
+                        outcomes.append(cached[key])
+                        continue
+                    todo.setdefault(key, request)
+                    if first:
+                        pending.setdefault(key, request)
+                    outcomes.append(Outcome(placeholder(request), None, {}, None, False))
+                first = first and all(k in cached for k in keys)
+                requests = algorithm.send(outcomes)
+        except StopIteration:
+            continue
+    return len(cached), todo, pending
+
+
+def judge_now(judge: Judge, cache: ScoreCache, requests: Mapping[CacheKey, Request]) -> None:
+    """Judge ``requests`` and commit them, each with its share of the call's wall-clock (``wall_s``): the few timed
+    calls a plan makes when the cache holds no history of the judge (docs/protocol.md#judging-cost)."""
+    keys = list(requests)
+    started = time.perf_counter()
+    outcomes = judge.judge([requests[k] for k in keys])
+    share = (time.perf_counter() - started) / max(len(keys), 1)
+    store_outcomes(cache, keys, [o._replace(usage={"wall_s": share, **o.usage}) for o in outcomes])
+
+
 def _read(row: CachedScore) -> Outcome:
     usage = dict(row.usage)
     result = usage.pop("result", None)
