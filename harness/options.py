@@ -56,6 +56,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                          "help": "cap every declared sample at N directions (whole pairs) per split; 0 = no sampling"}),
     ("--compare-to", {"default": None, "help": "compare this run's tables with a saved run id (results/.history) or "
                                                "another results dir holding every evaluated split (checked up front)"}),
+    ("--max-judge-minutes", {"type": float, "default": None,
+                             "help": "stop before a judging stage estimated (cache history or a few timed calls) to "
+                                     "take longer than M minutes; the ranker's rows are then not evaluated"}),
     ("--gate-expectations", {"action": "store_true", "default": False,
                              "help": "fail a claim the profile reviewed as holds/fails that this run leaves inconclusive "
                                      "(CI's gate; otherwise it is a warning and listed at the top of report.md)"}),
@@ -142,6 +145,9 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
     sample = get("grader_sample")
     if sample is not None and sample < 0:
         problems.append(f"--grader-sample must be >= 0 (0 = no sampling), got {sample}")
+    budget = get("max_judge_minutes")
+    if budget is not None and not budget > 0:
+        problems.append(f"--max-judge-minutes must be > 0 minutes (omit it for no limit), got {budget}")
     data_dir = path_option(get("data_dir")) if get("data_dir") else None
     if data_dir is not None and not data_dir.is_dir():
         problems.append(f"--data-dir {data_dir} is not a directory")
@@ -163,7 +169,8 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
         raise OptionError("; ".join(problems))
     return Settings(splits=splits, results_dir=results_dir, cache_dir=cache_dir, data_dir=data_dir,
                     profile=str(get("profile")), subset_pairs=subset, subset_seed=get("subset_seed"),
-                    grader_sample=sample, compare_run=compare, gate_expectations=bool(get("gate_expectations")))
+                    grader_sample=sample, compare_run=compare, gate_expectations=bool(get("gate_expectations")),
+                    max_judge_minutes=budget)
 
 
 def read_settings(config: pytest.Config) -> Settings:

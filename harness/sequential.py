@@ -32,7 +32,7 @@ from reports.sequential import SequentialTest, holm_decided, sequential_test
 #: Why a sequential sample stopped.
 STOPS = ("decided", "budget", "exhausted")
 #: Judging cost columns summed over a look's distinct judgments (``reports.cost.stage_cost``).
-COST_KEYS = ("judgments", "requests", "input_tokens", "output_tokens", "wall_s")
+COST_KEYS = ("judgments", "requests", "input_tokens", "output_tokens", "wall_s", "request_s")
 
 
 @dataclass(frozen=True)

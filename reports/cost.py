@@ -6,6 +6,8 @@ to recompute and cannot drift from the scores that produced Table II.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -22,9 +24,27 @@ def _usage_sum(usage: pd.Series, key: str) -> tuple[float, int]:
     return float(np.nansum(values)), int(np.isnan(values).sum())
 
 
+def _wall(usage: Iterable[object]) -> float:
+    """The measured wall-clock of the judgments: the sum of their stored shares (``wall_s``, the time since the
+    previous judgment finished; docs/protocol.md#judging-cost). A judgment stored before shares were recorded
+    counts its own seconds (``latency_s`` or ``seconds``)."""
+    total = 0.0
+    for u in usage:
+        if not isinstance(u, dict):
+            continue
+        value = u.get("wall_s", u.get("latency_s", u.get("seconds", np.nan)))
+        value = float(value) if isinstance(value, (int, float)) else np.nan
+        total += value if np.isfinite(value) else 0.0
+    return total
+
+
 def stage_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame | None = None) -> dict[str, object]:
     """One cost row (``stage``: the scoring scope, e.g. pair_only or window): judgments (planned inputs),
     requests (unique inputs), tokens, wall-clock, gaps, and wall-clock per window (per query judged).
+
+    ``wall_s`` is the stage's measured wall-clock (the judgments' stored shares of it); ``request_s`` the seconds
+    of every request summed, which exceeds ``wall_s`` by about the number of requests in flight
+    (docs/protocol.md#judging-cost).
 
     Usage comes from the cache, i.e. from when each input was actually scored, so a rerun
     served from the cache reports the original cost, not zero. ``truncated`` counts requests whose text was cut
@@ -43,19 +63,21 @@ def stage_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame | None = Non
     secs, missing_secs = _usage_sum(unique["usage"], "seconds")
     shared, _ = _usage_sum(unique["usage"], "seconds_shared")
     truncated, _ = _usage_sum(unique["usage"], "truncated")
+    wall = _wall(unique["usage"])
     return {
         "stage": stage,
         "judgments": len(frame),
         "requests": len(unique),
         "input_tokens": in_tok,
         "output_tokens": out_tok,
-        "wall_s": lat + secs,
+        "wall_s": wall,
+        "request_s": lat + secs,
         "unavailable": int(unique["score"].isna().sum()),
         "truncated": int(truncated),
         "missing_usage": max(missing_in, min(missing_lat, missing_secs)),
         "timed_by_suite": int(shared),
         "windows": windows,
-        "wall_s_per_window": (lat + secs) / windows if windows else float("nan"),
+        "wall_s_per_window": wall / windows if windows else float("nan"),
     }
 
 
@@ -64,14 +86,15 @@ def judgment_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame) -> dict[
 
     ``judgments``: model judgments the windows used (a comparison two windows share counts twice);
     ``requests``: distinct judgments, each made once (now or by the run that cached it), whose tokens and
-    latency are summed; ``unavailable``: distinct judgments unusable; ``truncated``: distinct judgments whose
+    request seconds (``request_s``) are summed and whose wall-clock shares make ``wall_s``; ``unavailable``:
+    distinct judgments unusable; ``truncated``: distinct judgments whose
     prompt had a text cut to its budget; ``windows``: queries judged, with the
     wall-clock per window and per judgment. Order-check judgments (windows presented reversed) are included:
     they are what the check cost.
     """
     unique = calls.drop_duplicates("key")
     n, windows = len(unique), int(frame["qid"].nunique())
-    wall = float(np.nansum(unique["latency_s"].to_numpy(dtype=float)))
+    wall = _wall(unique["usage"] if "usage" in unique else [{"latency_s": v} for v in unique["latency_s"]])
     return {
         "stage": stage,
         "judgments": len(calls),
@@ -79,6 +102,7 @@ def judgment_cost(stage: str, frame: pd.DataFrame, calls: pd.DataFrame) -> dict[
         "input_tokens": float(np.nansum(unique["input_tokens"].to_numpy(dtype=float))),
         "output_tokens": float(np.nansum(unique["output_tokens"].to_numpy(dtype=float))),
         "wall_s": wall,
+        "request_s": float(np.nansum(unique["latency_s"].to_numpy(dtype=float))),
         "unavailable": int((~unique["available"].astype(bool)).sum()),
         "truncated": int(np.nansum(unique["truncated"].to_numpy(dtype=float))) if "truncated" in unique else 0,
         "missing_usage": int(unique["latency_s"].isna().sum()),
@@ -96,7 +120,8 @@ def ranking_cost(stage: str, ranking: Ranking) -> dict[str, object]:
     memoized ranking reports what it cost then (training a model on the way included), not zero.
     """
     return {"stage": stage, "judgments": len(ranking.frame), "requests": np.nan, "input_tokens": np.nan,
-            "output_tokens": np.nan, "wall_s": float(ranking.info.get("wall_s", np.nan)), "unavailable": 0,
+            "output_tokens": np.nan, "wall_s": float(ranking.info.get("wall_s", np.nan)), "request_s": np.nan,
+            "unavailable": 0,
             "truncated": np.nan,
             "missing_usage": 0 if "wall_s" in ranking.info else len(ranking.frame), "timed_by_suite": 0}
 

@@ -18,7 +18,8 @@ def test_unavailable_judgments_by_cause(evaluation, split, window_ranker, report
     cap = int(decl.options.get("max_reply_chars", MAX_REPLY_CHARS))
     for scope in ("pair",) if decl.designated_only else ("window", "pair"):
         scored = evaluation.text_scores(split, window_ranker, scope)
-        causes, capped = unavailable_causes(scored.frame), capped_replies(scored.frame)
+        # Counted in judgments (a listwise window's one list, not its 20 passage rows): docs/protocol.md#judging-cost.
+        causes, capped = unavailable_causes(scored.judged), capped_replies(scored.frame)
         base = {"ranker": window_ranker, "scope": scope, "inputs": scored.n_unique}
         for i, (cause, count) in enumerate(causes.items()):
             report.add("unavailable", split, {**base, "issue": "unavailable", "cause": cause, "count": count},

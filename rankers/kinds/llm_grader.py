@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fixtures.models import require_model
-from rankers.kinds.base import (CUDA, Context, DeclarationError, PointwiseKind, RankerDecl, Requirement,
+from rankers.kinds.base import (CUDA, Context, DeclarationError, JudgePlan, PointwiseKind, RankerDecl, Requirement,
                                 check_reply_cap, needs_module, register)
 from rankers.scorers.base import TextScorer
 
@@ -116,6 +116,10 @@ class LLMGrader(PointwiseKind):
 
     def reading(self, options: Mapping[str, Any]) -> str:
         return str(options.get("grade", "argmax"))
+
+    def plan(self, decl: RankerDecl, ctx: Context, inputs) -> JudgePlan:
+        """One judgment per distinct input (docs/protocol.md#judging-cost)."""
+        return self.plan_inputs(decl, ctx, inputs)
 
     def read(self, decl: RankerDecl, scored: Any) -> dict[tuple[str, str], float]:
         if decl.reading == "argmax":

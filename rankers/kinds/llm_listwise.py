@@ -22,9 +22,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rankers.kinds.base import (CUDA, Context, DeclarationError, RankerDecl, Requirement, WindowKind, needs_module,
-                                register)
-from rankers.scorers.judgments import drive, group_windows, scored_inputs
+from rankers.kinds.base import (CHARS_PER_TOKEN, CUDA, PROBE_JUDGMENTS, Context, DeclarationError, JudgePlan,
+                                RankerDecl, Requirement, WindowKind, needs_module, register, timed_history)
+from rankers.scorers.judgments import Request, drive, group_windows, judge_now, plan_requests, scored_inputs
 from rankers.scorers.listwise import TOKENS_PER_ID, ListwiseJudge, RerankersListJudge, sliding_windows
 from rankers.window import WINDOW_K
 
@@ -122,8 +122,26 @@ class LLMJudgeKind(WindowKind):
 
     def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
         judge = self.judge_of(decl, ctx)
-        driven = drive(judge, self.cache(ctx), self.algorithms(decl, ctx, inputs), desc)
+        planned = self.plan(decl, ctx, inputs)
+        driven = drive(judge, self.cache(ctx), self.algorithms(decl, ctx, inputs), desc, planned=planned.to_judge)
         return scored_inputs(inputs, driven, judge.model_key)
+
+    @staticmethod
+    def placeholder(request: Request) -> Any:
+        """A neutral answer standing in for a judgment not yet made while planning (``plan_requests``)."""
+        raise NotImplementedError
+
+    def plan(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]]) -> JudgePlan:
+        """Every distinct judgment the windows' algorithms will ask for (docs/protocol.md#judging-cost): later
+        rounds counted with placeholder answers; ``probe`` judges :data:`PROBE_JUDGMENTS` of the next steps."""
+        judge, cache = self.judge_of(decl, ctx), self.cache(ctx)
+        cached, todo, pending = plan_requests(judge.model_key, cache, self.algorithms(decl, ctx, inputs),
+                                              self.placeholder)
+        chars = sum(len(r.query) + sum(len(t) for _, t in r.items) for r in todo.values())
+        seconds, history = timed_history(cache, judge.model_key)
+        first = dict(list(pending.items())[:PROBE_JUDGMENTS])
+        return JudgePlan(cached + len(todo), cached, chars // CHARS_PER_TOKEN, seconds, history,
+                         probe=lambda: judge_now(judge, cache, first))
 
     @staticmethod
     def cache(ctx: Context):
@@ -204,6 +222,11 @@ class LLMListwise(LLMJudgeKind):
         sub = options.get("sub_window", options.get("window", WINDOW_K))
         budgets = {k: options[k] for k in ("prompt", "passage_tokens", "query_tokens") if k in options}
         return ListwiseJudge(self.backend(decl, ctx, default_max_tokens=TOKENS_PER_ID * sub + 8), **budgets)
+
+    @staticmethod
+    def placeholder(request: Request) -> Any:
+        """The input order."""
+        return list(range(len(request.items)))
 
     def algorithm(self, decl: RankerDecl, query: str, items: Sequence[tuple[str, str]]):
         window = int(decl.options.get("window", WINDOW_K))

@@ -18,9 +18,11 @@ generate the answer).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rankers.kinds.base import Context, DeclarationError, RankerDecl, register
 from rankers.kinds.llm_listwise import LLM_OPTIONS, LLMJudgeKind, positive
+from rankers.scorers.judgments import Request
 from rankers.scorers.pairwise import ANSWER_MAX_TOKENS, PairwiseJudge, allpair, sliding
 from rankers.window import WINDOW_K
 
@@ -44,6 +46,11 @@ class LLMPairwise(LLMJudgeKind):
     def make_judge(self, decl: RankerDecl, ctx: Context):
         budgets = {k: decl.options[k] for k in ("prompt", "passage_tokens", "query_tokens") if k in decl.options}
         return PairwiseJudge(self.backend(decl, ctx, default_max_tokens=ANSWER_MAX_TOKENS), **budgets)
+
+    @staticmethod
+    def placeholder(request: Request) -> Any:
+        """Passage A."""
+        return 0
 
     def algorithm(self, decl: RankerDecl, query: str, items: Sequence[tuple[str, str]]):
         window = int(decl.options.get("window", WINDOW_K))

@@ -6,9 +6,10 @@ silently dropped.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -38,3 +39,13 @@ class TextScorer(Protocol):
 
     def score(self, inputs: Sequence[tuple[str, str]]) -> ScoreBatch:
         ...
+
+
+def streams(call: Callable[..., Any]) -> bool:
+    """Whether ``call`` takes ``done``: a callback it calls with (index, result) as each input finishes, so the
+    caller commits every finished judgment at once rather than at the end of the call
+    (docs/protocol.md#judging-cost). Scorers that do not (a user's ``score``) are committed call by call."""
+    try:
+        return "done" in inspect.signature(call).parameters
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return False

@@ -53,7 +53,7 @@ from filelock import FileLock
 
 from fixtures.corpus import text_hash
 from fixtures.progress import stage
-from rankers.scorers.base import ScoreBatch, TextScorer
+from rankers.scorers.base import ScoreBatch, TextScorer, streams
 
 SCHEMA_VERSION = 2
 #: Versioned so that a cache of an older layout (without row digests) is never opened as this one.
@@ -146,7 +146,9 @@ class ScoreCache:
     def _connect(self) -> sqlite3.Connection:
         """Open, create or verify the file; ``_Unusable`` when SQLite finds it corrupt or its layout differs."""
         try:
-            conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+            # A streaming backend's callbacks may run on the thread that runs its event loop (``run_sync`` inside a
+            # notebook's loop) while the owning thread waits for it: one user at a time, so sharing is safe.
+            conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.OperationalError as exc:
             raise type(exc)(f"score cache {self.path}: cannot open: {exc}") from exc
         try:
@@ -262,6 +264,23 @@ class ScoreCache:
                 conn.executemany("DELETE FROM scores WHERE model_key=? AND query_sha=? AND pid=? AND passage_sha=? "
                                  "AND digest=?", [(*k, d) for k, d in bad])
         self._run(delete)
+
+    def history(self, model_key: str, limit: int = 200) -> list[float]:
+        """Measured seconds per judgment of the latest ``limit`` stored available judgments of ``model_key``: each
+        one's share of its stage's wall-clock (``wall_s``), else its request seconds; what a plan's time estimate
+        reads (docs/protocol.md#judging-cost). Rows failing their digest are left out (a lookup deletes them)."""
+        rows = self._run(lambda conn: conn.execute(
+            _SELECT + " WHERE model_key=? AND score IS NOT NULL ORDER BY created DESC LIMIT ?",
+            (model_key, limit)).fetchall())
+        out = []
+        for mk, qs, pid, ps, score, error, usage, raw, created, stored in rows:
+            if row_digest((mk, qs, pid, ps), score, error, usage, raw, created) != stored:
+                continue
+            u = json.loads(usage)
+            value = u.get("wall_s", u.get("latency_s", u.get("seconds")))
+            if isinstance(value, (int, float)) and np.isfinite(value):
+                out.append(float(value))
+        return out
 
     def put_many(self, rows: Sequence[tuple[CacheKey, CachedScore]],
                  max_reply_chars: int = MAX_REPLY_CHARS) -> list[CachedScore]:
@@ -395,8 +414,21 @@ class ScoredInputs:
         return dict(zip(zip(self.frame["qid"], self.frame["pid"]), self.frame["score"].astype(float)))
 
     @property
+    def judged(self) -> pd.DataFrame:
+        """One row per distinct judgment with its ``score`` (NaN when unavailable) and ``error``: the unique inputs
+        of a pointwise scorer, the distinct model judgments (lists, comparisons) of a judge with ``calls``, so
+        unavailable judgments are counted in judgments, never in the passage rows a failed window spans."""
+        if self.calls is None:
+            return self.frame.drop_duplicates(["qid", "pid"])
+        unique = self.calls.drop_duplicates("key")
+        return pd.DataFrame({"qid": unique["qid"].to_numpy(), "pid": unique["key"].to_numpy(),
+                             "score": np.where(unique["available"].astype(bool), 1.0, np.nan),
+                             "error": unique["error"].to_numpy()})
+
+    @property
     def n_unavailable(self) -> int:
-        return int(self.frame.drop_duplicates(["qid", "pid"])["score"].isna().sum())
+        """Distinct judgments unavailable (``judged``)."""
+        return int(self.judged["score"].isna().sum())
 
     @property
     def n_capped(self) -> int:
@@ -510,7 +542,7 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
     model_key = scorer.model_key
     started = time.perf_counter()
     rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in inputs]
-    keys = _keys(model_key, rows)
+    keys = cache_keys(model_key, rows)
     unique: dict[CacheKey, tuple[str, str]] = {}
     for key, (_, _, qt, pt) in zip(keys, rows):
         unique.setdefault(key, (qt, pt))
@@ -529,7 +561,7 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
                                "total_seconds": time.perf_counter() - started})
 
 
-def _keys(model_key: str, rows: list[tuple[str, str, str, str]]) -> list[CacheKey]:
+def cache_keys(model_key: str, rows: list[tuple[str, str, str, str]]) -> list[CacheKey]:
     """The cache key of every input, hashing each distinct text once (a window repeats its query 20 times)."""
     hashes: dict[str, str] = {}
 
@@ -545,7 +577,13 @@ def _keys(model_key: str, rows: list[tuple[str, str, str, str]]) -> list[CacheKe
 def _score_missing(scorer: TextScorer, todo: list[CacheKey], unique: dict[CacheKey, tuple[str, str]],
                    found: dict[CacheKey, CachedScore], cache: ScoreCache, batch_size: int, desc: str | None,
                    max_reply_chars: int = MAX_REPLY_CHARS) -> None:
-    """Score ``todo`` and commit each chunk as soon as it is scored (an interruption loses one chunk at most).
+    """Score ``todo`` and commit every finished input at once (docs/protocol.md#judging-cost).
+
+    A scorer whose ``score`` takes ``done`` (``rankers.scorers.base.streams``: the LLM grader) hands over each
+    input as it finishes and it is committed then, so an interruption loses no finished judgment; any other
+    scorer's call is committed when it returns (an interruption loses that call's inputs at most). Each input
+    stores its share of the measured wall-clock (``wall_s``: the time since the previous input finished), so a
+    stage's wall time is the sum of its inputs' shares, however many requests were in flight.
 
     The inputs are ordered by ``scorer.sort_key(query, passage)`` when the scorer has one (e.g.
     token length, so a chunk pads little), else kept in input order, and sent in chunks of
@@ -561,16 +599,44 @@ def _score_missing(scorer: TextScorer, todo: list[CacheKey], unique: dict[CacheK
     sort_key = getattr(scorer, "sort_key", None)
     if sort_key is not None:
         todo.sort(key=lambda k: sort_key(*unique[k]))  # stable: ties keep input order
+    streaming = streams(scorer.score)
     with stage(desc, len(todo), "inputs") if desc else nullcontext() as reporter:
+        last = time.perf_counter()
         for start in range(0, len(todo), chunk):
             chunk_keys = todo[start:start + chunk]
-            started = time.perf_counter()
-            batch = scorer.score([unique[k] for k in chunk_keys])
-            share = (time.perf_counter() - started) / len(chunk_keys)
-            results = store_batch(cache, chunk_keys, batch, share, max_reply_chars)
-            found.update(zip(chunk_keys, results))
+            stored: dict[int, CachedScore] = {}
+
+            def commit(i: int, batch: ScoreBatch) -> None:
+                nonlocal last
+                now = time.perf_counter()
+                (result,) = store_batch(cache, [chunk_keys[i]], batch, now - last, max_reply_chars)
+                last = now
+                stored[i] = found[chunk_keys[i]] = result
+                if reporter is not None:
+                    reporter.update(1, unavailable=int(result.score is None))
+
+            batch = scorer.score([unique[k] for k in chunk_keys], done=commit) if streaming \
+                else scorer.score([unique[k] for k in chunk_keys])
+            _check_batch(batch, len(chunk_keys), model_key)
+            rest = [i for i in range(len(chunk_keys)) if i not in stored]
+            if not rest:
+                continue
+            now = time.perf_counter()
+            share = (now - last) / len(rest)
+            last = now
+            results = store_batch(cache, [chunk_keys[i] for i in rest], _subset(batch, rest), share, max_reply_chars)
+            found.update(zip((chunk_keys[i] for i in rest), results))
             if reporter is not None:
-                reporter.update(len(chunk_keys), unavailable=sum(r.score is None for r in results))
+                reporter.update(len(rest), unavailable=sum(r.score is None for r in results))
+
+
+def _subset(batch: ScoreBatch, rows: list[int]) -> ScoreBatch:
+    """The rows of a batch, in that order."""
+    if rows == list(range(len(batch.scores))):
+        return batch
+    return ScoreBatch(np.asarray(batch.scores)[rows], [batch.errors[i] for i in rows],
+                      [batch.usage[i] for i in rows] if batch.usage else [],
+                      [batch.raw[i] for i in rows] if batch.raw else [])
 
 
 def store_batch(cache: ScoreCache, keys: Sequence[CacheKey], batch: ScoreBatch, seconds: float,
@@ -578,7 +644,7 @@ def store_batch(cache: ScoreCache, keys: Sequence[CacheKey], batch: ScoreBatch, 
     """A scorer's batch for ``keys`` checked and stored in one transaction; the results as stored.
 
     The one way a pointwise judgment enters the cache, scored here or read from a batch file's results
-    (``harness.batch``). ``seconds`` is each input's share of the wall-clock, for scorers that time nothing.
+    (``harness.batch``). ``seconds`` is each input's share of the measured wall-clock (stored as ``wall_s``).
     """
     _check_batch(batch, len(keys), keys[0][0] if keys else "?")
     return cache.put_many([(k, _stored_result(batch, i, seconds)) for i, k in enumerate(keys)], max_reply_chars)
@@ -587,12 +653,14 @@ def store_batch(cache: ScoreCache, keys: Sequence[CacheKey], batch: ScoreBatch, 
 def _stored_result(batch: ScoreBatch, i: int, seconds: float) -> CachedScore:
     """Input ``i`` of a batch as stored: a non-finite score is unavailable, with a reason.
 
-    A scorer that reports no time of its own (no ``seconds`` or ``latency_s`` in its usage) gets its
-    chunk's wall-clock shared equally over the chunk's inputs (``seconds``, with ``seconds_shared = 1``),
-    so cost tables never show real work as free.
+    ``wall_s`` is the input's share of the measured wall-clock (docs/protocol.md#judging-cost). A scorer that
+    reports no time of its own (no ``seconds`` or ``latency_s`` in its usage) also gets it as ``seconds``, with
+    ``seconds_shared = 1``, so cost tables never show real work as free.
     """
     finite = bool(np.isfinite(batch.scores[i]))
     usage = dict(batch.usage[i]) if batch.usage else {}
+    if np.isfinite(seconds):  # a batch file's result has no time of its own
+        usage.setdefault("wall_s", float(seconds))
     if "seconds" not in usage and "latency_s" not in usage:
         usage.update(seconds=seconds, seconds_shared=1.0)
     return CachedScore(_finite_or_none(batch.scores[i]),

@@ -58,11 +58,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from rankers.scorers.base import ScoreBatch
+from rankers.scorers.base import ScoreBatch, streams
 from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob
 from rankers.scorers.prompts import PASSAGE_TOKENS, QUERY_TOKENS, GradePrompt, PromptTemplate, load_prompt
 
@@ -207,9 +207,16 @@ class LLMGrader:
     def grade_prompt(self, query: str, passage: str) -> GradePrompt:
         return GradePrompt(self.prompt, query, passage, self.query_tokens, self.passage_tokens)
 
-    def score(self, inputs: Sequence[tuple[str, str]]) -> ScoreBatch:
+    def score(self, inputs: Sequence[tuple[str, str]],
+              done: Callable[[int, ScoreBatch], None] | None = None) -> ScoreBatch:
+        """Grades of ``inputs``; ``done(i, batch of one)`` as each finishes where the backend streams."""
         inputs = list(inputs)
-        generations = self.backend.generate([self.grade_prompt(q, p) for q, p in inputs])
+        prompts = [self.grade_prompt(q, p) for q, p in inputs]
+        if done is not None and streams(self.backend.generate):
+            generations = self.backend.generate(prompts, done=lambda i, g: done(i, read_grades([g],
+                                                                                              self.near_tie_margin)))
+        else:
+            generations = self.backend.generate(prompts)
         if len(generations) != len(inputs):
             raise RuntimeError(f"backend {self.backend.model_key} returned {len(generations)} generations "
                                f"for {len(inputs)} inputs")

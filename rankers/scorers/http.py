@@ -33,6 +33,8 @@ from typing import Any, NamedTuple, TypeVar
 import h11
 import httpx
 
+from fixtures import progress
+
 T = TypeVar("T")
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?")
 
@@ -193,6 +195,9 @@ class KeepAliveTransport(httpx.AsyncBaseTransport):
         except (ConnectionError, OSError) as exc:
             await self.aclose()
             raise httpx.ReadError(error_text(exc), request=request) from exc
+        except BaseException:  # cancelled mid-exchange (a timeout): the connection is mid-message, never reuse it
+            await self.aclose()
+            raise
         if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
             await self.aclose()
         else:
@@ -240,10 +245,11 @@ async def post_json(transport: httpx.AsyncBaseTransport, url: str, body: dict[st
         start = time.perf_counter()
         down = False
         try:
-            async with asyncio.timeout(timeout_s):
-                response = await transport.handle_async_request(
-                    httpx.Request("POST", url, json=body, headers=headers))
-                await response.aread()
+            with progress.waiting():  # a stage's heartbeat says how long the oldest request has waited
+                async with asyncio.timeout(timeout_s):
+                    response = await transport.handle_async_request(
+                        httpx.Request("POST", url, json=body, headers=headers))
+                    await response.aread()
             if response.status_code != 200:
                 error = f"HTTP {response.status_code}{suffix}: {response.text[:300]}"
                 continue

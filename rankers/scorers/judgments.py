@@ -12,8 +12,11 @@ A ranking algorithm (RankGPT's sliding windows, PRP's all pairs or bubble passes
 it yields the judgments it needs next, receives their outcomes, and returns the window's scores. The driver
 (:func:`drive`) runs every window's algorithm in lockstep, so each step's judgments of all windows go to the
 model together (a batch for a server, prompts sorted to share prefixes for llama.cpp), reads what the cache
-holds, commits each chunk as it is judged (an interruption loses one chunk), and reuses a judgment every time
-it recurs within the run (the same comparison in two bubble passes, in a window and in its designated pair).
+holds, commits every judgment as it finishes (a judge whose ``judge`` takes ``done``; otherwise when its call
+returns), and reuses a judgment every time it recurs within the run (the same comparison in two bubble passes,
+in a window and in its designated pair). The finished unit is one judgment (one list, one ordered comparison): a
+window's next round is cut from judgments already committed, so an interrupted window resumes from its last
+committed round (docs/protocol.md#judging-cost).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import pandas as pd
 
 from fixtures.corpus import text_hash
 from fixtures.progress import stage
+from rankers.scorers.base import streams
 from rankers.scorers.cache import CachedScore, CacheKey, ScoreCache, ScoredInputs
 
 
@@ -72,7 +76,9 @@ class Judge(Protocol):
     def sort_key(self, request: Request) -> tuple:
         ...
 
-    def judge(self, requests: Sequence[Request]) -> list[Outcome]:
+    def judge(self, requests: Sequence[Request], done: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
+        """Outcomes of ``requests``; ``done(i, outcome)`` as each finishes (a judge may omit ``done``: then its
+        call's outcomes are committed when it returns)."""
         ...
 
 
@@ -147,6 +153,54 @@ def pending_requests(model_key: str, cache: ScoreCache,
     return out
 
 
+def plan_requests(model_key: str, cache: ScoreCache, algorithms: Mapping[tuple[str, str], Algorithm],
+                  placeholder: Callable[[Request], Any]) -> tuple[int, dict[CacheKey, Request], dict[CacheKey, Request]]:
+    """What judging ``algorithms`` would take, before any judgment: (distinct judgments read from the cache, every
+    distinct judgment still to make, those of them that are some window's next step).
+
+    Each algorithm is advanced through the cache; where a judgment is missing, ``placeholder(request)`` (a neutral
+    answer: the input order, the first passage) stands in for it, so the later rounds it would cut are counted too.
+    The count is exact where the number of judgments does not depend on the answers (RankGPT's sliding windows, all
+    pairs, designated pairs) and an estimate for bubble passes, whose recurring comparisons depend on them.
+    """
+    hashes: dict[str, str] = {}
+    cached: dict[CacheKey, Outcome] = {}
+    todo: dict[CacheKey, Request] = {}
+    pending: dict[CacheKey, Request] = {}
+    for algorithm in algorithms.values():
+        first = True
+        try:
+            requests = next(algorithm)
+            while True:
+                keys = [request_key(model_key, r, hashes) for r in requests]
+                found, _ = cache.lookup([k for k in keys if k not in todo and k not in cached])
+                cached.update((k, _read(row)) for k, row in found.items() if row.available)
+                outcomes = []
+                for key, request in zip(keys, requests):
+                    if key in cached:
+                        outcomes.append(cached[key])
+                        continue
+                    todo.setdefault(key, request)
+                    if first:
+                        pending.setdefault(key, request)
+                    outcomes.append(Outcome(placeholder(request), None, {}, None, False))
+                first = first and all(k in cached for k in keys)
+                requests = algorithm.send(outcomes)
+        except StopIteration:
+            continue
+    return len(cached), todo, pending
+
+
+def judge_now(judge: Judge, cache: ScoreCache, requests: Mapping[CacheKey, Request]) -> None:
+    """Judge ``requests`` and commit them, each with its share of the call's wall-clock (``wall_s``): the few timed
+    calls a plan makes when the cache holds no history of the judge (docs/protocol.md#judging-cost)."""
+    keys = list(requests)
+    started = time.perf_counter()
+    outcomes = judge.judge([requests[k] for k in keys])
+    share = (time.perf_counter() - started) / max(len(keys), 1)
+    store_outcomes(cache, keys, [o._replace(usage={"wall_s": share, **o.usage}) for o in outcomes])
+
+
 def _read(row: CachedScore) -> Outcome:
     usage = dict(row.usage)
     result = usage.pop("result", None)
@@ -172,11 +226,13 @@ CALL_COLUMNS = ("qid", "variant", "key", "pids", "cached", "available", "error",
 
 
 def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], Algorithm],
-          desc: str | None = None) -> Driven:
+          desc: str | None = None, planned: int | None = None) -> Driven:
     """Run every window's algorithm (keyed by (qid, variant)), judging only what the cache lacks.
 
     A stored unusable judgment is judged again (once per run); a judgment made in this run is never repeated,
-    however often the algorithms ask for it.
+    however often the algorithms ask for it. ``planned`` (the judgments the plan expects to make, ``plan``) is the
+    progress stage's total, so its heartbeat says done/total while a slow call is in flight. Each judgment stores
+    its share of the measured wall-clock (``wall_s``: the time since the previous one finished).
     """
     started = time.perf_counter()
     model_key = judge.model_key
@@ -197,7 +253,9 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
 
     for name in list(running):
         advance(name, None)
-    with stage(desc, None, "model calls", announce_after_s=3.0) if desc else nullcontext() as reporter:
+    streaming = streams(judge.judge)
+    last = time.perf_counter()
+    with stage(desc, planned, "judgments", announce_after_s=3.0) if desc else nullcontext() as reporter:
         while pending:
             keyed = {name: [request_key(model_key, r, hashes) for r in requests] for name, requests in pending.items()}
             wanted: dict[CacheKey, Request] = {}
@@ -218,14 +276,30 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
             todo.sort(key=lambda k: judge.sort_key(wanted[k]))
             for start in range(0, len(todo), judge.chunk_size):
                 chunk = todo[start:start + judge.chunk_size]
-                fresh = judge.judge([wanted[k] for k in chunk])
+
+                def commit(indexes: list[int], outcomes: list[Outcome]) -> None:
+                    nonlocal last, n_judged
+                    now = time.perf_counter()
+                    share = (now - last) / len(indexes)
+                    last = now
+                    timed = [o._replace(usage={"wall_s": share, **o.usage}, cached=False) for o in outcomes]
+                    keys = [chunk[i] for i in indexes]
+                    store_outcomes(cache, keys, timed)
+                    memo.update(zip(keys, timed))
+                    n_judged += len(keys)
+                    if reporter is not None:
+                        if reporter.total is not None and reporter.done + len(keys) > reporter.total:
+                            reporter.total = reporter.done + len(keys)  # a sliding judge's plan is an estimate
+                        reporter.update(len(keys), unusable=sum(not o.available for o in timed))
+
+                requests = [wanted[k] for k in chunk]
+                fresh = judge.judge(requests, done=lambda i, o: commit([i], [o])) if streaming \
+                    else judge.judge(requests)
                 if len(fresh) != len(chunk):
                     raise RuntimeError(f"judge {model_key!r} returned {len(fresh)} outcomes for {len(chunk)} requests")
-                store_outcomes(cache, chunk, fresh)
-                memo.update(zip(chunk, (o._replace(cached=False) for o in fresh)))
-                n_judged += len(chunk)
-                if reporter is not None:
-                    reporter.update(len(chunk), unusable=sum(not o.available for o in fresh))
+                rest = [i for i, k in enumerate(chunk) if k not in memo]
+                if rest:
+                    commit(rest, [fresh[i] for i in rest])
             for name in list(pending):
                 outcomes = [memo[k] for k in keyed[name]]
                 for key, request, o in zip(keyed[name], pending[name], outcomes):

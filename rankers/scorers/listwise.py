@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any
 
+from fixtures import progress
+from rankers.scorers.base import streams
 from rankers.scorers.judgments import Algorithm, Outcome, Request, WindowResult
 from rankers.scorers.llm.generation import Generation, LLMBackend, answer_text
 from rankers.scorers.prompts.slots import SlotTemplate, load_slot_template
@@ -137,10 +139,14 @@ class ListwiseJudge:
         return self.template.list_prompt(request.query, [t for _, t in request.items], self.query_tokens,
                                          self.passage_tokens)
 
-    def judge(self, requests: Sequence[Request]) -> list[Outcome]:
+    def judge(self, requests: Sequence[Request], done: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
+        """Permutations of ``requests``; ``done(i, outcome)`` as each finishes where the backend streams."""
         prompts = [self.prompt(r) for r in requests]
-        complete = getattr(self.backend, "complete", None)
-        generations = complete(prompts) if complete else self.backend.generate(prompts)
+        call = getattr(self.backend, "complete", None) or self.backend.generate
+        if done is not None and streams(call):
+            generations = call(prompts, done=lambda i, g: done(i, self.outcome(g, len(requests[i].items))))
+        else:
+            generations = call(prompts)
         return [self.outcome(g, len(r.items)) for g, r in zip(generations, requests)]
 
     @staticmethod
@@ -185,22 +191,27 @@ class RerankersListJudge:
     def sort_key(self, request: Request) -> tuple:
         return (request.query, request.pids)
 
-    def judge(self, requests: Sequence[Request]) -> list[Outcome]:
-        out = []
-        for request in requests:
-            n, start = len(request.items), time.perf_counter()
-            try:
+    def judge(self, requests: Sequence[Request], done: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
+        """One ``rank`` call per list, in order; ``done(i, outcome)`` after each."""
+        out: list[Outcome] = []
+        for i, request in enumerate(requests):
+            out.append(self._rank(request))
+            if done is not None:
+                done(i, out[-1])
+        return out
+
+    def _rank(self, request: Request) -> Outcome:
+        n, start = len(request.items), time.perf_counter()
+        try:
+            with progress.waiting():
                 ranked = self.ranker.rank(request.query, [t for _, t in request.items], doc_ids=list(range(n)),
                                           rank_start=0, rank_end=n)
-                order = [int(r.document.doc_id) for r in ranked.results]
-            except Exception as exc:  # one failing list must not lose the run: the window falls back
-                out.append(Outcome(None, f"backend: {type(exc).__name__}: {exc}",
-                                   {"latency_s": time.perf_counter() - start, "requests": 1}, None, False))
-                continue
-            usage = {"latency_s": time.perf_counter() - start, "requests": 1}
-            if sorted(order) != list(range(n)):
-                out.append(Outcome(None, f"parse: the library returned {order}, not a permutation of {n}", usage,
-                                   repr(order), False))
-            else:
-                out.append(Outcome(order, None, usage, repr(order), False))
-        return out
+            order = [int(r.document.doc_id) for r in ranked.results]
+        except Exception as exc:  # one failing list must not lose the run: the window falls back
+            return Outcome(None, f"backend: {type(exc).__name__}: {exc}",
+                           {"latency_s": time.perf_counter() - start, "requests": 1}, None, False)
+        usage = {"latency_s": time.perf_counter() - start, "requests": 1}
+        if sorted(order) != list(range(n)):
+            return Outcome(None, f"parse: the library returned {order}, not a permutation of {n}", usage,
+                           repr(order), False)
+        return Outcome(order, None, usage, repr(order), False)

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
+from rankers.scorers.base import streams
 from rankers.scorers.judgments import Algorithm, Outcome, Request, WindowResult
 from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob, answer_text
 from rankers.scorers.prompts.slots import SlotTemplate, load_slot_template
@@ -176,10 +177,15 @@ class PairwiseJudge:
         return self.template.pair_prompt(request.query, request.items[0][1], request.items[1][1], self.query_tokens,
                                          self.passage_tokens)
 
-    def judge(self, requests: Sequence[Request]) -> list[Outcome]:
+    def judge(self, requests: Sequence[Request], done: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
+        """Choices for ``requests``; ``done(i, outcome)`` as each finishes where the backend streams."""
         prompts = [self.prompt(r) for r in requests]
         choose = getattr(self.backend, "choose", None)
-        generations = choose(prompts, CHOICES) if choose else self.backend.generate(prompts)
+        call = (lambda ps, **kw: choose(ps, CHOICES, **kw)) if choose else self.backend.generate
+        if done is not None and streams(choose or self.backend.generate):
+            generations = call(prompts, done=lambda i, g: done(i, self.outcome(g)))
+        else:
+            generations = call(prompts)
         return [self.outcome(g) for g in generations]
 
     @staticmethod

@@ -120,7 +120,8 @@ def test_an_imported_judgment_is_the_row_the_online_path_stores(tmp_path):
     for a, b in zip(live.frame["usage"], again.frame["usage"]):
         assert a["endpoint"] == "http://127.0.0.1:9/v1" and b["endpoint"] == "batch:g.results.jsonl"
         assert math.isnan(b["latency_s"]) and not math.isnan(a["latency_s"])
-        skip = {"endpoint", "latency_s"}
+        assert a["wall_s"] >= 0 and "wall_s" not in b  # a share of measured wall-clock: a batch result has none
+        skip = {"endpoint", "latency_s", "wall_s"}
         assert {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
     assert list(live.frame["raw"]) == list(again.frame["raw"])
 

@@ -26,6 +26,7 @@ def run_specs(*args: str, cache: Path) -> subprocess.CompletedProcess:
     (["--subset-pairs", "0"], "--subset-pairs must be >= 1"),
     (["--subset-pairs", "-1"], "--subset-pairs must be >= 1"),
     (["--grader-sample", "-5"], "--grader-sample must be >= 0"),
+    (["--max-judge-minutes", "0"], "--max-judge-minutes must be > 0 minutes"),
     (["--data-dir", "/nonexistent/nevir"], "--data-dir /nonexistent/nevir is not a directory"),
     (["--profile", "nonexistent"], "--profile: profile 'nonexistent' not found"),
 ])
@@ -115,3 +116,13 @@ def test_a_ranker_this_machine_cannot_run_is_skipped_with_its_kinds_reason(tmp_p
     assert ran.returncode == 0, ran.stdout[-3000:]
     assert re.search(r"SKIPPED .*fusion_gpu: a CUDA device is not available here", ran.stdout), ran.stdout[-3000:]
     assert not (tmp_path / "cache" / "pools").exists()  # skipped before any work
+
+
+def test_max_judge_minutes_is_read_once_into_settings(tmp_path: Path) -> None:
+    from harness.options import OPTIONS, settings_from
+
+    values = {flag.lstrip("-").replace("-", "_"): kwargs.get("default") for flag, kwargs in OPTIONS}
+    values.update(max_judge_minutes=12.5, cache_dir=str(tmp_path / "cache"), results_dir=str(tmp_path / "results"))
+    assert settings_from(values.get).max_judge_minutes == 12.5
+    values.update(max_judge_minutes=None)
+    assert settings_from(values.get).max_judge_minutes is None

@@ -48,7 +48,10 @@ class GenerationSettings:
     thinking: bool | None = None
     temperature: float = 0.0
     seed: int = 0
-    concurrency: int = 4
+    #: Requests in flight per server endpoint unless declared: 1, what a one-at-a-time server (llama.cpp's, a
+    #: single-slot llama-cpp-python) answers without queueing past ``timeout_s``; declare more for a batching
+    #: server (vLLM, SGLang) (docs/protocol.md#judging-cost).
+    concurrency: int = 1
     timeout_s: float = 300.0
     logprobs: int = MAX_TOP_LOGPROBS
 
@@ -133,8 +136,9 @@ class BackendUnavailable(RuntimeError):
 class LLMBackend(Protocol):
     """Answers one grade prompt per input; ``model_key`` names everything that changes an answer.
 
-    ``chunk_size`` is how many inputs the backend likes per call (the cache driver commits each
-    call's results, so it bounds what an interruption can lose without starving the backend).
+    ``chunk_size`` is how many inputs the backend likes per call. A backend whose ``generate`` takes
+    ``done`` calls ``done(i, generation)`` as each input finishes, and the cache driver commits it then
+    (``rankers.scorers.base.streams``); otherwise the call's results are committed when it returns.
     """
 
     settings: GenerationSettings

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fixtures import progress
 from fixtures.artifacts import sha256_file
 from rankers.scorers.http import error_text
 from rankers.scorers.llm.generation import (GRADE_TOKENS, BackendUnavailable, Generation, GenerationSettings,
@@ -200,19 +201,22 @@ class LlamaCppBackend:
             slots[slot] = tuple(ids[:budget])
         return [frame.head, slots[frame.first], frame.middle + slots[frame.second] + frame.tail], cut
 
-    def generate(self, prompts: Sequence[GradePrompt]) -> list[Generation]:
+    def generate(self, prompts: Sequence[GradePrompt],
+                 done: Callable[[int, Generation], None] | None = None) -> list[Generation]:
+        """One grade per prompt, in order; ``done(i, generation)`` as each is read (docs/protocol.md#judging-cost)."""
         if not prompts:
             return []
         need = max(len(f.head) + len(f.middle) + len(f.tail) + p.query_tokens + p.passage_tokens
                    for p in prompts for f in [self.frame(p.template)])
         self.load(need)
-        return [self._one(p) for p in prompts]
+        return _each(prompts, self._one, done)
 
     def _one(self, prompt: GradePrompt) -> Generation:
         start = time.perf_counter()
         try:
             chunks, cut = self.chunks(prompt)
-            logits, processed = self._evaluate(chunks)
+            with progress.waiting():
+                logits, processed = self._evaluate(chunks)
         except BackendUnavailable:
             raise
         except (RuntimeError, ValueError) as exc:  # a failed decode: this input is unavailable, not the run
@@ -324,7 +328,8 @@ class LlamaCppBackend:
             need = max(need, sum(map(len, runs)) + sum(p.budget(s) for s in slots) + extra)
         self.load(need)
 
-    def choose(self, prompts: Sequence[SlotPrompt], choices: Sequence[str]) -> list[Generation]:
+    def choose(self, prompts: Sequence[SlotPrompt], choices: Sequence[str],
+               done: Callable[[int, Generation], None] | None = None) -> list[Generation]:
         """For each prompt, the answer among ``choices`` (each one token) read from their logits at the answer
         position, with their probabilities (softmax restricted to the choices; the first on an exact tie)."""
         if not prompts:
@@ -336,26 +341,27 @@ class LlamaCppBackend:
             if any(len(i) != 1 for i in ids):
                 raise ValueError(f"{self.model_path.name}: answers {list(choices)} are not single tokens ({ids})")
             self._choice_ids[key] = [i[0] for i in ids]
-        out = []
-        for prompt in prompts:
+
+        def one(prompt: SlotPrompt) -> Generation:
             start = time.perf_counter()
             try:
                 chunks, cut = self.slot_chunks(prompt)
-                logits, processed = self._evaluate(chunks)
+                with progress.waiting():
+                    logits, processed = self._evaluate(chunks)
             except BackendUnavailable:
                 raise
             except (RuntimeError, ValueError) as exc:  # this comparison is unavailable, not the run
                 self._cached = []
-                out.append(Generation(None, None, None, time.perf_counter() - start, error_text(exc)))
-                continue
+                return Generation(None, None, None, time.perf_counter() - start, error_text(exc))
             probs, mass = _answer_probs(logits, self._choice_ids[key])
-            out.append(Generation(choices[int(np.argmax(probs))], sum(map(len, chunks)), 0,
-                                  time.perf_counter() - start, truncated=cut,
-                                  choice_probs=tuple(float(p) for p in probs),
-                                  extra={"processed_tokens": float(processed), "choice_mass": mass}))
-        return out
+            return Generation(choices[int(np.argmax(probs))], sum(map(len, chunks)), 0, time.perf_counter() - start,
+                              truncated=cut, choice_probs=tuple(float(p) for p in probs),
+                              extra={"processed_tokens": float(processed), "choice_mass": mass})
 
-    def complete(self, prompts: Sequence[SlotPrompt]) -> list[Generation]:
+        return _each(prompts, one, done)
+
+    def complete(self, prompts: Sequence[SlotPrompt],
+                 done: Callable[[int, Generation], None] | None = None) -> list[Generation]:
         """Greedy generation after each prompt, up to ``settings.output_cap`` tokens or an end-of-generation
         token (the listwise judge's permutation). Temperature 0: the argmax token at every step."""
         if not prompts:
@@ -365,36 +371,47 @@ class LlamaCppBackend:
         llm = self._llm
         llama_cpp = self._import_llama()
         vocab = llm._model.vocab
-        out = []
-        for prompt in prompts:
+
+        def one(prompt: SlotPrompt) -> Generation:
             start = time.perf_counter()
             try:
                 chunks, cut = self.slot_chunks(prompt)
-                logits, processed = self._evaluate(chunks)
-                tokens: list[int] = []
-                stopped = False
-                while len(tokens) < cap:
-                    token = int(np.argmax(logits))
-                    if llama_cpp.llama_vocab_is_eog(vocab, token):
-                        stopped = True
-                        break
-                    tokens.append(token)
-                    if len(tokens) == cap:
-                        break
-                    llm.eval([token])
-                    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1),
-                                                   shape=(llm.n_vocab(),))
+                with progress.waiting():
+                    logits, processed = self._evaluate(chunks)
+                    tokens: list[int] = []
+                    stopped = False
+                    while len(tokens) < cap:
+                        token = int(np.argmax(logits))
+                        if llama_cpp.llama_vocab_is_eog(vocab, token):
+                            stopped = True
+                            break
+                        tokens.append(token)
+                        if len(tokens) == cap:
+                            break
+                        llm.eval([token])
+                        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1),
+                                                       shape=(llm.n_vocab(),))
             except BackendUnavailable:
                 raise
             except (RuntimeError, ValueError) as exc:  # this judgment is unavailable, not the run
                 self._cached = []
-                out.append(Generation(None, None, None, time.perf_counter() - start, error_text(exc)))
-                continue
+                return Generation(None, None, None, time.perf_counter() - start, error_text(exc))
             text = llm.detokenize(tokens).decode("utf-8", errors="replace")
-            out.append(Generation(text, sum(map(len, chunks)), len(tokens), time.perf_counter() - start,
-                                  truncated=cut, extra={"processed_tokens": float(processed),
-                                                        "stopped": 1.0 if stopped else 0.0}))
-        return out
+            return Generation(text, sum(map(len, chunks)), len(tokens), time.perf_counter() - start, truncated=cut,
+                              extra={"processed_tokens": float(processed), "stopped": 1.0 if stopped else 0.0})
+
+        return _each(prompts, one, done)
+
+
+def _each(prompts: Sequence[Any], one: Callable[[Any], Generation],
+          done: Callable[[int, Generation], None] | None) -> list[Generation]:
+    """``one`` over the prompts in order, handing each result to ``done`` as soon as it exists."""
+    out = []
+    for i, prompt in enumerate(prompts):
+        out.append(one(prompt))
+        if done is not None:
+            done(i, out[-1])
+    return out
 
 
 def _answer_probs(logits: np.ndarray, ids: Sequence[int]) -> tuple[np.ndarray, float]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -96,22 +96,30 @@ class OpenAIBackend:
         messages, truncated = prompt.server_messages(truncate_chars)
         return self.payload(messages), truncated
 
-    def generate(self, prompts: Sequence[GradePrompt]) -> list[Generation]:
-        return run_sync(self._generate_all([self.request(p) for p in prompts]))
+    def generate(self, prompts: Sequence[GradePrompt],
+                 done: Callable[[int, Generation], None] | None = None) -> list[Generation]:
+        """One generation per prompt; ``done(i, generation)`` is called as each request finishes (in the order they
+        finish), so the caller can store it at once (docs/protocol.md#judging-cost)."""
+        return run_sync(self._generate_all([self.request(p) for p in prompts], done))
 
-    async def _generate_all(self, batch: list[tuple[dict[str, Any], bool]]) -> list[Generation]:
+    async def _generate_all(self, batch: list[tuple[dict[str, Any], bool]],
+                            done: Callable[[int, Generation], None] | None = None) -> list[Generation]:
         headers = {"Authorization": f"Bearer {self.api_key}"}
         async with self.pool.dispatcher(headers, self.transport) as dispatcher:
-            async def run(body: dict[str, Any], truncated: bool) -> Generation:
+            async def run(i: int, body: dict[str, Any], truncated: bool) -> Generation:
                 sent = await dispatcher.send("/chat/completions", body, timeout_s=self.settings.timeout_s,
                                              retries=self.retries, read=lambda data: parse_chat_reply(data, 0.0))
                 reply = sent.reply
                 where = {"endpoint": sent.endpoint, "resent_from": sent.resent_from}
                 if reply.value is None:
-                    return Generation(None, None, None, reply.seconds, reply.error, truncated=truncated, **where)
-                return dataclasses.replace(reply.value, latency_s=reply.seconds, truncated=truncated, **where)
+                    out = Generation(None, None, None, reply.seconds, reply.error, truncated=truncated, **where)
+                else:
+                    out = dataclasses.replace(reply.value, latency_s=reply.seconds, truncated=truncated, **where)
+                if done is not None:
+                    done(i, out)
+                return out
 
-            return list(await asyncio.gather(*(run(b, t) for b, t in batch)))
+            return list(await asyncio.gather(*(run(i, b, t) for i, (b, t) in enumerate(batch))))
 
 
 def _typed(value: Any, types: tuple[type, ...], where: str) -> Any:

@@ -5,6 +5,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from fixtures import progress
 from rankers.scorers.http import error_text
 from rankers.scorers.llm.generation import BackendUnavailable, Generation, GenerationSettings, TokenLogprob
 from rankers.scorers.prompts import GradePrompt
@@ -75,8 +76,9 @@ class VLLMBackend:
         template_kwargs = {"enable_thinking": s.thinking} if s.thinking is not None else None
         start = time.perf_counter()
         try:
-            outputs = llm.chat([m for m, _ in prepared], sampling_params=params, use_tqdm=False,
-                               chat_template_kwargs=template_kwargs)
+            with progress.waiting():  # one batch in flight: a stage's heartbeat says how long it has run
+                outputs = llm.chat([m for m, _ in prepared], sampling_params=params, use_tqdm=False,
+                                   chat_template_kwargs=template_kwargs)
         except Exception as exc:  # one failed batch must not lose the run: every input becomes unavailable
             share = (time.perf_counter() - start) / len(prompts)
             return [Generation(None, None, None, share, error_text(exc), truncated=t) for _, t in prepared]

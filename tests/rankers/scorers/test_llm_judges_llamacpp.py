@@ -90,3 +90,52 @@ def test_tiny_windows_end_to_end_listwise_and_pairwise(backend, tmp_path):
     assert len(pw.calls) == 6
     assert again.n_judged == 0 and again.results[("q", "main")].scores == wins
     assert Request(QUERY, tuple(PASSAGES[:2])).pids == ("p1", "p2")
+
+
+def test_in_process_judging_beats_while_a_prompt_is_held_and_commits_each_finished_judgment(backend, tmp_path,
+                                                                                           monkeypatch):
+    """docs/protocol.md#judging-cost: the second comparison's evaluation is held (an event, never a sleep); the
+    heartbeat names 1/2 judgments and the prompt in flight, and the first comparison is already in the cache."""
+    import io
+    import re
+    import sqlite3
+    import threading
+    from contextlib import closing
+
+    from fixtures import progress
+
+    release, evaluate, calls = threading.Event(), backend._evaluate, []
+
+    def held(chunks):
+        calls.append(len(chunks))
+        if len(calls) == 2:
+            release.wait(120)
+        return evaluate(chunks)
+
+    class Lines(io.StringIO):
+        seen = threading.Event()
+
+        def write(self, text: str) -> int:
+            if re.search(r"score pw: 1/2 judgments .*1 request in flight, oldest waiting", text):
+                self.seen.set()
+            return super().write(text)
+
+    monkeypatch.setattr(backend, "_evaluate", held)
+    lines = Lines()
+    progress.configure(lines, interval_s=0.05)
+    backend.reset_prefix()
+    try:
+        with ScoreCache(tmp_path / "scores.sqlite") as cache:
+            worker = threading.Thread(target=drive, args=(PairwiseJudge(backend), cache,
+                                                          {("q", "main"): allpair(QUERY, PASSAGES[:2], 2)}),
+                                      kwargs={"desc": "score pw", "planned": 2})
+            worker.start()
+            try:
+                assert Lines.seen.wait(120), lines.getvalue()
+                with closing(sqlite3.connect(f"file:{tmp_path / 'scores.sqlite'}?mode=ro", uri=True)) as conn:
+                    assert conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0] == 1  # the first, committed
+            finally:
+                release.set()
+                worker.join(120)
+    finally:
+        progress.configure(None)
