@@ -317,7 +317,8 @@ def test_a_check_carries_the_marks_of_every_ranker_it_computes(tmp_path: Path) -
     profile = tmp_path / "mine.toml"
     profile.write_text('[profile]\nname = "mine"\nextends = "embedded"\n'
                        '[rankers.cheap]\nkind = "fusion"\npopulation = "grader_pairs"\ncompare_to = "grader_pairs"\n'
-                       '[rankers.server_pairs]\nlike = "grader_pairs"\nmarks = []\n', encoding="utf-8")
+                       '[rankers.server_pairs]\nlike = "grader_pairs"\nmarks = []\n'
+                       '[rankers.grader]\nenabled = true\n', encoding="utf-8")  # the window grader: declared, not enabled
     args = ["--profile", str(profile), "--collect-only", "-q"]
     everything, _ = run_specs(args, tmp_path / "cache", tmp_path / "results")
     assert everything.returncode == 0, everything.stderr[-3000:]
