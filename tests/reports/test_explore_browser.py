@@ -181,7 +181,7 @@ def test_claims_link_to_their_discordant_directions(page, published: Path) -> No
         column = "rank_pos" if position else "strict"
         expected = int((both & (directions[f"{a}__{column}"] != directions[f"{b}__{column}"])).sum())
         _set(page, view="overview")
-        page.find_element("xpath", f"//table[@id='claims']//tr[.//b[text()='{claim.claim}']]//a[@data-state]").click()
+        page.find_element("xpath", f"//table[@id='claims']//tr[.//b[.='{claim.claim}']]//a[@data-state]").click()
         shown = int(page.find_element("id", "count").get_attribute("data-count"))
         assert shown == expected, f"{claim.claim}: {shown} directions linked, {expected} where {a} and {b} differ"
         checked += 1
