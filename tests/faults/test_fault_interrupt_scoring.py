@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
-from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from fixtures.settings import PROJECT_ROOT, default_cache_dir
-from rankers.scorers.cache import CACHE_FILE
 from tests.support.hold import Hold
 from tests.support.rerank_server import contract_rerank_server
+from tests.support.score_cache import rows_in_live_cache
 
 SUBSET = ("--subset-pairs", "24", "--subset-seed", "0")
 PROFILE = """
@@ -61,16 +59,6 @@ def _cache_with_fresh_scores(tmp_path: Path) -> Path:
     return cache
 
 
-def _stored(cache: Path) -> int:
-    path = cache / "scores" / CACHE_FILE
-    if not path.is_file():
-        return 0
-    try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as conn:
-            return conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
-    except sqlite3.OperationalError:  # the table is being created
-        return 0
-
 
 def _interrupt_while_scoring(tmp_path: Path, judge: str) -> None:
     cache, results = _cache_with_fresh_scores(tmp_path), tmp_path / "results"
@@ -84,7 +72,7 @@ def _interrupt_while_scoring(tmp_path: Path, judge: str) -> None:
                              str(results), "-q"], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                                                  **hold.env()})
-    kept = _stored(cache) if hold.reached(proc) else 0  # held right after its first committed chunk
+    kept = rows_in_live_cache(cache) if hold.reached(proc) else 0  # held right after its first committed chunk
     if kept:
         proc.send_signal(signal.SIGINT)  # never released: the interrupt ends the hold
     out, _ = proc.communicate(timeout=600)
@@ -93,7 +81,7 @@ def _interrupt_while_scoring(tmp_path: Path, judge: str) -> None:
     assert "Traceback (most recent call last)" not in out, out[-3000:]
     assert "KeyboardInterrupt" in out and "the run was interrupted: nothing published" in out, out[-3000:]
     assert not results.exists() or not [p for p in results.rglob("*") if p.is_file()]  # nothing published
-    assert _stored(cache) >= kept  # every score finished before the interrupt is still there
+    assert rows_in_live_cache(cache) >= kept  # every score finished before the interrupt is still there
 
 
 @pytest.mark.llm

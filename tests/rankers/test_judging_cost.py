@@ -7,11 +7,9 @@ from __future__ import annotations
 import io
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
-from contextlib import closing
 from pathlib import Path
 
 import pandas as pd
@@ -20,9 +18,9 @@ import pytest
 from fixtures import progress
 from fixtures.settings import PROJECT_ROOT
 from rankers.kinds.base import JudgePlan
-from rankers.scorers.cache import CACHE_FILE
 from tests.support import judging_run
 from tests.support.chat_server import chat_reply, chat_server
+from tests.support.score_cache import rows_in_live_cache
 
 KINDS = ("llm_grader", "llm_listwise", "llm_pairwise")
 #: How long a test waits for an event before it fails (never a synchronization: the event ends the wait).
@@ -76,16 +74,6 @@ def test_a_heartbeat_names_stage_progress_and_the_oldest_wait_while_a_call_is_he
     assert re.search(r"2 requests in flight", heartbeat), heartbeat  # concurrency 2: both slots held
 
 
-def _rows(cache: Path) -> int:
-    path = cache / "scores" / CACHE_FILE
-    if not path.is_file():
-        return 0
-    try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as conn:
-            return conn.execute("SELECT COUNT(*) FROM scores WHERE score IS NOT NULL").fetchone()[0]
-    except sqlite3.OperationalError:  # the table is being created
-        return 0
-
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_ctrl_c_keeps_every_finished_judgment_and_the_rerun_reads_them(kind, tmp_path):
@@ -105,15 +93,15 @@ def test_ctrl_c_keeps_every_finished_judgment_and_the_rerun_reads_them(kind, tmp
                                 cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             # The event: two judgments in the cache while the rest of the call is held (one call, one chunk).
-            while _rows(cache) < 2 and proc.poll() is None:
+            while rows_in_live_cache(cache, available_only=True) < 2 and proc.poll() is None:
                 threading.Event().wait(0.01)
-            assert _rows(cache) == 2, proc.communicate(timeout=LIMIT_S)[0][-3000:]
+            assert rows_in_live_cache(cache, available_only=True) == 2, proc.communicate(timeout=LIMIT_S)[0][-3000:]
             proc.send_signal(signal.SIGINT)
             out, _ = proc.communicate(timeout=LIMIT_S)
         finally:
             release.set()
     assert proc.returncode != 0 and "KeyboardInterrupt" in out, out[-3000:]
-    assert _rows(cache) == 2
+    assert rows_in_live_cache(cache, available_only=True) == 2
     with chat_server(_answer) as (url, bodies):
         again = judging_run.judge(kind, url, cache)
     total = again.n_unique

@@ -9,9 +9,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from contextlib import closing
+from pathlib import Path
 
 from fixtures.corpus import text_hash
-from rankers.scorers.cache import CacheKey, ScoreCache
+from rankers.scorers.cache import CACHE_FILE, CacheKey, ScoreCache
 
 
 def cache_key(model_key: str, pid: str, query: str, passage: str) -> CacheKey:
@@ -29,6 +30,20 @@ def stored_count(cache: ScoreCache, model_key: str | None = None) -> int:
         if model_key is None:
             return conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
         return conn.execute("SELECT COUNT(*) FROM scores WHERE model_key=?", (model_key,)).fetchone()[0]
+
+
+def rows_in_live_cache(cache_dir: Path, available_only: bool = False) -> int:
+    """Rows in a running process's score cache under ``cache_dir``, read-only (0 while the file or its table is
+    still being created); ``available_only``: rows with a score, not an unavailable judgment."""
+    path = Path(cache_dir) / "scores" / CACHE_FILE
+    if not path.is_file():
+        return 0
+    query = "SELECT COUNT(*) FROM scores" + (" WHERE score IS NOT NULL" if available_only else "")
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as conn:
+            return conn.execute(query).fetchone()[0]
+    except sqlite3.OperationalError:  # the table is being created
+        return 0
 
 
 def stored_errors(cache: ScoreCache, keys: Iterable[CacheKey]) -> list[str | None]:
