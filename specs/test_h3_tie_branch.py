@@ -48,11 +48,12 @@ def test_table3_pair_only_vs_window(evaluation, split, window_ranker, report) ->
     scores = evaluation.window_scores(split, window_ranker, "pair")
     pos = pd.Series([scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["preferred_pid"])], index=q["qid"])
     neg = pd.Series([scores.get((a, b), float("nan")) for a, b in zip(q["qid"], q["counterpart_pid"])], index=q["qid"])
-    l1 = pair_only_summary(pair_only_outcomes(directions, pos, neg), window_ranker)
+    outcomes = pair_only_outcomes(directions, pos, neg)
+    l1 = pair_only_summary(outcomes, window_ranker)
     l2 = evaluation.row(split, window_ranker)
     row = table3([l1], [{**l2, "scorer": window_ranker}]).iloc[0].to_dict()
     report.add("table3", split, row, order=evaluation.decl(window_ranker).order)
-    paired = given_pair_paired(pair_only_outcomes(directions, pos, neg), directions, seed=evaluation.settings.seed)
+    paired = given_pair_paired(outcomes, directions, seed=evaluation.settings.seed)
     report.add("nevir_paired", split, {c: ({"scorer": window_ranker} | paired)[c] for c in NEVIR_PAIRED_COLUMNS},
                order=evaluation.decl(window_ranker).order)
     assert paired["paired"] <= paired["pairs"] and paired["paired_pct"] <= paired["paired_random_pct"]
