@@ -9,8 +9,8 @@ run with those options evaluates; a missing pool is built first. Per split, unde
 - ``queries.tsv`` (``qid<TAB>text``) and ``queries.jsonl`` (``{"qid", "_id", "text"}``): every pool query;
 - ``corpus.jsonl`` (``{"docno", "_id", "text"}``) and ``corpus.tsv`` (``docno<TAB>text``): the corpus
   the split ranks (Test queries rank the Test passages; the others rank Train+Validation);
-- ``qrels.txt`` (TREC: ``qid 0 pid relevance``): per eligible direction, preferred passage 1, its
-  counterpart 0; ``directions.tsv``: every direction with its pair, group, designated passages and
+- ``qrels.txt`` (TREC: ``qid 0 pid relevance``): one line per eligible direction, its preferred
+  passage 1; ``directions.tsv``: every direction with its pair, group, designated passages and
   whether it is eligible (counted in the suite's tables);
 - ``candidates.trec``: the whole pool per query in fusion order (score = pool size − rank + 1), the
   candidates to rerank; ``runs/<route>.trec``: each route's own results (its raw score and rank);

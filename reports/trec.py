@@ -22,15 +22,14 @@ QRELS_COLUMNS = ("qid", "iteration", "pid", "relevance")
 
 
 def write_qrels(directions_annotated: pd.DataFrame, path: Path) -> Path:
-    """The one qrels convention, for the published and the exported ``qrels.txt`` alike: per eligible direction
-    (sorted by qid) ``qid 0 preferred_pid 1`` then ``qid 0 counterpart_pid 0``, the designated pair judged.
+    """The one qrels convention, for the published and the exported ``qrels.txt`` alike: one line per eligible
+    direction (sorted by qid), ``qid 0 preferred_pid 1`` (docs/protocol.md#outputs).
 
     Only eligible directions are judged (docs/protocol.md#populations), while a run file holds every pool
     query: a tool that insists on the same queries on both sides (ranx) needs ``make_comparable=True``."""
     q = eligible_directions(directions_annotated).sort_values("qid", kind="mergesort")
     qid = q["qid"].astype(str)
-    lines = (qid + " 0 " + q["preferred_pid"].astype(str) + " 1\n" + qid + " 0 " + q["counterpart_pid"].astype(str)
-             + " 0\n")
+    lines = qid + " 0 " + q["preferred_pid"].astype(str) + " 1\n"
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(lines), encoding="utf-8")

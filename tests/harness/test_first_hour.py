@@ -117,8 +117,9 @@ def test_the_factorys_judgments_and_cost_are_published(walkthrough) -> None:
     assert int(t2.loc["my_reranker", "n"]) > 0
 
 
-def _independent(run: Path, qrels: Path) -> dict[str, float]:
-    """Strict preference, ties and preferred-passage MRR from the run file and the exported qrels, numpy only.
+def _independent(run: Path, qrels: Path, directions: Path) -> dict[str, float]:
+    """Strict preference, ties and preferred-passage MRR from the run file, the exported qrels (the preferred
+    passage of each eligible direction) and ``directions.tsv`` (its counterpart), numpy only.
 
     List position among equal run scores follows the run's rank column (the suite's rule for a run's ranked
     passages); a tie of the two designated passages' scores is a failure.
@@ -129,7 +130,7 @@ def _independent(run: Path, qrels: Path) -> dict[str, float]:
     r = r.sort_values(["qid", "score", "rank"], ascending=[True, False, True])
     position = dict(zip(zip(r["qid"], r["pid"]), r.groupby("qid").cumcount().to_numpy() + 1))
     pos = q[q["rel"] == 1].set_index("qid")["pid"]
-    neg = q[q["rel"] == 0].set_index("qid")["pid"].reindex(pos.index)
+    neg = pd.read_csv(directions, sep="\t").set_index("qid")["counterpart_pid"].reindex(pos.index)
     a = np.array([score[(k, p)] for k, p in pos.items()])
     b = np.array([score[(k, p)] for k, p in neg.items()])
     rr = np.array([1.0 / position[(k, p)] for k, p in pos.items()])
@@ -139,7 +140,7 @@ def _independent(run: Path, qrels: Path) -> dict[str, float]:
 @pytest.mark.parametrize("split", SPLITS)
 def test_the_outside_run_reads_back_with_the_outside_systems_own_numbers(walkthrough, split: str) -> None:
     pools, runs, results = walkthrough["eval"] / "pools", walkthrough["eval"] / "runs", walkthrough["results"]
-    mine = _independent(runs / f"{split}.trec", pools / split / "qrels.txt")
+    mine = _independent(runs / f"{split}.trec", pools / split / "qrels.txt", pools / split / "directions.tsv")
     row = pd.read_csv(results / split / "table2.csv").set_index("ranker").loc["bm25_outside"]
     assert (int(row["n"]), int(row["strict"]), int(row["ties"])) == (mine["n"], mine["strict"], mine["ties"])
     assert row["mrr"] == pytest.approx(mine["mrr"], rel=1e-12)
@@ -160,7 +161,7 @@ def test_the_exported_files_read_as_they_are_with_outside_tools(walkthrough, spl
     manifest = json.loads((folder / "manifest.json").read_text())
     run = list(ir_measures.read_trec_run(str(folder / "candidates.trec")))
     qrels = list(ir_measures.read_trec_qrels(str(folder / "qrels.txt")))
-    assert len(run) == manifest["counts"]["pool_rows"] and len(qrels) == 2 * manifest["counts"]["eligible_directions"]
+    assert len(run) == manifest["counts"]["pool_rows"] and len(qrels) == manifest["counts"]["eligible_directions"]
     assert {q.query_id for q in qrels} <= {r.query_id for r in run}
     for route in ("dense", "sparse", "bm25"):
         assert len(list(ir_measures.read_trec_run(str(folder / "runs" / f"{route}.trec")))) > 0

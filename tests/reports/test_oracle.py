@@ -102,10 +102,9 @@ def test_oracle_on_a_realistic_random_study(tmp_path):
 
 
 def test_qrels_judge_the_designated_pair_of_each_eligible_direction(tmp_path):
-    """The one convention of the published and the exported qrels.txt: preferred 1, counterpart 0, eligible only."""
+    """The one convention of the published and the exported qrels.txt: the preferred passage 1, eligible only."""
     text = write_qrels(tied_directions(), tmp_path / "qrels.txt").read_text()
-    assert text == ("D1_q1 0 b 1\nD1_q1 0 a 0\nD1_q2 0 c 1\nD1_q2 0 b 0\n"
-                    "D2_q1 0 e 1\nD2_q1 0 a 0\nD2_q2 0 a 1\nD2_q2 0 e 0\n")  # D3 is a conflict: not judged
+    assert text == "D1_q1 0 b 1\nD1_q2 0 c 1\nD2_q1 0 e 1\nD2_q2 0 a 1\n"  # D3 is a conflict: not judged
 
 
 def test_ranx_agrees_with_the_oracle_when_made_comparable(tmp_path):
