@@ -41,7 +41,7 @@ def locked() -> dict[str, tuple[Version, int]]:
 def declared() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     reqs = [Requirement(r) for r in project["dependencies"]]
-    for extra in ("llm", "rerankers"):
+    for extra in ("llm", "rerankers", "test"):
         reqs += [Requirement(r) for r in project["optional-dependencies"][extra]]
     return reqs
 
