@@ -165,6 +165,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "comparison" in names:
         metafunc.parametrize("comparison", [_param(config, c.name, [decls[c.ranker], decls[c.versus]])
                                             for c in profile.comparisons()])
+
+    def _trained(name: str) -> bool:
+        return bool(decls[name].spec.seeds(decls[name].options, settings.seed))
+    if "trained_ranker" in names:  # rankers trained with seeds (LambdaMART's variants)
+        metafunc.parametrize("trained_ranker", _rankers(d for d in profile.ordered() if _trained(d.name)))
+    if "trained_comparison" in names:  # comparisons involving such a ranker
+        metafunc.parametrize("trained_comparison", [_param(config, c.name, [decls[c.ranker], decls[c.versus]])
+                                                    for c in profile.comparisons()
+                                                    if _trained(c.ranker) or _trained(c.versus)])
     for fixture, twins in (("tie_twin", tie_twins), ("designated_twin", designated_twins)):
         if fixture in names:
             metafunc.parametrize(fixture, [_param(config, key, [decls[r] for r in pair])

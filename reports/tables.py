@@ -21,6 +21,8 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "table2": ("Table II: preference and position per ranker", ("ranker",), True),
     "seeds": ("Training seeds: each measure of a seeded ranker across its seeds (Table II is the run's own seed)",
               ("ranker", "measure"), True),
+    "perturbation": ("Trained rankers retrained on route scores moved by one part in 10^7: claims and measures "
+                     "before and after", ("subject", "measure"), False),
     "table3": ("Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",), True),
     "nevir_paired": ("NevIR paired accuracy on the given pair (L1), ties as failures and in random order; published "
                      "figures in report.md", ("scorer",), True),

@@ -324,8 +324,10 @@ class Kind:
         """Training seeds of a learned ranker, the run's own first (``docs/statistics.md#seeds``); () when untrained."""
         return ()
 
-    def rank_seed(self, decl: RankerDecl, ctx: Context, split: str, seed: int) -> Ranking:
-        """The ranking of the model trained with ``seed`` (one of ``seeds``); ``rank`` is the run's own seed's."""
+    def rank_seed(self, decl: RankerDecl, ctx: Context, split: str, seed: int, perturbed: bool = False) -> Ranking:
+        """The ranking of the model trained with ``seed`` (one of ``seeds``); ``rank`` is the run's own seed's.
+        ``perturbed``: trained on pools whose route scores carry floating-point noise
+        (``docs/statistics.md#perturbation``)."""
         raise NotImplementedError(f"kind {self.name!r} is not trained with seeds")
 
     def memo_key(self, decl: RankerDecl, ctx: Context, split: str) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fixtures.perturbation import perturb_route_scores
 from rankers.base import Ranking
 from rankers.kinds.base import Context, DeclarationError, PoolKind, RankerDecl, register
 
@@ -45,8 +46,10 @@ class LambdaMART(PoolKind):
     def rank(self, decl: RankerDecl, ctx: Context, split: str) -> Ranking:
         return self.rank_seed(decl, ctx, split, ctx.seed)
 
-    def rank_seed(self, decl: RankerDecl, ctx: Context, split: str, seed: int) -> Ranking:
-        trained = self.trained(ctx, int(decl.options["background"]), seed)
+    def rank_seed(self, decl: RankerDecl, ctx: Context, split: str, seed: int, perturbed: bool = False) -> Ranking:
+        """The split ranked by the model of ``seed``; ``perturbed``: by the model trained on Train and development
+        pools whose route scores carry floating-point noise (``docs/statistics.md#perturbation``)."""
+        trained = self.trained(ctx, int(decl.options["background"]), seed, perturbed)
         return trained.rank(ctx.pool(split), ctx.queries(split), ctx.study.corpus_for(split), decl.name,
                             features=self.features(ctx, split))
 
@@ -61,19 +64,23 @@ class LambdaMART(PoolKind):
         return ctx.shared(("pool_features", split), compute)
 
     @staticmethod
-    def trained(ctx: Context, background: int, seed: int):
-        """The variant trained with ``seed`` on Train pools with development stopping (cached on disk by its inputs)."""
+    def trained(ctx: Context, background: int, seed: int, perturbed: bool = False):
+        """The variant trained with ``seed`` on Train pools with development stopping (cached on disk by its inputs);
+        ``perturbed``: on those pools with their route scores moved by floating-point noise."""
         from rankers.lambdamart import train_ranker, variant_name  # heavy: lightgbm
 
+        def pool(split: str):
+            return perturb_route_scores(ctx.pool(split), ctx.seed) if perturbed else ctx.pool(split)
+
         def train():
-            suffix = "" if seed == ctx.seed else f"_seed{seed}"
+            suffix = ("" if seed == ctx.seed else f"_seed{seed}") + ("_perturbed" if perturbed else "")
             with ctx.stage("train", f"train_{variant_name(background)}{suffix}"):
-                return train_ranker(background, train_pool=ctx.pool("train"), train_directions=ctx.population("train"),
-                                    dev_pool=ctx.pool("development"), dev_directions=ctx.population("development"),
+                return train_ranker(background, train_pool=pool("train"), train_directions=ctx.population("train"),
+                                    dev_pool=pool("development"), dev_directions=ctx.population("development"),
                                     queries={**ctx.queries("train"), **ctx.queries("development")},
                                     corpora=ctx.study.corpora["trainval"], cache_dir=ctx.cache("models", "lambdamart"),
                                     seed=seed)
-        return ctx.shared(("lambdamart", background, seed), train)
+        return ctx.shared(("lambdamart", background, seed, perturbed), train)
 
 
 register(LambdaMART())

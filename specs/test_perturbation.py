@@ -1,0 +1,74 @@
+"""Trained rankers' verdicts do not hinge on floating-point noise (docs/statistics.md#perturbation).
+
+Every ranker trained with seeds is retrained, seed by seed, on Train and development pools whose route
+scores moved by one part in 10^7, as another machine's kernels could have moved them. Each claim about
+such a ranker is decided again with its family on those models: its verdict must stay what it is.
+``perturbation.csv`` records claims (verdict, effect, adjusted p; the single-seed protocol's verdict beside,
+reported, never asserted) and the rankers' measures before and after.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fixtures.perturbation import RELATIVE_NOISE, perturb_route_scores
+from fixtures.routes import ROUTES
+from harness.claims import claim_book
+from harness.perturbation import PerturbedEvaluation, perturbed_book
+from reports.measures import summarize
+
+#: The measures of a trained ranker recorded before and after.
+MEASURES = ("strict", "ties", "mrr")
+
+
+def _row(subject: str, measure: str, before, after) -> dict:
+    numeric = isinstance(before, (int, float)) and isinstance(after, (int, float))
+    return {"subject": subject, "measure": measure, "unperturbed": before, "perturbed": after,
+            "change": float(after) - float(before) if numeric else ("same" if before == after else "changed"),
+            "relative_noise": RELATIVE_NOISE}
+
+
+def test_trained_verdict_survives_route_noise(evaluation, split, trained_comparison, report, request) -> None:
+    book = claim_book(evaluation, request.session.items)
+    noisy = perturbed_book(evaluation, request.session.items)
+    before, after = book.result(split, trained_comparison), noisy.result(split, trained_comparison)
+    rows = [("status", before.status, after.status), ("effect", before.effect, after.effect),
+            ("p_adjusted", before.p_adjusted, after.p_adjusted)]
+    single, single_after = book.single_seed_result(split, trained_comparison), \
+        noisy.single_seed_result(split, trained_comparison)
+    if single is not None:
+        seed = evaluation.settings.seed
+        rows += [(f"status@seed{seed}", single.status, single_after.status),
+                 (f"effect@seed{seed}", single.effect, single_after.effect)]
+    for measure, a, b in rows:
+        report.add("perturbation", split, _row(trained_comparison, measure, a, b))
+    assert after.status == before.status, (
+        f"{trained_comparison} ({split}) is {before.status} ({before.summary()}) but {after.status} when its rankers "
+        f"are retrained on route scores moved by {RELATIVE_NOISE:g} of themselves ({after.summary()}): the verdict "
+        "hinges on floating-point noise")
+
+
+def test_trained_ranker_is_retrained_on_noisy_routes(evaluation, split, trained_ranker, report) -> None:
+    """The noise is real and bounded (every present route score moved, by at most its stated share; membership
+    and presence unchanged), and what it does to the ranker's measures is recorded."""
+    for pool_split in ("train", "development"):
+        pool = evaluation.pool(pool_split).sort_values(["qid", "pid"], kind="mergesort").reset_index(drop=True)
+        moved = perturb_route_scores(pool, evaluation.settings.seed)
+        assert moved[["qid", "pid"]].equals(pool[["qid", "pid"]])
+        for route in ROUTES:
+            a, b = pool[f"{route}_score"].to_numpy(), moved[f"{route}_score"].to_numpy()
+            assert np.array_equal(np.isnan(a), np.isnan(b))
+            present = ~np.isnan(a) & (a != 0)
+            relative = np.abs(b[present] - a[present]) / np.abs(a[present])
+            assert relative.max() <= RELATIVE_NOISE * (1 + 1e-6) and (relative > 0).mean() > 0.99, route
+    noisy = PerturbedEvaluation(evaluation)
+    directions = evaluation.directions_for(split, trained_ranker)
+    seeds = evaluation.seeds(trained_ranker)
+    views = {f"@seed{evaluation.settings.seed}": (evaluation.outcomes, noisy.outcomes)}
+    if len(seeds) > 1:
+        views[f" mean of {len(seeds)} seeds"] = (evaluation.averaged_outcomes, noisy.averaged_outcomes)
+    for suffix, (plain, perturbed) in views.items():
+        a = summarize(plain(split, trained_ranker), directions)
+        b = summarize(perturbed(split, trained_ranker), directions)
+        for measure in MEASURES:
+            report.add("perturbation", split, _row(trained_ranker, measure + suffix, float(a[measure]),
+                                                   float(b[measure])))
