@@ -36,7 +36,6 @@ raises: a declaration's server check against an unreachable or misconfigured ser
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -181,7 +180,7 @@ class RerankAPIScorer:
         pool = pool or self.pool
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         async with pool.dispatcher(headers, self.transport) as dispatcher:
-            return list(await asyncio.gather(*(self._request(dispatcher, q, d) for q, d in batch)))
+            return await dispatcher.each(len(batch), lambda i: self._request(dispatcher, *batch[i]))
 
     async def _request(self, dispatcher: Dispatcher, query: str, documents: list[str]
                        ) -> tuple[list[float], list[str | None], float, float | None, dict[str, Any]]:

@@ -7,7 +7,6 @@ output the same way; grade-token probabilities come from ``logprobs`` where the 
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
@@ -100,13 +99,14 @@ class OpenAIBackend:
                  done: Callable[[int, Generation], None] | None = None) -> list[Generation]:
         """One generation per prompt; ``done(i, generation)`` is called as each request finishes (in the order they
         finish), so the caller can store it at once (docs/protocol.md#judging-cost)."""
-        return run_sync(self._generate_all([self.request(p) for p in prompts], done))
+        return run_sync(self._generate_all(list(prompts), done))
 
-    async def _generate_all(self, batch: list[tuple[dict[str, Any], bool]],
+    async def _generate_all(self, prompts: list[GradePrompt],
                             done: Callable[[int, Generation], None] | None = None) -> list[Generation]:
         headers = {"Authorization": f"Bearer {self.api_key}"}
         async with self.pool.dispatcher(headers, self.transport) as dispatcher:
-            async def run(i: int, body: dict[str, Any], truncated: bool) -> Generation:
+            async def run(i: int) -> Generation:
+                body, truncated = self.request(prompts[i])  # built as its slot frees: the first ones leave at once
                 sent = await dispatcher.send("/chat/completions", body, timeout_s=self.settings.timeout_s,
                                              retries=self.retries, read=lambda data: parse_chat_reply(data, 0.0))
                 reply = sent.reply
@@ -119,7 +119,7 @@ class OpenAIBackend:
                     done(i, out)
                 return out
 
-            return list(await asyncio.gather(*(run(i, b, t) for i, (b, t) in enumerate(batch))))
+            return await dispatcher.each(len(prompts), run)
 
 
 def _typed(value: Any, types: tuple[type, ...], where: str) -> Any:
