@@ -176,7 +176,7 @@ def test_every_table2_column_has_one_definition():
     assert TABLE2_COLUMNS == (  # the output contract (docs/protocol.md#outputs), names and order
         "ranker", "n", "strict", "strict_pct", "paired", "paired_n", "paired_pct", "mrr", "pref_at_1", "pref_at_3",
         "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10", "ties", "fallback", "delta_pts", "delta_lo",
-        "delta_hi")
+        "delta_hi", "ndcg_at_10")  # a new measure is appended: the columns before it keep their places
     assert TABLE2_INTERVAL_COLUMNS[:11] == (
         "strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi", "paired_pct_lo", "paired_pct_hi",
         "delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "mde_pts", "se_delta_pts")
