@@ -211,14 +211,14 @@ _CONTRACT: tuple[Measure, ...] = (
                      paired=True, label="fallback", contract=True, shown=frozenset(("brief", "report", "explorer")),
                      compared=True),
     BaselineMeasure("delta_pts", "strict_pct minus the baseline's on the same directions, in points",
-                    ("delta_lo", "delta_hi"), unit=POINTS, digits=2, label="Δ strict pts", tex=r"$\Delta$ strict (pts)",
-                    contract=True, shown=_ALL),
+                    ("delta_lo", "delta_hi"), unit=POINTS, digits=2, label="Δ strict pts",
+                    tex=r"$\Delta$ strict (pts)", contract=True, shown=_ALL),
     BaselineMeasure("delta_lo", "lower end of the 95% source-group bootstrap interval of delta_pts", unit=POINTS,
                     digits=2, contract=True, shown=frozenset(("brief",))),
     BaselineMeasure("delta_hi", "upper end of the 95% source-group bootstrap interval of delta_pts", unit=POINTS,
                     digits=2, contract=True, shown=frozenset(("brief",))),
-    DirectionMeasure("ndcg_at_10", _ndcg_at(10), "mean", "nDCG@10 of the preferred passage (relevance 1, the "
-                     "counterpart 0): 1/log2(1 + r⁺) when r⁺ <= 10, else 0", position=True, interval=True,
+    DirectionMeasure("ndcg_at_10", _ndcg_at(10), "mean", "nDCG@10 of the preferred passage (gain 1, every other "
+                     "passage 0): 1/log2(1 + r⁺) when r⁺ <= 10, else 0", position=True, interval=True,
                      paired=True, unit="nDCG", digits=4, label="nDCG@10", tex="nDCG@10", contract=True, shown=_ALL,
                      claimable=True, pinnable=True, compared=True),
 )

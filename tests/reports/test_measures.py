@@ -186,6 +186,23 @@ def test_every_table2_column_has_one_definition():
     assert of == rates
 
 
+def test_ndcg_at_10_by_hand(directions):
+    """nDCG@10 with the preferred passage the one relevant passage (gain 1; ideal DCG = 1/log2(2) = 1), ranx style.
+
+    Preferred ranks 1, 3, 11, 1, 3 (A_q1, A_q2, B_q1, B_q2 | C_q1): DCG@10 is 1/log2(2) = 1, 1/log2(4) = 1/2,
+    0 (rank 11 is past the cut), 1, 1/2; the mean is 3/5. Intervals as in test_intervals_by_hand: g2 alone
+    gives 1/2, g1 alone (1 + 1/2 + 0 + 1) / 4 = 5/8.
+    """
+    row = summarize(direction_outcomes(toy_ranking(), directions), directions)
+    assert row["ndcg_at_10"] == pytest.approx(3 / 5, rel=1e-12)
+    assert (row["ndcg_at_10_lo"], row["ndcg_at_10_hi"]) == (pytest.approx(1 / 2), pytest.approx(5 / 8))
+    # A single direction at rank 10 still counts (1/log2(11)); at rank 2 it is 1/log2(3) = 0.6309.
+    ndcg = paired_measure("ndcg_at_10")
+    ranks = np.array([1.0, 2.0, 10.0, 11.0, 100.0])
+    assert ndcg.values({"rank_pos": ranks}).tolist() == pytest.approx([1.0, 1 / math.log2(3), 1 / math.log2(11), 0, 0])
+    assert (ndcg.unit, ndcg.scale, ndcg.position) == ("nDCG", 1.0, True)
+
+
 def test_intervals_by_hand(directions):
     """Two groups: g1 = A_q1, A_q2, B_q1, B_q2 and g2 = C_q1. A resample is (g1,g1), (g1,g2) or (g2,g2) with
     probability 1/4, 1/2, 1/4, so with 2,000 draws the 2.5th percentile is the (g2,g2) value and the 97.5th the (g1,g1)
@@ -269,7 +286,7 @@ def test_ranker_without_ranks_gets_nan_positions_and_pair_intervals():
     assert row["strict_pct"] == pytest.approx(500 / 7)
     for column in ("mrr", "pref_at_1", "pref_at_3", "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10",
                    "mrr_lo", "mrr_hi", "pref_at_1_lo", "mean_rank_neg_hi", "delta_mrr", "delta_mrr_lo", "delta_mrr_hi",
-                   "se_delta_mrr", "mde_mrr"):
+                   "se_delta_mrr", "mde_mrr", "ndcg_at_10", "ndcg_at_10_lo", "ndcg_at_10_hi"):
         assert math.isnan(row[column]), column
     # Pairs resample with their groups only (g1: P1 both, P2 not; g2: P3 both; g3 holds no complete pair):
     # (g1,g1) 2/4, (g1,g2) 2/3, (g2,g2) 2/2.
