@@ -11,6 +11,7 @@ from fixtures.populations import annotate_population
 from rankers.base import Ranking, rank_by_keys
 from scipy.stats import norm
 
+from reports import measures
 from reports.bootstrap import Ratio, group_bootstrap
 from reports.measures import (BASELINE_MEASURES, DIRECTION_MEASURES, INTERVAL_MEASURES, PAIR_MEASURES,
                               PAIRED_MEASURES, TABLE2_COLUMNS, TABLE2_INTERVAL_COLUMNS, TABLE2_ROW_COLUMNS,
@@ -201,6 +202,16 @@ def test_ndcg_at_10_by_hand(directions):
     ranks = np.array([1.0, 2.0, 10.0, 11.0, 100.0])
     assert ndcg.values({"rank_pos": ranks}).tolist() == pytest.approx([1.0, 1 / math.log2(3), 1 / math.log2(11), 0, 0])
     assert (ndcg.unit, ndcg.scale, ndcg.position) == ("nDCG", 1.0, True)
+
+
+def test_summarize_refuses_a_measure_without_a_column_and_a_column_without_a_measure(directions, monkeypatch):
+    outcomes = direction_outcomes(toy_ranking(), directions)
+    monkeypatch.setattr(measures, "TABLE2_ROW_COLUMNS", (*TABLE2_ROW_COLUMNS, "unmeasured"))
+    with pytest.raises(ValueError, match=r"without a value \['unmeasured'\]"):
+        summarize(outcomes, directions, n_resamples=10)
+    monkeypatch.setattr(measures, "TABLE2_ROW_COLUMNS", tuple(c for c in TABLE2_ROW_COLUMNS if c != "ndcg_at_10"))
+    with pytest.raises(ValueError, match=r"without a Table II column \['ndcg_at_10'\]"):
+        summarize(outcomes, directions, n_resamples=10)
 
 
 def test_intervals_by_hand(directions):
