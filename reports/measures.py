@@ -161,7 +161,7 @@ def _pref_at(k: int, shown: frozenset[Output] = frozenset(), bare: frozenset[Out
 
 def _ndcg_at(k: int) -> Callable[[Columns], np.ndarray]:
     """nDCG@k with the preferred passage the one relevant passage (gain 1, ideal DCG 1): 1/log2(1 + r⁺) when
-    r⁺ <= k, else 0 (docs/protocol.md#ndcg)."""
+    r⁺ <= k, else 0 (docs/protocol.md#ndcg-at-10)."""
     def value(c: Columns) -> np.ndarray:
         rank = np.asarray(c["rank_pos"], dtype=float)
         return np.where(rank <= k, 1.0 / np.log2(1.0 + rank), 0.0)
