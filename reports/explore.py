@@ -32,7 +32,7 @@ import pandas as pd
 from fixtures.artifacts import atomic_write, atomic_write_text
 from rankers.base import Ranking
 from rankers.window import WINDOW_K
-from reports.measures import COUNT, POPULATION, TABLE2, BaselineMeasure, shown_in
+from reports.measures import COUNT, PAIRED_MEASURES, POPULATION, TABLE2, BaselineMeasure, shown_in
 from reports.tables import directions_table
 
 #: Where the page's HTML, CSS and JavaScript live (plain files: no build step, nothing fetched at run time).
@@ -276,6 +276,7 @@ def page_data(inputs: ExploreInputs) -> dict[str, Any]:
         "rankers": inputs.rankers,
         "table2": _records(inputs.table2, ("ranker", *(m.name for m in TABLE2))),
         "table2_columns": table2_columns(),
+        "position_measures": {m.name: m.position for m in PAIRED_MEASURES},
         "claims": _records(inputs.claims),
         "pairwise": _records(inputs.pairwise),
         "figures": [{"name": n, "src": "data:image/png;base64," + base64.b64encode(b).decode("ascii")}

@@ -185,8 +185,8 @@
                                "ranker", "versus", "measure", "profile", "scope", "split"]);
   function claimLink(c) {
     if (c.ranker && c.versus && D.outcomes[c.ranker] && D.outcomes[c.versus]) {
-      // A position measure (MRR, Pref@k, ranks) is decided where d⁺ moves; strict preference where the outcome differs.
-      const position = c.measure && !/^strict/.test(c.measure) && hasPositions(c.ranker) && hasPositions(c.versus);
+      // A position measure (MRR, nDCG, ranks) is decided where d⁺ moves; strict preference where the outcome differs.
+      const position = !!D.position_measures[c.measure] && hasPositions(c.ranker) && hasPositions(c.versus);
       return link(position ? "directions where d⁺ moves" : "discordant directions",
         { view: "directions", r: c.ranker, a: c.ranker, b: c.versus, dis: position ? "pos_either" : "either" },
         `${c.ranker} vs ${c.versus}: the directions on which they differ decide this claim`);
