@@ -145,7 +145,6 @@ class ChangeMeasure(Column):
 
 Measure = DirectionMeasure | PairMeasure | BaselineMeasure | IntervalMeasure | ChangeMeasure
 _ALL: frozenset[Output] = frozenset(OUTPUTS)
-_TABLES: frozenset[Output] = frozenset(("report", "latex", "explorer"))
 
 
 def _col(name: str) -> Callable[[Columns], np.ndarray]:
