@@ -32,6 +32,7 @@ import pandas as pd
 from fixtures.artifacts import atomic_write, atomic_write_text
 from rankers.base import Ranking
 from rankers.window import WINDOW_K
+from reports.measures import COUNT, PAIRED_MEASURES, POPULATION, TABLE2, BaselineMeasure, shown_in
 from reports.tables import directions_table
 
 #: Where the page's HTML, CSS and JavaScript live (plain files: no build step, nothing fetched at run time).
@@ -47,10 +48,6 @@ BRANCH_CODES = {"equal_score": "e", "different_score": "d", "outside_window_or_f
 #: The scopes of a window ranker's judgments (``judgments:<ranker>:<scope>`` artifacts, ``judgments_table``) the
 #: page reads, first present first: its window's, or its designated pairs' for a ranker that scores only those.
 JUDGMENT_SCOPES = ("window", "pair")
-#: Table II columns the page shows (present ones only).
-TABLE2_COLUMNS = ("ranker", "n", "strict", "strict_pct", "strict_pct_lo", "strict_pct_hi", "mrr", "mrr_lo", "mrr_hi",
-                  "paired", "paired_n", "paired_pct", "paired_pct_lo", "paired_pct_hi", "pref_at_1", "ties", "fallback",
-                  "delta_pts", "delta_lo", "delta_hi", "corrections", "regressions")
 #: The report tables the page reads (besides the artifacts they name).
 PAGE_TABLES = ("table2", "claims", "pairwise", "artifacts")
 #: Chromium flags that need no GPU, sandbox, network or profile (headless screenshots).
@@ -246,6 +243,21 @@ def _probabilities(values: pd.Series) -> np.ndarray:
     return out
 
 
+def table2_columns() -> list[dict[str, Any]]:
+    """The Table II columns the page shows, described for explore.js (which lists none of its own): name, heading,
+    digits, how the value is written (``int``, ``fixed``, ``interval``, ``signed`` with its interval), the interval's
+    columns, and whether it compares with the row's baseline."""
+    out = []
+    for m in shown_in("explorer"):
+        bounds = m.bounds if "explorer" not in m.bare else None
+        baseline = isinstance(m, BaselineMeasure)
+        how = ("int" if m.unit in (COUNT, POPULATION) else "fixed" if bounds is None
+               else "signed" if baseline else "interval")
+        out.append({"name": m.name, "label": m.label, "digits": m.digits, "format": how,
+                    "lo": bounds[0] if bounds else None, "hi": bounds[1] if bounds else None, "baseline": baseline})
+    return out
+
+
 def page_data(inputs: ExploreInputs) -> dict[str, Any]:
     """The JSON the page embeds: columnar arrays aligned with the directions table, texts stored once."""
     d = inputs.directions
@@ -262,7 +274,9 @@ def page_data(inputs: ExploreInputs) -> dict[str, Any]:
     data: dict[str, Any] = {
         "meta": {**inputs.meta, "n_directions": len(d), "reference": inputs.reference, "pool_top": POOL_TOP},
         "rankers": inputs.rankers,
-        "table2": _records(inputs.table2, TABLE2_COLUMNS),
+        "table2": _records(inputs.table2, ("ranker", *(m.name for m in TABLE2))),
+        "table2_columns": table2_columns(),
+        "position_measures": {m.name: m.position for m in PAIRED_MEASURES},
         "claims": _records(inputs.claims),
         "pairwise": _records(inputs.pairwise),
         "figures": [{"name": n, "src": "data:image/png;base64," + base64.b64encode(b).decode("ascii")}

@@ -41,14 +41,14 @@ import pandas as pd
 
 from fixtures.environment import version_changes
 from fixtures.settings import SEED
-from reports.measures import aggregate, outcome_columns, paired_measure
+from reports.measures import TABLE2, aggregate, outcome_columns, paired_measure
 from reports.paper import paper_table2
 from reports.stats import ALPHA, certifiable_margin, equivalence, paired_difference
 
 HISTORY = ".history"
 KEEP = ("*.csv", "*.json", "*.md", "*.tex")
-#: Table II measures compared across runs.
-COMPARED = ("n", "strict", "strict_pct", "mrr", "paired_pct", "ties", "fallback")
+#: Table II measures compared across runs (``compared`` in the registry), in table2.csv's order.
+COMPARED = tuple(m.name for m in TABLE2 if m.compared)
 #: Per-direction outcome fields a ranker leaves in directions.csv (``<ranker>__<field>``).
 FIELDS = ("strict", "rank_pos", "rank_neg", "tie", "fallback")
 COMPARISON_COLUMNS = ("ranker", "measure", "now", "then", "delta", "delta_lo", "delta_hi", "p_changed",

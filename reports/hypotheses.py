@@ -47,7 +47,7 @@ from fixtures.settings import SEED
 from rankers.registry import RankerDecl
 from reports.bootstrap import N_RESAMPLES, Ratio, RatioDifference, group_bootstrap
 from reports.comparisons import compare_on
-from reports.measures import outcome_columns, paired_measure
+from reports.measures import PAIRED_MEASURES, outcome_columns, paired_measure
 from reports.stats import (ALPHA, MIN_DIFFERING, POWER, directions_needed, group_effect, holm,
                            minimum_detectable_effect, smallest_p)
 
@@ -63,8 +63,8 @@ CLAIM_COLUMNS = ("claim", "family", "ranker", "versus", "measure", "claimed", "s
 #: H3: a claim whose rarest branch × outcome cell expects fewer directions than this is flagged (chosen by
 #: simulation, docs/statistics.md#h3).
 MIN_CELL = 5.0
-#: Digits an effect is written with, per unit.
-DIGITS = {"pts": 2, "MRR": 4}
+#: Digits an effect is written with, per unit (from the paired measures' Table II records).
+DIGITS = {m.unit: m.digits for m in PAIRED_MEASURES}
 
 
 # ---- definitions -------------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Preference and position measures over Q_c (docs/protocol.md#measures), defined apart from their computation.
 
 In the spirit of ir_measures, each Table II column is a small typed record saying
-what it measures and how it aggregates; ``summarize`` is the one evaluator that
-applies them. Per-direction outcomes are computed once per ranking
+what it measures, how it aggregates and how it is presented and used (unit, digits,
+label, interval, contract, the outputs that show it, claims, pins, ``--compare-to``);
+``TABLE2`` lists them in table2.csv's order and every output, vocabulary and
+``summarize``, the one evaluator that applies them, derives its columns from it. Per-direction outcomes are computed once per ranking
 (``direction_outcomes``), so strict preference, ties, ranks and the bootstrap all
 read the same numbers.
 
@@ -34,14 +36,52 @@ OUTCOME_COLUMNS = ("qid", "rank_pos", "rank_neg", "strict", "tie", "fallback")
 Aggregate = Literal["count", "pct", "mean"]
 #: Per-direction arrays a measure reads: n (ones), strict, tie, fallback, rank_pos, rank_neg (floats).
 Columns = Mapping[str, np.ndarray]
+#: Where a Table II column can be shown besides table2.csv: the terminal brief, report.md, table2.tex, the explorer.
+Output = Literal["brief", "report", "latex", "explorer"]
+OUTPUTS: tuple[Output, ...] = ("brief", "report", "latex", "explorer")
+#: Units of a column: a population size (written with thousands separators), a count of outcomes, a percentage, a
+#: full-pool rank, a Δ in points; a mean of another value is in that value's own unit (MRR, nDCG).
+POPULATION, COUNT, PERCENT, RANK, POINTS = "directions", "count", "%", "rank", "pts"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Column:
+    """What every output and vocabulary needs to know of a Table II column, so that none lists columns of its own.
+
+    ``label`` is the human heading (report.md, the explorer), ``tex`` the LaTeX one; ``digits`` the
+    decimals a rate or mean is written with; ``contract`` puts the column among table2.csv's contract
+    columns (docs/protocol.md#outputs); ``shown`` names the outputs that show it and ``bare`` those of
+    them that show it without its interval (a narrow table); ``claimable`` lets a profile claim on it,
+    ``pinnable`` pin it, ``floored`` floor it with a ranker's ``<name>_min`` gate; ``compared`` puts it
+    in ``--compare-to``.
+    """
+
+    unit: str = COUNT
+    digits: int = 0
+    label: str = ""
+    tex: str = ""
+    contract: bool = False
+    shown: frozenset[Output] = frozenset()
+    bare: frozenset[Output] = frozenset()
+    claimable: bool = False
+    pinnable: bool = False
+    floored: bool = False
+    compared: bool = False
+
+    @property
+    def bounds(self) -> tuple[str, str] | None:
+        """The two Table II columns holding this column's 95% interval, None when it has none."""
+        return None
 
 
 @dataclass(frozen=True)
-class DirectionMeasure:
+class DirectionMeasure(Column):
     """A Table II column aggregating one per-direction value over Q_c.
 
     ``count`` sums the value, ``pct`` is 100 × its mean, ``mean`` its mean.
     ``position`` measures read full-pool ranks and are NaN for a ranker without them.
+    ``interval``: it has a 95% source-group bootstrap interval, columns ``<name>_lo`` and ``<name>_hi``.
+    ``paired``: claims, pins and ``--compare-to`` test it direction by direction (``PAIRED_MEASURES``).
     """
 
     name: str
@@ -49,26 +89,43 @@ class DirectionMeasure:
     aggregate: Aggregate
     doc: str
     position: bool = False
+    interval: bool = False
+    paired: bool = False
+
+    @property
+    def bounds(self) -> tuple[str, str] | None:
+        return (f"{self.name}_lo", f"{self.name}_hi") if self.interval else None
 
 
 @dataclass(frozen=True)
-class PairMeasure:
+class PairMeasure(Column):
     """A column over complete pairs (both directions eligible), NevIR's paired aggregation."""
 
     name: str
     doc: str
+    interval: bool = False
+
+    @property
+    def bounds(self) -> tuple[str, str] | None:
+        return (f"{self.name}_lo", f"{self.name}_hi") if self.interval else None
 
 
 @dataclass(frozen=True)
-class BaselineMeasure:
-    """A column comparing the ranker with its baseline (``compare_to``) ranker over the same Q_c."""
+class BaselineMeasure(Column):
+    """A column comparing the ranker with its baseline (``compare_to``) ranker over the same Q_c; ``interval`` names
+    the two columns of its 95% interval when it has one."""
 
     name: str
     doc: str
+    interval: tuple[str, str] | None = None
+
+    @property
+    def bounds(self) -> tuple[str, str] | None:
+        return self.interval
 
 
 @dataclass(frozen=True)
-class IntervalMeasure:
+class IntervalMeasure(Column):
     """One end of the 95% source-group bootstrap interval of another Table II column, in its units."""
 
     name: str
@@ -77,83 +134,177 @@ class IntervalMeasure:
     doc: str
 
 
+@dataclass(frozen=True)
+class ChangeMeasure(Column):
+    """Directions the ranker fixes or breaks against its baseline, or source groups by net gain
+    (``corrections_regressions``): the session adds them to the ``summarize`` row."""
+
+    name: str
+    doc: str
+
+
+Measure = DirectionMeasure | PairMeasure | BaselineMeasure | IntervalMeasure | ChangeMeasure
+_ALL: frozenset[Output] = frozenset(OUTPUTS)
+
+
 def _col(name: str) -> Callable[[Columns], np.ndarray]:
     return lambda c: c[name]
 
 
-def _pref_at(k: int) -> DirectionMeasure:
+def _pref_at(k: int, shown: frozenset[Output] = frozenset(), bare: frozenset[Output] = frozenset()) -> DirectionMeasure:
     return DirectionMeasure(f"pref_at_{k}", lambda c: (c["rank_pos"] <= k).astype(float), "pct",
-                            f"% of Q_c with the preferred passage at full-pool rank <= {k}", position=True)
+                            f"% of Q_c with the preferred passage at full-pool rank <= {k}", position=True,
+                            interval=True, unit=PERCENT, digits=2, label=f"Pref@{k} %", tex=rf"Pref@{k} (\%)",
+                            contract=True, shown=shown, bare=bare)
 
 
-def _interval(of: str, unit: str) -> tuple[IntervalMeasure, IntervalMeasure]:
-    return tuple(IntervalMeasure(f"{of}_{end}", of, end, f"{'lower' if end == 'lo' else 'upper'} end of the 95% "
-                                 f"source-group bootstrap interval of {of} ({unit} resampled with their groups)")
+def _ndcg_at(k: int) -> Callable[[Columns], np.ndarray]:
+    """nDCG@k with the preferred passage the one relevant passage (gain 1, ideal DCG 1): 1/log2(1 + r⁺) when
+    r⁺ <= k, else 0 (docs/protocol.md#ndcg-at-10)."""
+    def value(c: Columns) -> np.ndarray:
+        rank = np.asarray(c["rank_pos"], dtype=float)
+        return np.where(rank <= k, 1.0 / np.log2(1.0 + rank), 0.0)
+    return value
+
+
+def _interval(of: DirectionMeasure | PairMeasure) -> tuple[IntervalMeasure, IntervalMeasure]:
+    unit = "complete pairs" if isinstance(of, PairMeasure) else "directions"
+    return tuple(IntervalMeasure(f"{of.name}_{end}", of.name, end, f"{'lower' if end == 'lo' else 'upper'} end of the "
+                                 f"95% source-group bootstrap interval of {of.name} ({unit} resampled with their "
+                                 "groups)", unit=of.unit, digits=of.digits)
                  for end in ("lo", "hi"))
 
 
-DIRECTION_MEASURES: tuple[DirectionMeasure, ...] = (
-    DirectionMeasure("n", _col("n"), "count", "directions in Q_c"),
-    DirectionMeasure("strict", _col("strict"), "count", "directions whose preferred key is strictly greater"),
-    DirectionMeasure("strict_pct", _col("strict"), "pct", "strict preference, % of Q_c"),
+#: Table II's contract columns after ``ranker``, in table2.csv's order (docs/protocol.md#outputs). The contract only
+#: appends: a new measure goes last.
+_CONTRACT: tuple[Measure, ...] = (
+    DirectionMeasure("n", _col("n"), "count", "directions in Q_c", unit=POPULATION, label="n", tex="$n$",
+                     contract=True, shown=_ALL, pinnable=True, compared=True),
+    DirectionMeasure("strict", _col("strict"), "count", "directions whose preferred key is strictly greater",
+                     label="strict", contract=True, shown=frozenset(("brief", "report")), pinnable=True,
+                     compared=True),
+    DirectionMeasure("strict_pct", _col("strict"), "pct", "strict preference, % of Q_c", interval=True,
+                     unit=PERCENT, digits=2, label="strict %", tex=r"Strict (\%)", contract=True, shown=_ALL,
+                     claimable=True, pinnable=True, floored=True, compared=True),
+    PairMeasure("paired", "complete pairs strict in both directions", contract=True, pinnable=True),
+    PairMeasure("paired_n", "complete pairs", unit=POPULATION, contract=True),
+    PairMeasure("paired_pct", "paired accuracy, % of complete pairs", interval=True, unit=PERCENT, digits=2,
+                label="paired %", tex=r"Paired (\%)", contract=True, shown=_ALL, compared=True),
     DirectionMeasure("mrr", lambda c: 1.0 / c["rank_pos"], "mean", "preferred-passage MRR over the full pool",
-                     position=True),
-    _pref_at(1),
+                     position=True, interval=True, unit="MRR", digits=4, label="MRR", tex="MRR", contract=True,
+                     shown=_ALL, claimable=True, pinnable=True, floored=True, compared=True),
+    _pref_at(1, shown=_ALL, bare=frozenset(("latex", "explorer"))),
     _pref_at(3),
-    _pref_at(10),
+    _pref_at(10, shown=frozenset(("brief",))),
     DirectionMeasure("mean_rank_pos", _col("rank_pos"), "mean", "mean full-pool rank of the preferred passage",
-                     position=True),
+                     position=True, interval=True, unit=RANK, digits=2, label="mean rank d⁺", contract=True,
+                     shown=frozenset(("brief",))),
     DirectionMeasure("mean_rank_neg", _col("rank_neg"), "mean", "mean full-pool rank of the counterpart passage",
-                     position=True),
+                     position=True, interval=True, unit=RANK, digits=2, label="mean rank d⁻", contract=True,
+                     shown=frozenset(("brief",))),
     DirectionMeasure("both_top10", lambda c: ((c["rank_pos"] <= 10) & (c["rank_neg"] <= 10)).astype(float), "count",
-                     "directions with both designated passages in the top 10", position=True),
-    DirectionMeasure("ties", _col("tie"), "count", "directions whose two designated keys are equal (failures)"),
-    DirectionMeasure("fallback", _col("fallback"), "count", "directions restored to the reference order"),
+                     "directions with both designated passages in the top 10", position=True, contract=True),
+    DirectionMeasure("ties", _col("tie"), "count", "directions whose two designated keys are equal (failures)",
+                     paired=True, label="ties", tex="Ties", contract=True, shown=_ALL, pinnable=True, compared=True),
+    DirectionMeasure("fallback", _col("fallback"), "count", "directions restored to the reference order",
+                     paired=True, label="fallback", contract=True, shown=frozenset(("brief", "report", "explorer")),
+                     compared=True),
+    BaselineMeasure("delta_pts", "strict_pct minus the baseline's on the same directions, in points",
+                    ("delta_lo", "delta_hi"), unit=POINTS, digits=2, label="Δ strict pts",
+                    tex=r"$\Delta$ strict (pts)", contract=True, shown=_ALL),
+    BaselineMeasure("delta_lo", "lower end of the 95% source-group bootstrap interval of delta_pts", unit=POINTS,
+                    digits=2, contract=True, shown=frozenset(("brief",))),
+    BaselineMeasure("delta_hi", "upper end of the 95% source-group bootstrap interval of delta_pts", unit=POINTS,
+                    digits=2, contract=True, shown=frozenset(("brief",))),
+    DirectionMeasure("ndcg_at_10", _ndcg_at(10), "mean", "nDCG@10 of the preferred passage (gain 1, every other "
+                     "passage 0): 1/log2(1 + r⁺) when r⁺ <= 10, else 0", position=True, interval=True,
+                     paired=True, unit="nDCG", digits=4, label="nDCG@10", tex="nDCG@10", contract=True, shown=_ALL,
+                     claimable=True, pinnable=True, compared=True),
 )
-PAIR_MEASURES: tuple[PairMeasure, ...] = (
-    PairMeasure("paired", "complete pairs strict in both directions"),
-    PairMeasure("paired_n", "complete pairs"),
-    PairMeasure("paired_pct", "paired accuracy, % of complete pairs"),
-)
-BASELINE_MEASURES: tuple[BaselineMeasure, ...] = (
-    BaselineMeasure("delta_pts", "strict_pct minus the baseline's on the same directions, in points"),
-    BaselineMeasure("delta_lo", "lower end of the 95% source-group bootstrap interval of delta_pts"),
-    BaselineMeasure("delta_hi", "upper end of the 95% source-group bootstrap interval of delta_pts"),
-    BaselineMeasure("delta_mrr", "mrr minus the baseline's (NaN when either lacks full-pool ranks)"),
-    BaselineMeasure("delta_mrr_lo", "lower end of the 95% source-group bootstrap interval of delta_mrr"),
-    BaselineMeasure("delta_mrr_hi", "upper end of the 95% source-group bootstrap interval of delta_mrr"),
+_CONTRACT_BY_NAME = {m.name: m for m in _CONTRACT}
+#: The uncertainty columns after the contract's, in the order they were introduced; a measure added since has its
+#: interval appended after them (``_table2``).
+_UNCERTAINTY: tuple[Measure, ...] = (
+    *_interval(_CONTRACT_BY_NAME["strict_pct"]),
+    *_interval(_CONTRACT_BY_NAME["mrr"]),
+    *_interval(_CONTRACT_BY_NAME["paired_pct"]),
+    BaselineMeasure("delta_mrr", "mrr minus the baseline's (NaN when either lacks full-pool ranks)",
+                    ("delta_mrr_lo", "delta_mrr_hi"), unit="MRR", digits=4),
+    BaselineMeasure("delta_mrr_lo", "lower end of the 95% source-group bootstrap interval of delta_mrr", unit="MRR",
+                    digits=4),
+    BaselineMeasure("delta_mrr_hi", "upper end of the 95% source-group bootstrap interval of delta_mrr", unit="MRR",
+                    digits=4),
     BaselineMeasure("mde_pts", "smallest true Δ strict (points) a two-sided α 0.05 group sign-flip test detects with "
                                 "80% power: (z_0.975 + z_0.80) × sqrt(Σ_g D_g²) / n × 100, D_g the group's summed "
-                                "difference (docs/statistics.md#power)"),
-    BaselineMeasure("se_delta_pts", "bootstrap standard error of delta_pts (SD of the 2,000 resampled Δ)"),
-    BaselineMeasure("se_delta_mrr", "bootstrap standard error of delta_mrr"),
+                                "difference (docs/statistics.md#power)", unit=POINTS, digits=2),
+    BaselineMeasure("se_delta_pts", "bootstrap standard error of delta_pts (SD of the 2,000 resampled Δ)", unit=POINTS,
+                    digits=2),
+    BaselineMeasure("se_delta_mrr", "bootstrap standard error of delta_mrr", unit="MRR", digits=4),
     BaselineMeasure("mde_mrr", "smallest true Δ MRR detectable the same way: (z_0.975 + z_0.80) × sqrt(Σ_g D_g²) / n "
-                                "with D_g the group's summed reciprocal-rank difference"),
+                                "with D_g the group's summed reciprocal-rank difference", unit="MRR", digits=4),
+    *(end for name in ("pref_at_1", "pref_at_3", "pref_at_10", "mean_rank_pos", "mean_rank_neg")
+      for end in _interval(_CONTRACT_BY_NAME[name])),
 )
-INTERVAL_MEASURES: tuple[IntervalMeasure, ...] = (
-    *_interval("strict_pct", "directions"),
-    *_interval("mrr", "directions"),
-    *_interval("paired_pct", "complete pairs"),
-    *_interval("pref_at_1", "directions"),
-    *_interval("pref_at_3", "directions"),
-    *_interval("pref_at_10", "directions"),
-    *_interval("mean_rank_pos", "directions"),
-    *_interval("mean_rank_neg", "directions"),
+_CHANGES: tuple[Measure, ...] = (
+    ChangeMeasure("corrections", "directions strict for the ranker and not for its baseline"),
+    ChangeMeasure("regressions", "directions strict for the baseline and not for the ranker"),
+    ChangeMeasure("groups_positive", "source groups whose corrections outnumber their regressions"),
+    ChangeMeasure("groups_zero", "source groups with as many corrections as regressions"),
+    ChangeMeasure("groups_negative", "source groups whose regressions outnumber their corrections"),
 )
+
+
+def _table2(contract: tuple[Measure, ...], uncertainty: tuple[Measure, ...],
+            changes: tuple[Measure, ...]) -> tuple[Measure, ...]:
+    """Every Table II column in table2.csv's order, checked: names unique, every interval bound a column, every
+    measure with an interval given its two ends (appended after the uncertainty columns when new)."""
+    placed = {m.of for m in uncertainty if isinstance(m, IntervalMeasure)}
+    later = tuple(end for m in contract if isinstance(m, (DirectionMeasure, PairMeasure)) and m.interval
+                  and m.name not in placed for end in _interval(m))
+    columns = (*contract, *uncertainty, *later, *changes)
+    names = [m.name for m in columns]
+    if len(names) != len(set(names)):
+        raise ValueError(f"Table II names a column twice: {sorted(n for n in set(names) if names.count(n) > 1)}")
+    by_name = dict(zip(names, columns))
+    for m in columns:
+        if m.bounds is not None and not set(m.bounds) <= set(names):
+            raise ValueError(f"Table II column {m.name!r}: its interval {m.bounds} is not among the columns")
+        if isinstance(m, IntervalMeasure) and by_name[m.of].bounds is None:
+            raise ValueError(f"Table II column {m.name!r} bounds {m.of!r}, which has no interval")
+        if m.shown - {"brief"} and not m.label:
+            raise ValueError(f"Table II column {m.name!r} is shown in {sorted(m.shown)} without a label")
+    return columns
+
+
+#: Every Table II column, in table2.csv's order: the registry every output, vocabulary and ``summarize`` reads.
+TABLE2: tuple[Measure, ...] = _table2(_CONTRACT, _UNCERTAINTY, _CHANGES)
+DIRECTION_MEASURES: tuple[DirectionMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, DirectionMeasure))
+PAIR_MEASURES: tuple[PairMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, PairMeasure))
+BASELINE_MEASURES: tuple[BaselineMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, BaselineMeasure))
+INTERVAL_MEASURES: tuple[IntervalMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, IntervalMeasure))
+CHANGE_MEASURES: tuple[ChangeMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, ChangeMeasure))
 #: Table II column order (docs/protocol.md#outputs): the contract other tools read.
-TABLE2_COLUMNS: tuple[str, ...] = (
-    "ranker", "n", "strict", "strict_pct", "paired", "paired_n", "paired_pct", "mrr", "pref_at_1", "pref_at_3",
-    "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10", "ties", "fallback", "delta_pts", "delta_lo", "delta_hi",
-)
+TABLE2_COLUMNS: tuple[str, ...] = ("ranker", *(m.name for m in TABLE2 if m.contract))
 #: Uncertainty columns appended after the contract's, in this order.
-TABLE2_INTERVAL_COLUMNS: tuple[str, ...] = (
-    "strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi", "paired_pct_lo", "paired_pct_hi",
-    "delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "mde_pts", "se_delta_pts", "se_delta_mrr", "mde_mrr",
-    "pref_at_1_lo", "pref_at_1_hi", "pref_at_3_lo", "pref_at_3_hi", "pref_at_10_lo", "pref_at_10_hi",
-    "mean_rank_pos_lo", "mean_rank_pos_hi", "mean_rank_neg_lo", "mean_rank_neg_hi",
-)
+TABLE2_INTERVAL_COLUMNS: tuple[str, ...] = tuple(m.name for m in TABLE2
+                                                 if not m.contract and not isinstance(m, ChangeMeasure))
 #: Keys of a ``summarize`` row: the contract's columns, then the uncertainty columns.
 TABLE2_ROW_COLUMNS: tuple[str, ...] = (*TABLE2_COLUMNS, *TABLE2_INTERVAL_COLUMNS)
+#: Columns the session adds after the intervals: directions the ranker fixes / breaks vs its baseline, groups by gain.
+CHANGE_COLUMNS: tuple[str, ...] = tuple(m.name for m in CHANGE_MEASURES)
+
+
+def shown_in(output: Output) -> tuple[Measure, ...]:
+    """The Table II columns an output shows, in table2.csv's order."""
+    return tuple(m for m in TABLE2 if output in m.shown)
+
+
+def column(name: str) -> Measure:
+    """A Table II column's record by its name."""
+    return _BY_COLUMN[name]
+
+
+_BY_COLUMN = {m.name: m for m in TABLE2}
 
 
 @dataclass(frozen=True)
@@ -165,7 +316,7 @@ class PairedMeasure:
     Δ is that value's mean difference × 100 (points) for rates and counts, × 1 for means.
     ``columns`` are the Table II columns the comparison speaks for (a pin on ``strict`` or
     ``strict_pct`` is decided by the same test); ``delta_columns`` name its Table II Δ, interval
-    ends, SE and MDE, and ``p_column`` its p-value in pairwise.csv.
+    ends, SE and MDE, and ``p_column`` its p-value in pairwise.csv; ``words`` how a claim on it reads.
     """
 
     name: str
@@ -174,6 +325,7 @@ class PairedMeasure:
     columns: tuple[str, ...]
     delta_columns: tuple[str, str, str, str, str] | None = None
     p_column: str | None = None
+    words: str = ""
 
     @property
     def source(self) -> DirectionMeasure:
@@ -182,6 +334,11 @@ class PairedMeasure:
     @property
     def scale(self) -> float:
         return 1.0 if self.source.aggregate == "mean" else 100.0
+
+    @property
+    def digits(self) -> int:
+        """Decimals a Δ is written with: two for points, the measure's own for a mean."""
+        return self.source.digits if self.source.aggregate == "mean" else 2
 
     @property
     def position(self) -> bool:
@@ -198,14 +355,18 @@ class PairedMeasure:
 
 
 _BY_NAME = {m.name: m for m in DIRECTION_MEASURES}
-PAIRED_MEASURES: tuple[PairedMeasure, ...] = (
-    PairedMeasure("strict", "strict_pct", "pts", ("strict", "strict_pct"),
-                  ("delta_pts", "delta_lo", "delta_hi", "se_delta_pts", "mde_pts"), "p_strict"),
+#: The comparisons with Table II Δ columns and pairwise.csv p-values; every other ``paired`` direction measure is
+#: compared under its own name, Δ in points for a rate or count, in its own unit for a mean.
+_WITH_DELTAS: tuple[PairedMeasure, ...] = (
+    PairedMeasure("strict", "strict_pct", POINTS, ("strict", "strict_pct"),
+                  ("delta_pts", "delta_lo", "delta_hi", "se_delta_pts", "mde_pts"), "p_strict", "strict preference"),
     PairedMeasure("mrr", "mrr", "MRR", ("mrr",),
-                  ("delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "se_delta_mrr", "mde_mrr"), "p_mrr"),
-    PairedMeasure("ties", "ties", "pts", ("ties",)),
-    PairedMeasure("fallback", "fallback", "pts", ("fallback",)),
+                  ("delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "se_delta_mrr", "mde_mrr"), "p_mrr",
+                  "preferred-passage MRR"),
 )
+PAIRED_MEASURES: tuple[PairedMeasure, ...] = (*_WITH_DELTAS, *(
+    PairedMeasure(m.name, m.name, m.unit if m.aggregate == "mean" else POINTS, (m.name,), words=m.label)
+    for m in DIRECTION_MEASURES if m.paired and all(m.name not in p.columns for p in _WITH_DELTAS)))
 _PAIRED_BY_NAME = {m.name: m for m in PAIRED_MEASURES}
 
 
@@ -377,7 +538,7 @@ def _pair_population(dirs: pd.DataFrame, strict: np.ndarray, groups: str) -> pd.
 def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, baseline: pd.DataFrame | None = None,
               groups: str = "group", n_resamples: int = N_RESAMPLES, seed: int = SEED,
               ranker: str | None = None) -> dict[str, object]:
-    """One Table II row: keys exactly ``TABLE2_ROW_COLUMNS`` (contract columns, then intervals).
+    """One Table II row: keys exactly ``TABLE2_ROW_COLUMNS`` (contract columns, then intervals), else an error.
 
     ``baseline`` holds the baseline (``compare_to``) ranker's outcomes over the same Q_c; the
     Δ, MDE and SE columns (``paired_difference``, computed once per measure for every table
@@ -395,7 +556,7 @@ def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, baseli
     row: dict[str, object] = {"ranker": name}
     row.update({m.name: _aggregate(m.value(cols), m.aggregate) if has_ranks or not m.position else float("nan")
                 for m in DIRECTION_MEASURES})
-    row.update({c: float("nan") for c in ("delta_pts", "delta_lo", "delta_hi", *TABLE2_INTERVAL_COLUMNS)})
+    row.update(dict.fromkeys((m.name for m in (*BASELINE_MEASURES, *INTERVAL_MEASURES)), float("nan")))
     if len(dirs) and groups not in dirs.columns:
         raise ValueError(f"directions frame has no bootstrap group column {groups!r}")
 
@@ -408,11 +569,10 @@ def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, baseli
                              {"paired_pct": Ratio("both", "pairs")}, n_resamples, seed)["paired_pct"]
         row["paired_pct_lo"], row["paired_pct_hi"] = 100 * ci.lo, 100 * ci.hi
     if not len(dirs):
-        return {c: row[c] for c in TABLE2_ROW_COLUMNS}
+        return _row_of_columns(row)
 
-    by_name = {m.name: m for m in DIRECTION_MEASURES}
-    targets = [by_name[of] for of in dict.fromkeys(m.of for m in INTERVAL_MEASURES) if of in by_name
-               and (has_ranks or not by_name[of].position)]
+    targets = [_BY_NAME[of] for of in dict.fromkeys(m.of for m in INTERVAL_MEASURES) if of in _BY_NAME
+               and (has_ranks or not _BY_NAME[of].position)]
     values = {"n": cols["n"]} | {m.name: m.value(cols) for m in targets}
     statistics = {m.name: Ratio(m.name, "n") for m in targets}
     boot = group_bootstrap(values, dirs[groups].to_numpy(), statistics, n_resamples, seed)
@@ -427,6 +587,16 @@ def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, baseli
             if measure.delta_columns and (not measure.position or (has_ranks and "rank_pos" in ref)):
                 row.update(delta_row(measure, paired_difference(measure.values(cols), measure.values(ref), labels,
                                                                 measure.scale, n_resamples, seed=seed)))
+    return _row_of_columns(row)
+
+
+def _row_of_columns(row: dict[str, object]) -> dict[str, object]:
+    """``row`` in ``TABLE2_ROW_COLUMNS`` order; a value without a column, or a column without a value, is an error
+    (never a silently dropped measure)."""
+    unlisted, missing = sorted(set(row) - set(TABLE2_ROW_COLUMNS)), sorted(set(TABLE2_ROW_COLUMNS) - set(row))
+    if unlisted or missing:
+        raise ValueError(f"summarize computed measures without a Table II column {unlisted} and left columns "
+                         f"without a value {missing}: every measure is one record of reports.measures.TABLE2")
     return {c: row[c] for c in TABLE2_ROW_COLUMNS}
 
 

@@ -14,21 +14,27 @@ from __future__ import annotations
 
 import pandas as pd
 
+from reports.measures import TABLE2_COLUMNS
+
 PAPER = "Preference Is Not Position (Section V, Table II), Test"
-#: (ranker, n, strict, strict_pct, paired, paired_pct, mrr, pref_at_1, mean_rank_pos, mean_rank_neg, both_top10,
-#:  ties, fallback, delta_pts, delta_lo, delta_hi)
-_ROWS = [
-    ("fusion", 2736, 1431, 52.30, 147, 10.79, 0.5764, 33.59, 4.0, 4.2, 2547, None, None, None, None, None),
-    ("e0", 2736, 1549, 56.62, None, None, 0.3055, None, 92.3, 106.6, 64, None, None, None, None, None),
-    ("bg8", 2736, 1492, 54.53, None, None, 0.5859, None, 3.6, 3.9, 2609, 70, None, None, None, None),
-    ("ce", 2736, None, 69.77, None, 43.36, 0.7404, None, None, None, None, None, 0, 17.47, 15.81, 19.05),
-    ("grader", 2736, 2119, 77.45, 804, 58.99, 0.7509, 59.21, None, None, None, None, 78, 25.15, 23.54, 26.78),
-    ("grader_e0", 2736, None, 78.47, None, None, 0.7148, None, None, None, None, None, None, None, None, None),
-]
+#: Per ranker, the Table II values the paper's text states (by contract column; any other is NA).
+_ROWS: dict[str, dict[str, float]] = {
+    "fusion": {"n": 2736, "strict": 1431, "strict_pct": 52.30, "paired": 147, "paired_pct": 10.79, "mrr": 0.5764,
+               "pref_at_1": 33.59, "mean_rank_pos": 4.0, "mean_rank_neg": 4.2, "both_top10": 2547},
+    "e0": {"n": 2736, "strict": 1549, "strict_pct": 56.62, "mrr": 0.3055, "mean_rank_pos": 92.3,
+           "mean_rank_neg": 106.6, "both_top10": 64},
+    "bg8": {"n": 2736, "strict": 1492, "strict_pct": 54.53, "mrr": 0.5859, "mean_rank_pos": 3.6, "mean_rank_neg": 3.9,
+            "both_top10": 2609, "ties": 70},
+    "ce": {"n": 2736, "strict_pct": 69.77, "paired_pct": 43.36, "mrr": 0.7404, "fallback": 0, "delta_pts": 17.47,
+           "delta_lo": 15.81, "delta_hi": 19.05},
+    "grader": {"n": 2736, "strict": 2119, "strict_pct": 77.45, "paired": 804, "paired_pct": 58.99, "mrr": 0.7509,
+               "pref_at_1": 59.21, "fallback": 78, "delta_pts": 25.15, "delta_lo": 23.54, "delta_hi": 26.78},
+    "grader_e0": {"n": 2736, "strict_pct": 78.47, "mrr": 0.7148},
+}
 #: The paper's Test population (directions and complete pairs its pools covered).
 PAPER_N, PAPER_PAIRS = 2736, 1363
-COLUMNS = ("ranker", "n", "strict", "strict_pct", "paired", "paired_pct", "mrr", "pref_at_1", "mean_rank_pos",
-           "mean_rank_neg", "both_top10", "ties", "fallback", "delta_pts", "delta_lo", "delta_hi")
+#: The contract columns the paper reports, in table2.csv's order.
+COLUMNS = ("ranker", *(c for c in TABLE2_COLUMNS[1:] if any(c in values for values in _ROWS.values())))
 
 
 def paper_note(run_n: int | None = None) -> str:
@@ -46,7 +52,8 @@ def paper_table2(split: str, run_n: int | None = None) -> pd.DataFrame | None:
     a ``note`` on how its n relates to this run's (``run_n``: this run's full-population n on Test)."""
     if split != "test":
         return None
-    frame = pd.DataFrame(_ROWS, columns=list(COLUMNS)).astype({c: "Float64" for c in COLUMNS[1:]})
+    frame = pd.DataFrame([{"ranker": r, **values} for r, values in _ROWS.items()], columns=list(COLUMNS)) \
+        .astype({c: "Float64" for c in COLUMNS[1:]})
     frame.insert(0, "source", PAPER)
     frame["note"] = paper_note(run_n)
     return frame

@@ -32,16 +32,16 @@ from fixtures.reference import published_paired
 from reports.explore import write_explore
 from reports.figures import write_figures
 from reports.hypotheses import DIGITS, format_interval, format_p
+from reports.measures import COUNT, PAIRED_MEASURES, POPULATION, BaselineMeasure, Measure, Output, shown_in
 from reports.paper import paper_table2
 from reports.reference import CAVEAT, beside_published
 from reports.tables import RELIABLE_N, TABLES, directions_table, interval_note
 from reports.trec import write_qrels
 from reports.transaction import RUNS, StagedRun, current_run  # RUNS: where readers of the results find the runs
 
-#: Columns shown in the terminal and in report.md for the wide tables.
+#: Columns shown in the terminal and in report.md for the wide tables (Table II's: those its registry shows there).
 BRIEF_COLUMNS = {
-    "table2": ["ranker", "n", "strict", "strict_pct", "paired_pct", "mrr", "pref_at_1", "pref_at_10",
-               "mean_rank_pos", "mean_rank_neg", "ties", "fallback", "delta_pts", "delta_lo", "delta_hi"],
+    "table2": ["ranker", *(m.name for m in shown_in("brief"))],
     "claims": ["claim", "status", "expected", "measured"],
 }
 #: Tables that are bookkeeping, not results: they go into manifest.json, not into CSV files.
@@ -206,30 +206,50 @@ def tex_escape(text: object) -> str:
     return "".join(TEX_SPECIAL.get(ch, ch) for ch in str(text))
 
 
+def _with_baseline(columns: tuple[Measure, ...]) -> list[Measure | None]:
+    """``columns`` with None (the row's ``compare_to`` baseline) before the first column comparing with it."""
+    first = next((i for i, m in enumerate(columns) if isinstance(m, BaselineMeasure)), len(columns))
+    return [*columns[:first], *([None] if first < len(columns) else []), *columns[first:]]
+
+
+def _heading(m: Measure, output: Output) -> str:
+    """A column's heading in report.md or LaTeX, saying when its interval is shown."""
+    if output == "latex":
+        return m.tex or tex_escape(m.label)
+    return f"{m.label} [95% CI]" if m.bounds is not None and output not in m.bare else m.label
+
+
+def _cell(m: Measure, row: dict[str, Any], output: Output) -> str:
+    """A Table II value as an output shows it: with its interval (and note) where shown, a population with thousands
+    separators, a count whole, a rate or mean with its record's digits; ``--`` when missing."""
+    value = row.get(m.name)
+    if m.bounds is not None and output not in m.bare:
+        lo, hi = m.bounds
+        return _ci(value, row.get(lo), row.get(hi), m.digits, row.get("n"))
+    if value is None or pd.isna(value):
+        return "--"
+    if m.unit == POPULATION:
+        return f"{int(value):,}"
+    return f"{int(value)}" if m.unit == COUNT else _fmt(value, m.digits)
+
+
 def table2_latex(frame: pd.DataFrame, split: str, profile: str, commit: str) -> str:
     """Table II as a booktabs table with readable headers, n per row, intervals, each row's Δ baseline and label,
-    and a caption naming split, profile and commit."""
-    def col(row: pd.Series, name: str) -> object:
-        return row[name] if name in row.index else None
-
-    def text(row: pd.Series, name: str, default: object = "") -> str:
-        value = col(row, name)
+    and a caption naming split, profile and commit; the columns are those the registry shows in LaTeX."""
+    def text(row: dict[str, Any], name: str, default: object = "") -> str:
+        value = row.get(name)
         return tex_escape(value if value is not None and pd.notna(value) and value != "" else default)
 
+    columns = _with_baseline(shown_in("latex"))
     lines = [r"\begin{table}[t]", r"\centering", r"\small",
-             r"\begin{tabular}{lrrrrrrlrp{4cm}}", r"\toprule",
-             r"Ranker & $n$ & Strict (\%) & Paired (\%) & MRR & Pref@1 (\%) & Ties & Baseline & $\Delta$ strict (pts) "
-             r"& Label \\",
+             r"\begin{tabular}{l" + "".join("l" if m is None else "r" for m in columns) + r"p{4cm}}", r"\toprule",
+             " & ".join(["Ranker", *("Baseline" if m is None else _heading(m, "latex") for m in columns), "Label"])
+             + r" \\",
              r"\midrule"]
-    for _, row in frame.iterrows():
-        n = row["n"]
+    for row in frame.to_dict("records"):
         lines.append(" & ".join([
-            tex_escape(row["ranker"]), f"{int(n):,}",
-            tex_escape(_ci(row["strict_pct"], col(row, "strict_pct_lo"), col(row, "strict_pct_hi"), 2, n)),
-            tex_escape(_ci(row["paired_pct"], col(row, "paired_pct_lo"), col(row, "paired_pct_hi"), 2, n)),
-            tex_escape(_ci(row["mrr"], col(row, "mrr_lo"), col(row, "mrr_hi"), 4, n)),
-            _fmt(row["pref_at_1"], 2), f"{int(row['ties'])}",
-            text(row, "compare_to"), tex_escape(_ci(row["delta_pts"], row["delta_lo"], row["delta_hi"], 2, n)),
+            tex_escape(row["ranker"]),
+            *(text(row, "compare_to") if m is None else tex_escape(_cell(m, row, "latex")) for m in columns),
             text(row, "label", row["ranker"]),
         ]) + r" \\")
     caption = (f"Preference and position on NevIR {tex_escape(split)} (profile {tex_escape(profile)}, commit "
@@ -290,14 +310,9 @@ FAMILY_TITLES = {"H1": "H1: preference is not position (the profile's declared c
                  "H2": "H2: window reranking against each ranker's compare_to baseline",
                  "H3": "H3: the equal-grade branch holds more of the failures than of the directions",
                  "beyond": "Beyond the paper (and claims of no study family)"}
-#: How a claim's measure reads in a sentence.
-MEASURE_WORDS = {"strict": "strict preference", "mrr": "preferred-passage MRR",
+#: How a claim's measure reads in a sentence: a paired measure's words, and H3's share.
+MEASURE_WORDS = {**{m.name: m.words for m in PAIRED_MEASURES if m.words},
                  "tie_branch_share": "equal-grade branch, share of non-successes minus share of directions"}
-#: Outcome columns of Table II in report.md: (header, value, low, high, digits).
-TABLE2_SHOWN = (("strict % [95% CI]", "strict_pct", "strict_pct_lo", "strict_pct_hi", 2),
-                ("paired % [95% CI]", "paired_pct", "paired_pct_lo", "paired_pct_hi", 2),
-                ("MRR [95% CI]", "mrr", "mrr_lo", "mrr_hi", 4),
-                ("Pref@1 % [95% CI]", "pref_at_1", "pref_at_1_lo", "pref_at_1_hi", 2))
 
 
 def _num(row: dict[str, Any], key: str) -> float:
@@ -422,21 +437,18 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str]) -> list[str]:
 
 
 def table2_markdown(table2: pd.DataFrame, labels: dict[str, str]) -> str:
-    """Table II for report.md: label beside each ranker, n, every shown rate with its interval (and note), and Δ
-    strict against the row's own baseline."""
+    """Table II for report.md: label beside each ranker, then every column the registry shows there, a rate with its
+    interval (and note), and the row's own baseline (``Δ vs``) before the Δ columns."""
     out = []
     for row in table2.to_dict("records"):
-        n = row["n"]
         name = str(row["ranker"])
-        shown = {"ranker": md_escape(name), "label": md_escape(labels.get(name, name)),
-                 "n": f"{int(n):,}", "strict": f"{int(row['strict'])}" if pd.notna(row.get("strict")) else "--"}
-        for header, value, lo, hi, digits in TABLE2_SHOWN:
-            shown[header] = _ci(row.get(value), row.get(lo), row.get(hi), digits, n)
-        shown["ties"] = f"{int(row['ties'])}" if pd.notna(row.get("ties")) else "--"
-        shown["fallback"] = f"{int(row['fallback'])}" if pd.notna(row.get("fallback")) else "--"
-        baseline = row.get("compare_to")
-        shown["Δ vs"] = "" if baseline is None or pd.isna(baseline) else md_escape(baseline)
-        shown["Δ strict pts [95% CI]"] = _ci(row.get("delta_pts"), row.get("delta_lo"), row.get("delta_hi"), 2, n)
+        shown = {"ranker": md_escape(name), "label": md_escape(labels.get(name, name))}
+        for m in _with_baseline(shown_in("report")):
+            if m is None:
+                baseline = row.get("compare_to")
+                shown["Δ vs"] = "" if baseline is None or pd.isna(baseline) else md_escape(baseline)
+            else:
+                shown[_heading(m, "report")] = _cell(m, row, "report")
         out.append(shown)
     return pd.DataFrame(out).to_markdown(index=False, disable_numparse=True)
 

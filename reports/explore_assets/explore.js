@@ -147,22 +147,30 @@
   function link(text, state, title) {
     return `<a class="link" data-state='${esc(JSON.stringify(state))}'${title ? ` title="${esc(title)}"` : ""}>${text}</a>`;
   }
+  // Table II's columns come with the page (reports.measures.TABLE2, shown in "explorer"): heading, digits, how to
+  // write the value, its interval's columns; the row's own baseline ("vs") goes before the first column against it.
+  const T2 = D.table2_columns;
+  const FIRST_VS = T2.findIndex((c) => c.baseline);
+  function t2cell(c, r) {
+    const v = r[c.name];
+    if (c.format === "int") return fmtInt(v);
+    if (c.format === "fixed") return fmt(v, c.digits);
+    if (c.format === "interval") return ci(v, r[c.lo], r[c.hi], c.digits);
+    return v === null || v === undefined ? "–" : signed(v, c.digits) +
+      ` <span class="ci">[${signed(r[c.lo], c.digits)}, ${signed(r[c.hi], c.digits)}]</span>`;
+  }
   function overview() {
     const t2 = D.table2;
-    let h = `<thead><tr><th>ranker</th><th class="num">n</th><th class="num">strict %</th><th class="num">MRR</th>
-      <th class="num">paired %</th><th class="num">Pref@1 %</th><th class="num">ties</th><th class="num">fallback</th>
-      <th class="num">Δ strict (pts)</th><th>vs</th><th class="num">fixes / breaks</th><th>directions</th></tr></thead><tbody>`;
+    let h = "<thead><tr><th>ranker</th>" + T2.map((c, k) => (k === FIRST_VS ? "<th>vs</th>" : "") +
+      `<th class="num">${esc(c.label)}</th>`).join("") +
+      `<th class="num">fixes / breaks</th><th>directions</th></tr></thead><tbody>`;
     for (const r of t2) {
       const info = BY_NAME[r.ranker] || {};
       const failures = r.n !== null && r.strict !== null ? r.n - r.strict : null;
       const vs = info.compare_to && info.compare_to !== r.ranker ? info.compare_to : "";
-      h += `<tr><td class="wrap"><b>${esc(r.ranker)}</b><br><span class="muted small">${esc(info.label && info.label !== r.ranker ? info.label : "")}</span></td>
-        <td class="num">${fmtInt(r.n)}</td><td class="num">${ci(r.strict_pct, r.strict_pct_lo, r.strict_pct_hi, 2)}</td>
-        <td class="num">${ci(r.mrr, r.mrr_lo, r.mrr_hi, 4)}</td><td class="num">${ci(r.paired_pct, r.paired_pct_lo, r.paired_pct_hi, 2)}</td>
-        <td class="num">${fmt(r.pref_at_1, 2)}</td><td class="num">${fmtInt(r.ties)}</td><td class="num">${fmtInt(r.fallback)}</td>
-        <td class="num">${r.delta_pts === null || r.delta_pts === undefined ? "–" : signed(r.delta_pts, 2) +
-          ` <span class="ci">[${signed(r.delta_lo, 2)}, ${signed(r.delta_hi, 2)}]</span>`}</td><td>${esc(vs)}</td>
-        <td class="num">${vs && r.corrections !== null && r.corrections !== undefined
+      h += `<tr><td class="wrap"><b>${esc(r.ranker)}</b><br><span class="muted small">${esc(info.label && info.label !== r.ranker ? info.label : "")}</span></td>` +
+        T2.map((c, k) => (k === FIRST_VS ? `<td>${esc(vs)}</td>` : "") + `<td class="num">${t2cell(c, r)}</td>`).join("") +
+        `<td class="num">${vs && r.corrections !== null && r.corrections !== undefined
           ? link(fmtInt(r.corrections), { view: "directions", r: r.ranker, a: r.ranker, b: vs, dis: "ab" }, `${r.ranker} right, ${vs} wrong`) +
             " / " + link(fmtInt(r.regressions), { view: "directions", r: r.ranker, a: r.ranker, b: vs, dis: "ba" }, `${vs} right, ${r.ranker} wrong`) : "–"}</td>
         <td>${D.outcomes[r.ranker] && failures !== null ? link(`${fmtInt(failures)} failures`, { view: "directions", r: r.ranker, o: "failure" }) : ""}</td></tr>`;
@@ -177,8 +185,8 @@
                                "ranker", "versus", "measure", "profile", "scope", "split"]);
   function claimLink(c) {
     if (c.ranker && c.versus && D.outcomes[c.ranker] && D.outcomes[c.versus]) {
-      // A position measure (MRR, Pref@k, ranks) is decided where d⁺ moves; strict preference where the outcome differs.
-      const position = c.measure && !/^strict/.test(c.measure) && hasPositions(c.ranker) && hasPositions(c.versus);
+      // A position measure (MRR, nDCG, ranks) is decided where d⁺ moves; strict preference where the outcome differs.
+      const position = !!D.position_measures[c.measure] && hasPositions(c.ranker) && hasPositions(c.versus);
       return link(position ? "directions where d⁺ moves" : "discordant directions",
         { view: "directions", r: c.ranker, a: c.ranker, b: c.versus, dis: position ? "pos_either" : "either" },
         `${c.ranker} vs ${c.versus}: the directions on which they differ decide this claim`);

@@ -11,6 +11,7 @@ import pytest
 
 from reports import explore
 from reports.explore import ASSETS, load_inputs, page_data, render, top_of, write_explore
+from reports.measures import shown_in
 from reports.tables import judgments_table
 from rankers.base import Ranking
 
@@ -142,6 +143,11 @@ def test_page_data_aligns_every_column_with_the_directions(artifacts) -> None:
     assert [data["pids"][k] for k in pool["pid"][3:6]] == ["pB", "pX", "pA"]
     assert pool["routes"] == ["dense", "sparse", "bm25"] and pool["dense_rank"][:3] == [1, 2, 3]
     assert pool["text"]["grader"][:3] == [3, 2.9, None], "the grader's window scores beside the pool"
+    # Table II: every column the table has (the page's rows), and the columns it shows described by the registry.
+    assert data["table2"][0] == {"ranker": "fusion", "n": 3, "strict": 2, "strict_pct": 66.7, "mrr": 0.61,
+                                 "corrections": None, "regressions": None}
+    assert data["table2_columns"] == explore.table2_columns()
+    assert [c["name"] for c in data["table2_columns"]] == [m.name for m in shown_in("explorer")]
 
 
 def test_a_designated_only_ranker_shows_its_pair_judgments(artifacts) -> None:

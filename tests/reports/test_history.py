@@ -55,6 +55,18 @@ def test_identical_runs_are_unchanged_and_a_systematic_shift_is_changed(base) ->
     assert (moved.differing_groups, moved.discordant) == (20, 40) and "20 groups and 40 directions differ" in moved.message()
 
 
+def test_ndcg_at_10_is_compared_direction_by_direction_in_ndcg_units(base) -> None:
+    """nDCG@10 (docs/protocol.md#ndcg-at-10): every preferred passage moved from its rank to rank 1 gains
+    1 - 1/log2(1 + r) (0 where it was already first; 1 from outside the top 10)."""
+    labels = base["group"].to_numpy()
+    first = base.assign(fusion__rank_pos=1, fusion__rank_neg=2)
+    rank = base["fusion__rank_pos"].to_numpy(dtype=float)
+    gain = np.mean(1 - np.where(rank <= 10, 1 / np.log2(1 + rank), 0.0))
+    moved = paired_change("ndcg_at_10", outcomes(first), outcomes(base), labels, margin=0.01)
+    assert (moved.now, moved.decision, moved.basis) == (1.0, "changed", "paired")
+    assert moved.delta == pytest.approx(gain, rel=1e-12) and moved.then == pytest.approx(1 - gain, rel=1e-12)
+
+
 def test_a_small_balanced_change_is_undetermined_without_a_wide_enough_margin(base) -> None:
     labels = base["group"].to_numpy()
     swapped = base.copy()

@@ -11,6 +11,7 @@ from fixtures.populations import annotate_population
 from rankers.base import Ranking, rank_by_keys
 from scipy.stats import norm
 
+from reports import measures
 from reports.bootstrap import Ratio, group_bootstrap
 from reports.measures import (BASELINE_MEASURES, DIRECTION_MEASURES, INTERVAL_MEASURES, PAIR_MEASURES,
                               PAIRED_MEASURES, TABLE2_COLUMNS, TABLE2_INTERVAL_COLUMNS, TABLE2_ROW_COLUMNS,
@@ -176,7 +177,7 @@ def test_every_table2_column_has_one_definition():
     assert TABLE2_COLUMNS == (  # the output contract (docs/protocol.md#outputs), names and order
         "ranker", "n", "strict", "strict_pct", "paired", "paired_n", "paired_pct", "mrr", "pref_at_1", "pref_at_3",
         "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10", "ties", "fallback", "delta_pts", "delta_lo",
-        "delta_hi")
+        "delta_hi", "ndcg_at_10")  # a new measure is appended: the columns before it keep their places
     assert TABLE2_INTERVAL_COLUMNS[:11] == (
         "strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi", "paired_pct_lo", "paired_pct_hi",
         "delta_mrr", "delta_mrr_lo", "delta_mrr_hi", "mde_pts", "se_delta_pts")
@@ -184,6 +185,33 @@ def test_every_table2_column_has_one_definition():
     of = {m.of for m in INTERVAL_MEASURES}
     rates = {m.name for m in DIRECTION_MEASURES if m.aggregate != "count"} | {"paired_pct"}
     assert of == rates
+
+
+def test_ndcg_at_10_by_hand(directions):
+    """nDCG@10 with the preferred passage the one relevant passage (gain 1; ideal DCG = 1/log2(2) = 1), ranx style.
+
+    Preferred ranks 1, 3, 11, 1, 3 (A_q1, A_q2, B_q1, B_q2 | C_q1): DCG@10 is 1/log2(2) = 1, 1/log2(4) = 1/2,
+    0 (rank 11 is past the cut), 1, 1/2; the mean is 3/5. Intervals as in test_intervals_by_hand: g2 alone
+    gives 1/2, g1 alone (1 + 1/2 + 0 + 1) / 4 = 5/8.
+    """
+    row = summarize(direction_outcomes(toy_ranking(), directions), directions)
+    assert row["ndcg_at_10"] == pytest.approx(3 / 5, rel=1e-12)
+    assert (row["ndcg_at_10_lo"], row["ndcg_at_10_hi"]) == (pytest.approx(1 / 2), pytest.approx(5 / 8))
+    # A single direction at rank 10 still counts (1/log2(11)); at rank 2 it is 1/log2(3) = 0.6309.
+    ndcg = paired_measure("ndcg_at_10")
+    ranks = np.array([1.0, 2.0, 10.0, 11.0, 100.0])
+    assert ndcg.values({"rank_pos": ranks}).tolist() == pytest.approx([1.0, 1 / math.log2(3), 1 / math.log2(11), 0, 0])
+    assert (ndcg.unit, ndcg.scale, ndcg.position) == ("nDCG", 1.0, True)
+
+
+def test_summarize_refuses_a_measure_without_a_column_and_a_column_without_a_measure(directions, monkeypatch):
+    outcomes = direction_outcomes(toy_ranking(), directions)
+    monkeypatch.setattr(measures, "TABLE2_ROW_COLUMNS", (*TABLE2_ROW_COLUMNS, "unmeasured"))
+    with pytest.raises(ValueError, match=r"without a value \['unmeasured'\]"):
+        summarize(outcomes, directions, n_resamples=10)
+    monkeypatch.setattr(measures, "TABLE2_ROW_COLUMNS", tuple(c for c in TABLE2_ROW_COLUMNS if c != "ndcg_at_10"))
+    with pytest.raises(ValueError, match=r"without a Table II column \['ndcg_at_10'\]"):
+        summarize(outcomes, directions, n_resamples=10)
 
 
 def test_intervals_by_hand(directions):
@@ -269,7 +297,7 @@ def test_ranker_without_ranks_gets_nan_positions_and_pair_intervals():
     assert row["strict_pct"] == pytest.approx(500 / 7)
     for column in ("mrr", "pref_at_1", "pref_at_3", "pref_at_10", "mean_rank_pos", "mean_rank_neg", "both_top10",
                    "mrr_lo", "mrr_hi", "pref_at_1_lo", "mean_rank_neg_hi", "delta_mrr", "delta_mrr_lo", "delta_mrr_hi",
-                   "se_delta_mrr", "mde_mrr"):
+                   "se_delta_mrr", "mde_mrr", "ndcg_at_10", "ndcg_at_10_lo", "ndcg_at_10_hi"):
         assert math.isnan(row[column]), column
     # Pairs resample with their groups only (g1: P1 both, P2 not; g2: P3 both; g3 holds no complete pair):
     # (g1,g1) 2/4, (g1,g2) 2/3, (g2,g2) 2/2.

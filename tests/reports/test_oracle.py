@@ -1,5 +1,5 @@
-"""Independent oracle: MRR and Success@k from the exported TREC files, by ir_measures on pytrec_eval (trec_eval's C
-code), equal the suite's own direction-level numbers."""
+"""Independent oracle: MRR, Success@k and nDCG@10 from the exported TREC files, by ir_measures on pytrec_eval
+(trec_eval's C code), equal the suite's own direction-level numbers."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +14,8 @@ from rankers.base import rank_by_keys, single_score_ranking
 from reports.measures import direction_outcomes, summarize
 from reports.trec import write_qrels, write_run
 
-MEASURES = [ir_measures.RR, ir_measures.Success @ 1, ir_measures.Success @ 3, ir_measures.Success @ 10]
+MEASURES = [ir_measures.RR, ir_measures.Success @ 1, ir_measures.Success @ 3, ir_measures.Success @ 10,
+            ir_measures.nDCG @ 10]
 
 
 def oracle(run: Path, qrels: Path) -> pd.DataFrame:
@@ -38,6 +39,9 @@ def assert_oracle_agrees(ranking, directions: pd.DataFrame, tmp_path: Path) -> p
     for k in (1, 3, 10):
         assert got[f"Success@{k}"].to_numpy().tolist() == (rank <= k).astype(float).tolist()
         assert 100 * got[f"Success@{k}"].mean() == pytest.approx(row[f"pref_at_{k}"], rel=1e-12)
+    # qrels judge the preferred passage 1, nothing else: the ideal DCG is 1, nDCG@10 = 1/log2(1 + r+) in the top 10.
+    assert got["nDCG@10"].to_numpy() == pytest.approx(np.where(rank <= 10, 1 / np.log2(1 + rank), 0.0), rel=1e-12)
+    assert got["nDCG@10"].mean() == pytest.approx(row["ndcg_at_10"], rel=1e-12)
     return got
 
 

@@ -112,9 +112,9 @@ def test_table2_carries_labels_baselines_and_tiny_sample_notes(tmp_path: Path) -
     grader = next(line for line in table.splitlines() if line.startswith("| grader"))
     cells = [c.strip() for c in grader.strip("|").split("|")]
     assert cells[:5] == ["grader", "LLM grader window", "4", "4", "100.00 [100.00, 100.00] (n=4: interval unreliable)"]
-    assert cells[-2:] == ["ce", "25.00 [0.00, 50.00] (n=4: interval unreliable)"]
+    assert cells[-3:] == ["ce", "25.00 [0.00, 50.00] (n=4: interval unreliable)", "--"]  # no nDCG@10 in this row
     ce = [c.strip() for c in next(line for line in table.splitlines() if line.startswith("| ce")).strip("|").split("|")]
-    assert ce[4] == "52.08 [45.83, 58.33]" and ce[-2:] == ["fusion", "-4.17 [-16.67, 6.25]"]
+    assert ce[4] == "52.08 [45.83, 58.33]" and ce[-3:-1] == ["fusion", "-4.17 [-16.67, 6.25]"]
 
 
 def test_table2_tex_caption_names_each_row_s_baseline_split_profile_and_commit() -> None:
@@ -130,10 +130,10 @@ def test_table2_tex_caption_names_each_row_s_baseline_split_profile_and_commit()
     assert "ranker's reference" not in caption
     rows = tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines()
     assert rows[2] == (r"grader & 4 & 100.00 [100.00, 100.00] (n=4: interval unreliable) & 0.00 & 0.5000 & 10.00 & 0 "
-                       r"& ce & 25.00 [0.00, 50.00] (n=4: interval unreliable) & LLM grader window \\")
+                       r"& ce & 25.00 [0.00, 50.00] (n=4: interval unreliable) & -- & LLM grader window \\")
     assert rows[1].startswith("ce & 48 & 52.08 [45.83, 58.33] & ") and rows[1].endswith(
-        r"& fusion & -4.17 [-16.67, 6.25] & cross-encoder window \\")
-    assert rows[0].endswith(r"& 0 &  & -- & fixed fusion \\")
+        r"& fusion & -4.17 [-16.67, 6.25] & -- & cross-encoder window \\")
+    assert rows[0].endswith(r"& 0 &  & -- & -- & fixed fusion \\")
 
 
 def test_without_declarations_the_label_is_the_ranker_s_name(tmp_path: Path) -> None:

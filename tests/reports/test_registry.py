@@ -1,0 +1,140 @@
+"""Every output and vocabulary takes its Table II columns from the registry (``reports.measures.TABLE2``, docs/
+protocol.md#measures): walking the registry gives each one's column list, and a measure added to the registry appears
+in every output that shows it with nothing else changed."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from harness import profile, session
+from reports import explore, history, hypotheses, measures, paper, writer
+from reports.explore import ASSETS, table2_columns
+from reports.measures import (OUTPUTS, PAIRED_MEASURES, TABLE2, TABLE2_COLUMNS, TABLE2_INTERVAL_COLUMNS,
+                              TABLE2_ROW_COLUMNS, BaselineMeasure, ChangeMeasure, DirectionMeasure, IntervalMeasure,
+                              column, shown_in)
+
+
+def registry(flag: str) -> tuple[str, ...]:
+    return tuple(m.name for m in TABLE2 if getattr(m, flag))
+
+
+def table2_row(name: str = "r", **values: object) -> dict[str, object]:
+    """A Table II row with a distinct value in every column, so a column shown twice or not at all is seen."""
+    row: dict[str, object] = {"ranker": name, "compare_to": "base", "label": "the ranker"}
+    for i, m in enumerate(TABLE2):
+        row[m.name] = 100 + i if m.unit in (measures.COUNT, measures.POPULATION) else 0.5 + i / 1000
+    return row | values
+
+
+def test_table2_csv_is_the_contract_then_the_uncertainty_then_the_change_columns():
+    assert TABLE2_COLUMNS == ("ranker", *registry("contract"))
+    assert TABLE2_ROW_COLUMNS + session.CHANGE_COLUMNS == ("ranker", *(m.name for m in TABLE2))
+    assert session.CHANGE_COLUMNS == tuple(m.name for m in TABLE2 if isinstance(m, ChangeMeasure))
+    assert not set(TABLE2_INTERVAL_COLUMNS) & set(registry("contract"))
+
+
+def test_every_interval_is_two_registry_columns_in_the_measures_unit():
+    for m in TABLE2:
+        if m.bounds is not None:
+            lo, hi = (column(b) for b in m.bounds)
+            assert (lo.unit, hi.unit, lo.digits, hi.digits) == (m.unit, m.unit, m.digits, m.digits), m.name
+        if isinstance(m, IntervalMeasure):
+            assert column(m.of).bounds is not None and m.name in column(m.of).bounds
+
+
+def test_profile_vocabularies_and_rounding_come_from_the_registry():
+    assert profile.PIN_MEASURES == registry("pinnable")
+    assert profile.QUALITY_GATES == {f"{c}_min": c for c in registry("floored")}
+    assert set(profile.ROUNDING) == {m.name for m in TABLE2 if m.pinnable and m.unit not in ("count", "directions")}
+    claimable = set(registry("claimable"))
+    assert profile.MEASURES == tuple(m.name for m in PAIRED_MEASURES if claimable & set(m.columns))
+    assert {"strict", "mrr", "ndcg_at_10"} <= set(profile.MEASURES)
+
+
+def test_compared_digits_and_paper_columns_come_from_the_registry():
+    assert history.COMPARED == registry("compared")
+    assert hypotheses.DIGITS == {m.unit: m.digits for m in PAIRED_MEASURES}
+    assert all(m.unit in hypotheses.DIGITS for m in PAIRED_MEASURES)
+    assert paper.COLUMNS == ("ranker", *(c for c in TABLE2_COLUMNS[1:] if c in paper.COLUMNS))  # contract order
+    # Every direction measure tested direction by direction has exactly one paired measure.
+    for m in TABLE2:
+        if isinstance(m, DirectionMeasure) and m.paired:
+            assert [p.name for p in PAIRED_MEASURES if m.name in p.columns] == [m.name]
+
+
+def test_the_terminal_brief_is_the_registrys_brief_columns():
+    assert writer.BRIEF_COLUMNS["table2"] == ["ranker", *(m.name for m in shown_in("brief"))]
+    frame = pd.DataFrame([table2_row()])
+    header = writer.terminal_tables("table2", frame).splitlines()[0].split()
+    assert header == writer.BRIEF_COLUMNS["table2"]
+
+
+def _report_headings(frame: pd.DataFrame) -> list[str]:
+    return [c.strip() for c in writer.table2_markdown(frame, {}).splitlines()[0].strip("|").split("|")]
+
+
+def _latex_headings(frame: pd.DataFrame) -> list[str]:
+    tex = writer.table2_latex(frame, "test", "p", "c")
+    return tex.split(r"\toprule")[1].split(r"\midrule")[0].strip().removesuffix(r"\\").strip().split(" & ")
+
+
+def test_report_md_and_latex_show_the_registrys_columns_in_order():
+    frame = pd.DataFrame([table2_row()])
+    expected = ["ranker", "label"]
+    for m in shown_in("report"):
+        if isinstance(m, BaselineMeasure) and "Δ vs" not in expected:
+            expected.append("Δ vs")
+        expected.append(f"{m.label} [95% CI]" if m.bounds and "report" not in m.bare else m.label)
+    assert _report_headings(frame) == expected
+    latex = ["Ranker"]
+    for m in shown_in("latex"):
+        if isinstance(m, BaselineMeasure) and "Baseline" not in latex:
+            latex.append("Baseline")
+        latex.append(m.tex)
+    assert _latex_headings(frame) == [*latex, "Label"]
+    spec = "".join("l" if h in ("Ranker", "Baseline") else "r" for h in latex) + "p{4cm}"
+    assert rf"\begin{{tabular}}{{{spec}}}" in writer.table2_latex(frame, "t", "p", "c")
+
+
+def test_every_shown_value_is_written_with_its_records_digits():
+    row = table2_row()
+    line = writer.table2_markdown(pd.DataFrame([row]), {}).splitlines()[2]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    values = [c for c in cells[2:] if c != "base"]
+    for m, cell in zip(shown_in("report"), values):
+        if m.unit in ("count", "directions"):
+            assert cell == f"{int(row[m.name]):,}", m.name
+        else:
+            assert cell.startswith(f"{row[m.name]:.{m.digits}f}"), m.name
+            assert ("[" in cell) == (m.bounds is not None and "report" not in m.bare), m.name
+
+
+def test_the_explorer_receives_its_columns_and_renders_table2_from_them():
+    meta = table2_columns()
+    assert [c["name"] for c in meta] == [m.name for m in shown_in("explorer")]
+    for c in meta:
+        m = column(c["name"])
+        assert (c["label"], c["digits"], c["baseline"]) == (m.label, m.digits, isinstance(m, BaselineMeasure))
+        assert (c["lo"], c["hi"]) == (m.bounds if m.bounds and "explorer" not in m.bare else (None, None))
+    # explore.js lists no Table II measure: the values it writes come by name from the page's metadata. It reads a
+    # row's n, strict, corrections and regressions only to link to directions (failures, fixes / breaks).
+    script = (ASSETS / "explore.js").read_text(encoding="utf-8")
+    read = set(re.findall(r"\br\.([a-z_0-9]+)\b", script)) & {m.name for m in TABLE2}  # r: a Table II row
+    assert read <= {"n", "strict", "corrections", "regressions"}, read
+    assert "D.table2_columns" in script
+
+
+def test_a_new_registry_column_reaches_every_output_that_shows_it(monkeypatch):
+    """One record, nothing else: the brief's list is fixed at import, the tables and the page follow at once."""
+    new = DirectionMeasure("pref_at_5", lambda c: (c["rank_pos"] <= 5).astype(float), "pct", "Pref@5", position=True,
+                           unit="%", digits=2, label="Pref@5 %", tex=r"Pref@5 (\%)", contract=True,
+                           shown=frozenset(OUTPUTS))
+    monkeypatch.setattr(measures, "TABLE2", (*TABLE2, new))
+    monkeypatch.setattr(explore, "TABLE2", (*TABLE2, new))
+    frame = pd.DataFrame([table2_row(pref_at_5=12.345)])
+    assert _report_headings(frame)[-1] == "Pref@5 %"
+    assert writer.table2_markdown(frame, {}).splitlines()[2].strip("|").split("|")[-1].strip() == "12.35"
+    assert _latex_headings(frame)[-2] == r"Pref@5 (\%)"
+    assert table2_columns()[-1]["name"] == "pref_at_5"
