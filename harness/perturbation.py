@@ -5,7 +5,8 @@ A trained ranker's pins are exact because its inputs are bit-identical on every 
 must not hinge on that. Every ranker trained with seeds (LambdaMART: E0, N=8, any declared count) is
 retrained, seed by seed, on Train and development pools whose route scores moved by one part in 10^7
 (``fixtures.perturbation``), ranks the split's own pool, and each claim of a family that involves such a
-ranker is decided again with its whole family, exactly as ``harness.claims`` decides it.
+ranker is decided again with its whole family, exactly as ``harness.claims`` decides it. The published
+verdict of such a claim is decisive only where both decide it the same way (``reports.hypotheses.robust_to_noise``).
 """
 from __future__ import annotations
 
@@ -18,8 +19,12 @@ from fixtures.perturbation import RELATIVE_NOISE
 from harness.claims import ClaimBook, claim_book
 from harness.session import Evaluation
 from rankers.registry import ALL
-from reports.hypotheses import ClaimDefinition
+from reports.hypotheses import ClaimDefinition, ClaimResult, robust_to_noise
 from reports.measures import direction_outcomes, seed_average
+
+
+#: What the perturbed retraining saw, in a verdict's words.
+NOISE = f"route scores moved by {RELATIVE_NOISE:g} of themselves"
 
 
 def trained(ev: Evaluation, name: str) -> bool:
@@ -77,3 +82,13 @@ def perturbed_book(ev: Evaluation, items) -> ClaimBook:
     """The session's claims decided on the perturbed outcomes (one book per session, like the claim book)."""
     book = claim_book(ev, items)
     return ev.shared(("perturbed-claim-book",), lambda: ClaimBook(PerturbedEvaluation(ev), book.selected))
+
+
+def published_result(ev: Evaluation, items, split: str, name: str) -> ClaimResult:
+    """The claim's verdict as published: a claim about a trained ranker is decisive only where the perturbed
+    retraining decides it the same way; any other claim is the claim book's."""
+    book = claim_book(ev, items)
+    exact = book.result(split, name)
+    if not involves_training(ev, book.definitions[name]):
+        return exact
+    return robust_to_noise(exact, perturbed_book(ev, items).result(split, name), NOISE)

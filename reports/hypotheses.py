@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -458,6 +458,27 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
                                                                        needed, alpha), t.measured, alpha,
                                t.differing_groups, t.discordant))
     return out
+
+
+def robust_to_noise(exact: ClaimResult, noisy: ClaimResult, noise: str) -> ClaimResult:
+    """A claim about trained rankers, decisive only where the models retrained on noisy inputs decide it the same way
+    (docs/statistics.md#perturbation).
+
+    Each side's adjusted p is the larger of the two Holm-adjusted p's, so the claim holds (fails) only when both
+    families reject on that side; the rejections are a subset of the exact family's, whose family-wise error they keep.
+    Effect, interval, raw p and power stay the exact inputs' (the paper's protocol); ``noise`` names the perturbation.
+    """
+    if math.isnan(exact.p_adjusted) or math.isnan(noisy.p_adjusted):
+        return exact
+    p_adj, q_adj = max(exact.p_adjusted, noisy.p_adjusted), max(exact.p_opposite_adjusted, noisy.p_opposite_adjusted)
+    status: Status = "holds" if p_adj <= exact.alpha else "fails" if q_adj <= exact.alpha else "inconclusive"
+    seen = (f"retrained on {noise}: {noisy.status} (Holm {format_p(noisy.p_adjusted)} on the claimed side, "
+            f"{format_p(noisy.p_opposite_adjusted)} on the other)")
+    reason = exact.reason if noisy.status == exact.status else (
+        f"inconclusive: {exact.status} on the exact inputs but {seen}, so the verdict hinges on floating-point noise; "
+        f"exact inputs: {exact.reason}")
+    return replace(exact, status=status, p_adjusted=p_adj, p_opposite_adjusted=q_adj, reason=reason,
+                   measured=f"{exact.measured}; {seen}" if exact.measured else seen)
 
 
 def decide(tests: Sequence[ClaimTest], unmeasured: Mapping[str, int] | None = None,

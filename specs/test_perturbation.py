@@ -2,9 +2,10 @@
 
 Every ranker trained with seeds is retrained, seed by seed, on Train and development pools whose route
 scores moved by one part in 10^7, as another machine's kernels could have moved them. Each claim about
-such a ranker is decided again with its family on those models: its verdict must stay what it is.
-``perturbation.csv`` records claims (verdict, effect, adjusted p; the single-seed protocol's verdict beside,
-reported, never asserted) and the rankers' measures before and after.
+such a ranker is decided again with its family on those models, and its published verdict is decisive
+only where both decide it the same way. ``perturbation.csv`` records claims (verdict, effect, adjusted p
+before and after, the published verdict; the single-seed protocol's verdict beside, reported, never
+asserted) and the rankers' measures before and after.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 from fixtures.perturbation import RELATIVE_NOISE, perturb_route_scores
 from fixtures.routes import ROUTES
 from harness.claims import claim_book
-from harness.perturbation import PerturbedEvaluation, perturbed_book
+from harness.perturbation import PerturbedEvaluation, perturbed_book, published_result
 from reports.measures import summarize
 
 #: The measures of a trained ranker recorded before and after.
@@ -27,24 +28,27 @@ def _row(subject: str, measure: str, before, after) -> dict:
             "relative_noise": RELATIVE_NOISE}
 
 
-def test_trained_verdict_survives_route_noise(evaluation, split, trained_comparison, report, request) -> None:
-    book = claim_book(evaluation, request.session.items)
-    noisy = perturbed_book(evaluation, request.session.items)
-    before, after = book.result(split, trained_comparison), noisy.result(split, trained_comparison)
-    rows = [("status", before.status, after.status), ("effect", before.effect, after.effect),
-            ("p_adjusted", before.p_adjusted, after.p_adjusted)]
-    single, single_after = book.single_seed_result(split, trained_comparison), \
-        noisy.single_seed_result(split, trained_comparison)
+def test_trained_verdict_is_decisive_only_where_noise_agrees(evaluation, split, trained_comparison, report,
+                                                              request) -> None:
+    """The published verdict (``claims.csv``) holds or fails only where the exact inputs and the perturbed retraining
+    both decide it so; a verdict the noise changes is published inconclusive, with both in its reason."""
+    items = request.session.items
+    exact = claim_book(evaluation, items).result(split, trained_comparison)
+    noisy = perturbed_book(evaluation, items).result(split, trained_comparison)
+    published = published_result(evaluation, items, split, trained_comparison)
+    rows = [("status", exact.status, noisy.status), ("effect", exact.effect, noisy.effect),
+            ("p_adjusted", exact.p_adjusted, noisy.p_adjusted), ("published status", exact.status, published.status)]
+    single, single_after = claim_book(evaluation, items).single_seed_result(split, trained_comparison), \
+        perturbed_book(evaluation, items).single_seed_result(split, trained_comparison)
     if single is not None:
         seed = evaluation.settings.seed
         rows += [(f"status@seed{seed}", single.status, single_after.status),
                  (f"effect@seed{seed}", single.effect, single_after.effect)]
     for measure, a, b in rows:
         report.add("perturbation", split, _row(trained_comparison, measure, a, b))
-    assert after.status == before.status, (
-        f"{trained_comparison} ({split}) is {before.status} ({before.summary()}) but {after.status} when its rankers "
-        f"are retrained on route scores moved by {RELATIVE_NOISE:g} of themselves ({after.summary()}): the verdict "
-        "hinges on floating-point noise")
+    if published.status != "inconclusive":
+        assert exact.status == noisy.status == published.status, published.summary()
+    assert ("hinges on floating-point noise" in published.reason) == (exact.status != noisy.status), published.reason
 
 
 def test_trained_ranker_is_retrained_on_noisy_routes(evaluation, split, trained_ranker, report) -> None:

@@ -10,9 +10,9 @@ from scipy.stats import norm, permutation_test
 
 from rankers.kinds import kind
 from rankers.registry import RankerDecl
-from reports.hypotheses import (CLAIM_COLUMNS, ClaimDefinition, ClaimTest, DeclaredComparison, check_verdict,
-                                claim_definitions, decidable, decide, decide_family, format_interval, format_p,
-                                measure_comparison, measure_tie_branch)
+from reports.hypotheses import (CLAIM_COLUMNS, ClaimDefinition, ClaimResult, ClaimTest, DeclaredComparison,
+                                check_verdict, claim_definitions, decidable, decide, decide_family, format_interval,
+                                format_p, measure_comparison, measure_tie_branch, robust_to_noise)
 from reports.stats import holm, mean_test, sign_flip_test, skew_corrected_p
 
 NAN = float("nan")
@@ -196,3 +196,25 @@ def test_tie_branch_test_by_hand():
     assert (t.n, t.n_groups) == (6, 4) and "3/6 directions" in t.measured
     none_failed = measure_tie_branch(h3, per.assign(strict=True), groups)
     assert math.isnan(none_failed.effect) and "undefined" in none_failed.measured
+
+
+def _verdict(status: str, p_adj: float, q_adj: float) -> ClaimResult:
+    """A comparison's result with the given adjusted p-values (the rest fixed)."""
+    d = ClaimDefinition("bg8_strict_lt_e0", "H1", "comparison", "bg8", "e0", "strict", "<")
+    return ClaimResult(d, status, -2.0, -4.0, 0.1, "pts", p_adj / 8, p_adj, q_adj / 8, q_adj, 3.0, 0.003, 900.0,
+                       371, 96, 8, f"{status}: exact", "measured exactly")
+
+
+@pytest.mark.parametrize("exact, noisy, published", [
+    (("holds", 0.01, 1.0), ("holds", 0.04, 1.0), ("holds", 0.04, 1.0)),                # both hold: the larger p
+    (("inconclusive", 0.99, 1.0), ("holds", 0.009, 1.0), ("inconclusive", 0.99, 1.0)),  # the noise decides: not us
+    (("holds", 0.009, 1.0), ("inconclusive", 0.2, 1.0), ("inconclusive", 0.2, 1.0)),
+    (("fails", 1.0, 0.001), ("fails", 1.0, 0.03), ("fails", 1.0, 0.03)),
+    (("fails", 1.0, 0.001), ("holds", 0.01, 1.0), ("inconclusive", 1.0, 1.0)),          # opposite verdicts
+])
+def test_a_trained_claim_is_decisive_only_where_the_noisy_retraining_agrees(exact, noisy, published) -> None:
+    got = robust_to_noise(_verdict(*exact), _verdict(*noisy), "route scores moved by 1e-07 of themselves")
+    assert (got.status, got.p_adjusted, got.p_opposite_adjusted) == published
+    assert (got.effect, got.lo, got.hi, got.p_value) == (-2.0, -4.0, 0.1, exact[1] / 8)  # the exact inputs' numbers
+    assert "retrained on route scores moved by 1e-07 of themselves" in got.measured
+    assert ("hinges on floating-point noise" in got.reason) == (exact[0] != noisy[0])
