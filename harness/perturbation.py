@@ -78,10 +78,15 @@ class PerturbedEvaluation:
         return direction_outcomes(ranking, ev.directions_for(split, name))
 
 
+def perturbed_evaluation(ev: Evaluation) -> PerturbedEvaluation:
+    """The session's one perturbed view, so its outcomes are read and computed once for every spec."""
+    return ev.shared(("perturbed-evaluation",), lambda: PerturbedEvaluation(ev))
+
+
 def perturbed_book(ev: Evaluation, items) -> ClaimBook:
     """The session's claims decided on the perturbed outcomes (one book per session, like the claim book)."""
     book = claim_book(ev, items)
-    return ev.shared(("perturbed-claim-book",), lambda: ClaimBook(PerturbedEvaluation(ev), book.selected))
+    return ev.shared(("perturbed-claim-book",), lambda: ClaimBook(perturbed_evaluation(ev), book.selected))
 
 
 def published_result(ev: Evaluation, items, split: str, name: str) -> ClaimResult:

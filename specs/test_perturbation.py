@@ -14,7 +14,7 @@ import numpy as np
 from fixtures.perturbation import RELATIVE_NOISE, perturb_route_scores
 from fixtures.routes import ROUTES
 from harness.claims import claim_book
-from harness.perturbation import PerturbedEvaluation, perturbed_book, published_result
+from harness.perturbation import perturbed_book, perturbed_evaluation, published_result
 from reports.measures import summarize
 
 #: The measures of a trained ranker recorded before and after.
@@ -33,13 +33,13 @@ def test_trained_verdict_is_decisive_only_where_noise_agrees(evaluation, split, 
     """The published verdict (``claims.csv``) holds or fails only where the exact inputs and the perturbed retraining
     both decide it so; a verdict the noise changes is published inconclusive, with both in its reason."""
     items = request.session.items
-    exact = claim_book(evaluation, items).result(split, trained_comparison)
-    noisy = perturbed_book(evaluation, items).result(split, trained_comparison)
+    book, noisy_book = claim_book(evaluation, items), perturbed_book(evaluation, items)
+    exact, noisy = book.result(split, trained_comparison), noisy_book.result(split, trained_comparison)
     published = published_result(evaluation, items, split, trained_comparison)
     rows = [("status", exact.status, noisy.status), ("effect", exact.effect, noisy.effect),
             ("p_adjusted", exact.p_adjusted, noisy.p_adjusted), ("published status", exact.status, published.status)]
-    single, single_after = claim_book(evaluation, items).single_seed_result(split, trained_comparison), \
-        perturbed_book(evaluation, items).single_seed_result(split, trained_comparison)
+    single, single_after = book.single_seed_result(split, trained_comparison), \
+        noisy_book.single_seed_result(split, trained_comparison)
     if single is not None:
         seed = evaluation.settings.seed
         rows += [(f"status@seed{seed}", single.status, single_after.status),
@@ -64,7 +64,7 @@ def test_trained_ranker_is_retrained_on_noisy_routes(evaluation, split, trained_
             present = ~np.isnan(a) & (a != 0)
             relative = np.abs(b[present] - a[present]) / np.abs(a[present])
             assert relative.max() <= RELATIVE_NOISE * (1 + 1e-6) and (relative > 0).mean() > 0.99, route
-    noisy = PerturbedEvaluation(evaluation)
+    noisy = perturbed_evaluation(evaluation)
     directions = evaluation.directions_for(split, trained_ranker)
     seeds = evaluation.seeds(trained_ranker)
     views = {f"@seed{evaluation.settings.seed}": (evaluation.outcomes, noisy.outcomes)}
