@@ -12,18 +12,19 @@ import shutil
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from fixtures.artifacts import atomic_write
+from reports.hypotheses import format_interval
+from reports.tables import interval_note
+from reports.tie_branch import BRANCHES
 
-from fixtures.artifacts import atomic_write  # noqa: E402
-from reports.hypotheses import format_interval  # noqa: E402
-from reports.tables import interval_note  # noqa: E402
-from reports.tie_branch import BRANCHES  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 #: Characters per line of a ranker's label in a legend or tick label, so long labels wrap instead of overlapping.
@@ -72,12 +73,20 @@ def figure2(data: pd.DataFrame, path: Path) -> None:
     _save(draw_figure2(data), path)
 
 
-def _save(fig: plt.Figure, path: Path) -> None:
+def _pyplot() -> ModuleType:
+    """matplotlib's pyplot on the file-only Agg backend, imported when a figure is drawn."""
+    import matplotlib  # only to draw: a warm run copies cached PNGs
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # after use("Agg"), which must come first
+    return plt
+
+
+def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, dpi=150)
-    plt.close(fig)
+    _pyplot().close(fig)
 
 
-def draw_figure1(data: pd.DataFrame) -> plt.Figure:
+def draw_figure1(data: pd.DataFrame) -> Figure:
     """Strict preference vs MRR, each with its own 95% source-group interval and n; mean ranks of both passages.
 
     Rankers are told apart by marker and colour with their labels and n in a legend, never by text placed
@@ -87,7 +96,7 @@ def draw_figure1(data: pd.DataFrame) -> plt.Figure:
     """
     ranked = data[np.isfinite(data["mrr"].astype(float))].reset_index(drop=True)  # designated-pair rankers: no MRR
     rows = max(len(ranked), 1)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.6 + 0.55 * rows), layout="constrained",
+    fig, (ax1, ax2) = _pyplot().subplots(1, 2, figsize=(13, 4.6 + 0.55 * rows), layout="constrained",
                                    gridspec_kw={"width_ratios": [1.1, 1]})
     seen: dict[tuple[float, float], str] = {}
     for i, row in ranked.iterrows():
@@ -149,13 +158,13 @@ def figure2_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return data
 
 
-def draw_figure2(data: pd.DataFrame) -> plt.Figure:
+def draw_figure2(data: pd.DataFrame) -> Figure:
     """Each branch's share of directions vs of non-successes (counts on the bars, n in the title), with the
     double-max share of ties and the H3 effect with its interval (and its note when unreliable)."""
     scorers = list(dict.fromkeys(data["scorer"]))
     columns = min(3, len(scorers))
     rows = -(-len(scorers) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5.8 * columns, 4.6 * rows), squeeze=False, layout="constrained")
+    fig, axes = _pyplot().subplots(rows, columns, figsize=(5.8 * columns, 4.6 * rows), squeeze=False, layout="constrained")
     for ax in axes.flat[len(scorers):]:
         ax.set_visible(False)
     for ax, scorer in zip(axes.flat, scorers):

@@ -223,7 +223,7 @@ class ReportPlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.rows:
             return
-        from reports.writer import deferred_signals  # heavy: matplotlib, only when publishing
+        from reports.writer import deferred_signals  # only when publishing
 
         with deferred_signals() as received:
             self._publish(session, int(exitstatus), should_stop=lambda: bool(received))
@@ -236,7 +236,7 @@ class ReportPlugin:
 
     def _publish(self, session: pytest.Session, exitstatus: int, should_stop) -> None:
         from reports.history import run_id, save_to_history  # pandas I/O only at session end
-        from reports.writer import INTERRUPTED, PARTIAL, PublishError, publish  # heavy: matplotlib
+        from reports.writer import INTERRUPTED, PARTIAL, PublishError, publish  # only when publishing
 
         settings = self.config.stash[SETTINGS]
         results_dir = settings.results_dir
@@ -287,7 +287,7 @@ class ReportPlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.rows:
             return
-        from reports.writer import (inherited_misses, lost_expectations, terminal_tables,  # heavy: matplotlib
+        from reports.writer import (inherited_misses, lost_expectations, terminal_tables,  # only when reporting
                                     undecidable_on_subset, unavailable_lines)
 
         terminalreporter.section("Preference Is Not Position: report")
