@@ -343,7 +343,9 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: Stopping
     digits = DIGITS.get(unit, 2)
     effect, lo, hi, n = _num(row, "effect"), _num(row, "lo"), _num(row, "hi"), _num(row, "n")
     if pd.isna(effect):
-        return f"- **{md_escape(row['status'])}** — {subject}: {md_escape(row.get('measured', ''))}{stopped}"
+        measured = md_escape(row.get("measured", ""))
+        return (f"- **{md_escape(row['status'])}** — {subject}: {measured}"
+                f"{'.' if stopped and not measured.endswith('.') else ''}{stopped}")
     note = interval_note(n, lo, hi)
     groups = _num(row, "n_groups")
     size = f"n = {int(n):,} directions" + ("" if pd.isna(groups) else

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from reports.measures import TABLE2_ROW_COLUMNS
-from reports.writer import publish, table2_latex, with_labels
+from reports.sequential import StoppingPoint
+from reports.writer import publish, table2_latex, verdict_sentence, with_labels
 
 NAN = float("nan")
 DECLARED = {"fusion": {"kind": "fusion", "label": "fixed fusion", "compare_to": "fusion"},
@@ -107,6 +108,9 @@ def test_a_sequential_claim_s_verdict_says_where_its_sample_stopped(tmp_path: Pa
             f"{spent}; decided at look 3 (12 groups, 48 directions, 96 judgments).") in verdicts
     assert f"at this effect. {spent}.\n" in verdicts  # the tie-branch claim: no look decided it
     assert verdicts.count("The sequential sample") == 2  # the claims off the sample say nothing of it
+    unmeasured = {**run_tables()["claims"].iloc[5].to_dict(), "effect": NAN, "measured": "not measured: no test"}
+    assert verdict_sentence(unmeasured, {}, StoppingPoint.from_row(stop)).endswith(
+        f"equal-grade branch, share of non-successes minus share of directions: not measured: no test. {spent}.")
 
 
 def test_held_gates_and_pins_collapse_and_a_moved_pin_is_listed_in_full(tmp_path: Path) -> None:
