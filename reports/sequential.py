@@ -175,12 +175,18 @@ class StoppingPoint:
         """The point in one plain-text clause, e.g. "sequential sample grader_pairs stopped at look 10: 38 groups,
         150 directions, 300 judgments (budget spent: ...); decided at look 3 (12 groups, 46 directions, 92
         judgments)"."""
-        out = (f"sequential sample {self.sample} stopped at look {self.look}: {self.groups:,} groups, "
-               f"{self.directions:,} directions, {self.judgments:,} judgments ({self.reason})")
+        out = (f"sequential sample {self.sample} stopped at look {self.look}: "
+               f"{_held(self.groups, self.directions, self.judgments)} ({self.reason})")
         if self.decided_look is not None:
-            out += (f"; decided at look {self.decided_look} ({self.decided_groups:,} groups, "
-                    f"{self.decided_directions:,} directions, {self.decided_judgments:,} judgments)")
+            out += (f"; decided at look {self.decided_look} "
+                    f"({_held(self.decided_groups, self.decided_directions, self.decided_judgments)})")
         return out
+
+
+def _held(groups: int, directions: int, judgments: int) -> str:
+    """"1 group, 4 directions, 8 judgments": what a look held and spent, each count with its noun's number."""
+    return ", ".join(f"{n:,} {noun}{'' if n == 1 else 's'}"
+                     for n, noun in ((groups, "group"), (directions, "direction"), (judgments, "judgment")))
 
 
 def stopping_points(sequential: pd.DataFrame | None) -> dict[str, StoppingPoint]:

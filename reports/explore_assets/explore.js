@@ -207,7 +207,8 @@
   // the look, what it held and spent, why it stopped, and the look that decided the claim.
   function stopCell(s) {
     if (!s) return '<td class="muted">–</td>';
-    const held = (g, d, j) => `${fmtInt(g)} groups · ${fmtInt(d)} directions · ${fmtInt(j)} judgments`;
+    const held = (g, d, j) => [[g, "group"], [d, "direction"], [j, "judgment"]]
+      .map(([n, noun]) => `${fmtInt(n)} ${noun}${n === 1 ? "" : "s"}`).join(" · ");
     return `<td class="wrap seqstop"><b>${esc(s.sample)}</b>: look ${fmtInt(s.look)}, ${held(s.groups, s.directions, s.judgments)}` +
       `<br><span class="muted">${esc(s.reason)}</span>` +
       (s.decided_look ? `<br>decided at look ${fmtInt(s.decided_look)}: ${held(s.decided_groups, s.decided_directions, s.decided_judgments)}`

@@ -64,6 +64,9 @@ def test_each_claim_row_says_where_the_sample_stopped_and_which_look_decided_it(
                                       "(budget spent: 72 of 72 judgments); decided at look 2 (6 groups, 24 "
                                       "directions, 48 judgments)")
     assert points["h3_x"].decided_look is None and points["h3_x"].words().endswith("(budget spent: 72 of 72 judgments)")
+    one = StoppingPoint("s", 1, 1, 4, 1, "budget", "budget spent", 1, 1, 1, 8)
+    assert one.words() == ("sequential sample s stopped at look 1: 1 group, 4 directions, 1 judgment (budget spent); "
+                           "decided at look 1 (1 group, 1 direction, 8 judgments)")
     assert stop_lines(pd.DataFrame(run.claim_rows()), pd.DataFrame({"claim": ["h2_x"], "status": ["holds"]}))[0] \
         .startswith("h2_x (holds): sequential sample s stopped at look 3")
     assert stopping_points(pd.DataFrame({"claim": ["h2_x"], "sample": ["s"]})) == {}  # written before the columns
