@@ -81,7 +81,8 @@ class SequentialRun:
 
     def claim_rows(self, bootstrap: dict[str, tuple[float, float]] | None = None) -> list[dict[str, object]]:
         """One row per claim of the sample's rankers: the anytime-valid p-values and confidence sequence at the stop,
-        beside the bootstrap interval (``bootstrap``: claim -> (lo, hi)), and the look that decided it."""
+        beside the bootstrap interval (``bootstrap``: claim -> (lo, hi)), and where the sample stopped and which look
+        decided the claim (``reports.sequential.STOP_COLUMNS``, read back as a ``StoppingPoint``)."""
         rows = []
         for name, test in self.tests.items():
             lo, hi = (bootstrap or {}).get(name, (float("nan"), float("nan")))
@@ -89,10 +90,21 @@ class SequentialRun:
                          "p_greater": float(test.p_greater[-1]) if len(test.p_greater) else 1.0,
                          "p_less": float(test.p_less[-1]) if len(test.p_less) else 1.0,
                          "cs_lo": test.lo, "cs_hi": test.hi, "boot_lo": lo, "boot_hi": hi,
-                         "decided_after_groups": self.decided_at.get(name), "stop": self.stop, "note": ""})
-        rows += [{"claim": name, "sample": self.sample, "stop": self.stop, "note": why}
+                         **self._stop_columns(name), "note": ""})
+        rows += [{"claim": name, "sample": self.sample, **self._stop_columns(name), "note": why}
                  for name, why in self.untested.items()]
         return rows
+
+    def _stop_columns(self, name: str) -> dict[str, object]:
+        """Where the sample stopped, and the first look whose Holm decided claim ``name`` (None: none did)."""
+        k = next((i for i, look in enumerate(self.looks) if look.decided.get(name)), None)
+        at = None if k is None else self.looks[k]
+        return {"look": len(self.looks), "stop_groups": self.last.groups, "stop_directions": self.last.directions,
+                "stop_judgments": int(self.last.cost["judgments"]), "stop": self.stop, "stop_reason": self.reason,
+                "decided_look": None if at is None else k + 1,
+                "decided_after_groups": None if at is None else at.groups,
+                "decided_directions": None if at is None else at.directions,
+                "decided_judgments": None if at is None else int(at.cost["judgments"])}
 
     def p_values(self, name: str) -> tuple[float, float]:
         """(p against Δ > boundary, p against Δ < boundary) of a claim at the stop, for its family's Holm."""

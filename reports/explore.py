@@ -1,10 +1,11 @@
 """The explorer page: why a verdict holds, read direction by direction (docs/protocol.md#outputs).
 
 ``explore.html`` is one self-contained file per split (data embedded as JSON, figures as
-base64 PNG, no network): Table II and the claims, every planned direction with each
-ranker's outcome, and a direction view (the query, both designated passages with the
-words that differ marked, each ranker's positions and text scores, the grader's grade
-probabilities, the top of the pool with route scores, the pair's other direction).
+base64 PNG, no network): Table II and the claims (a claim on a sequential sample with where
+the sample stopped), every planned direction with each ranker's outcome, and a direction
+view (the query, both designated passages with the words that differ marked, each ranker's
+positions and text scores, the grader's grade probabilities, the top of the pool with route
+scores, the pair's other direction).
 ``explore_page`` is a pure function of its inputs; the publishing step gathers the inputs
 from the run's tables and cached artifacts (``load_inputs``) and writes the page, so the
 page a user opens and the page the browser test drives come from the same code.
@@ -33,6 +34,7 @@ from fixtures.artifacts import atomic_write, atomic_write_text
 from rankers.base import Ranking
 from rankers.window import WINDOW_K
 from reports.measures import COUNT, PAIRED_MEASURES, POPULATION, TABLE2, BaselineMeasure, shown_in
+from reports.sequential import StoppingPoint, stopping_points
 from reports.tables import directions_table
 
 #: Where the page's HTML, CSS and JavaScript live (plain files: no build step, nothing fetched at run time).
@@ -49,7 +51,7 @@ BRANCH_CODES = {"equal_score": "e", "different_score": "d", "outside_window_or_f
 #: page reads, first present first: its window's, or its designated pairs' for a ranker that scores only those.
 JUDGMENT_SCOPES = ("window", "pair")
 #: The report tables the page reads (besides the artifacts they name).
-PAGE_TABLES = ("table2", "claims", "pairwise", "artifacts")
+PAGE_TABLES = ("table2", "claims", "pairwise", "sequential", "artifacts")
 #: Chromium flags that need no GPU, sandbox, network or profile (headless screenshots).
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -78,6 +80,7 @@ class ExploreInputs:
     judgments: dict[str, pd.DataFrame] = field(default_factory=dict)  # ``judgments_table`` frames, per ranker
     branches: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: dict[str, bytes] = field(default_factory=dict)
+    sequential: dict[str, StoppingPoint] = field(default_factory=dict)  # claim -> where its sequential sample stopped
 
 
 def _artifacts(tables: Mapping[str, pd.DataFrame]) -> dict[str, Path]:
@@ -149,7 +152,8 @@ def load_inputs(split: str, tables: Mapping[str, pd.DataFrame], manifest: Mappin
         claims=tables.get("claims"), pairwise=tables.get("pairwise"), pool_top=pool_top, reference=reference,
         judgments={r: pd.read_parquet(p) for r in names if (p := _judgments(r, paths)) is not None},
         branches={r: pd.read_parquet(paths[f"branches:{r}"]) for r in names if f"branches:{r}" in paths},
-        figures={p.stem: Path(p).read_bytes() for p in figures if Path(p).suffix == ".png"})
+        figures={p.stem: Path(p).read_bytes() for p in figures if Path(p).suffix == ".png"},
+        sequential=stopping_points(tables.get("sequential")))
 
 
 # ---- the embedded data ---------------------------------------------------------------------------
@@ -279,6 +283,7 @@ def page_data(inputs: ExploreInputs) -> dict[str, Any]:
         "position_measures": {m.name: m.position for m in PAIRED_MEASURES},
         "claims": _records(inputs.claims),
         "pairwise": _records(inputs.pairwise),
+        "sequential": {claim: point.record() for claim, point in inputs.sequential.items()},
         "figures": [{"name": n, "src": "data:image/png;base64," + base64.b64encode(b).decode("ascii")}
                     for n, b in sorted(inputs.figures.items())],
         "dirs": {"qid": qids, "pair": _strings(d["pair_id"]), "dir": _strings(d["direction"]),

@@ -289,9 +289,11 @@ class ReportPlugin:
             return
         from reports.writer import (inherited_misses, lost_expectations, terminal_tables,  # only when reporting
                                     undecidable_on_subset, unavailable_lines)
+        from reports.sequential import stop_lines  # scipy: loaded only when there is a summary to write
 
         terminalreporter.section("Preference Is Not Position: report")
-        causes, cut, lost, moved, undecidable = [], [], [], [], []
+        causes, cut, lost, moved, undecidable, stops = [], [], [], [], [], []
+        by_split = self.tables()
         for split, table, frame in self.frames():
             if TABLES[table][2]:
                 terminalreporter.write_line(f"\n[{split}] {TABLES[table][0]}")
@@ -305,6 +307,13 @@ class ReportPlugin:
                 lost += [f"[{split}] {line}" for line in lost_expectations(frame)]
                 moved += [f"[{split}] {line}" for line in inherited_misses(frame)]
                 undecidable += [f"[{split}] {line}" for line in undecidable_on_subset(frame)]
+            if table == "sequential":
+                stops += [f"[{split}] {line}" for line in stop_lines(frame, by_split[split].get("claims"))]
+        if stops:
+            terminalreporter.write_line("\nSEQUENTIAL CLAIMS: where each one's sample stopped (sequential.csv; "
+                                        "docs/statistics.md#sequential-samples):")
+            for line in stops:
+                terminalreporter.write_line(line)
         if moved:
             terminalreporter.write_line("\nINHERITED CHECKS MISSED (reported, not failed; [profile] inherit_checks = "
                                         "true fails on them):", yellow=True)

@@ -23,11 +23,13 @@ the calibration tests run thousands of sequential samples at once.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from reports.stats import ALPHA, POWER, holm, minimum_detectable_effect
 
@@ -129,6 +131,79 @@ def holm_decided(p_claimed: Sequence[float], p_opposite: Sequence[float], hypoth
     adjusted = holm([*p, *[1.0] * (hypotheses - len(p))])
     k = len(p_claimed)
     return (adjusted[:k] <= alpha) | (adjusted[k:len(p)] <= alpha)
+
+
+# ---- where a sample stopped: sequential.csv's typed columns, read by report.md, the terminal and the explorer -------
+
+#: sequential.csv's columns that say where a claim's sample stopped (``StoppingPoint``), besides ``claim``.
+STOP_COLUMNS = ("sample", "look", "stop_groups", "stop_directions", "stop_judgments", "stop", "stop_reason",
+                "decided_look", "decided_after_groups", "decided_directions", "decided_judgments")
+
+
+@dataclass(frozen=True)
+class StoppingPoint:
+    """Where a claim's sequential sample stopped (look, groups, directions, judgments, why) and the look that decided
+    the claim, if one did: what its verdict line says beside the verdict (docs/statistics.md#sequential-samples)."""
+
+    sample: str
+    look: int
+    groups: int
+    directions: int
+    judgments: int
+    stop: str
+    reason: str
+    decided_look: int | None = None
+    decided_groups: int | None = None
+    decided_directions: int | None = None
+    decided_judgments: int | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> StoppingPoint:
+        """The point from one sequential.csv row (its ``STOP_COLUMNS``; a column pandas read as float is cast)."""
+        def count(key: str) -> int | None:
+            value = row.get(key)
+            return None if value is None or pd.isna(value) else int(value)
+        return cls(str(row["sample"]), count("look"), count("stop_groups"), count("stop_directions"),
+                   count("stop_judgments"), str(row["stop"]), str(row["stop_reason"]), count("decided_look"),
+                   count("decided_after_groups"), count("decided_directions"), count("decided_judgments"))
+
+    def record(self) -> dict[str, Any]:
+        """The point as plain JSON values (the explorer page's data)."""
+        return dict(vars(self))
+
+    def words(self) -> str:
+        """The point in one plain-text clause, e.g. "sequential sample grader_pairs stopped at look 10: 38 groups,
+        150 directions, 300 judgments (budget spent: ...); decided at look 3 (12 groups, 46 directions, 92
+        judgments)"."""
+        out = (f"sequential sample {self.sample} stopped at look {self.look}: "
+               f"{_held(self.groups, self.directions, self.judgments)} ({self.reason})")
+        if self.decided_look is not None:
+            out += (f"; decided at look {self.decided_look} "
+                    f"({_held(self.decided_groups, self.decided_directions, self.decided_judgments)})")
+        return out
+
+
+def _held(groups: int, directions: int, judgments: int) -> str:
+    """"1 group, 4 directions, 8 judgments": what a look held and spent, each count with its noun's number."""
+    return ", ".join(f"{n:,} {noun}{'' if n == 1 else 's'}"
+                     for n, noun in ((groups, "group"), (directions, "direction"), (judgments, "judgment")))
+
+
+def stopping_points(sequential: pd.DataFrame | None) -> dict[str, StoppingPoint]:
+    """claim -> where its sample stopped, from a split's sequential.csv (empty without one, or without its stop
+    columns: a table written before they existed)."""
+    if sequential is None or not len(sequential) or not set(STOP_COLUMNS) <= set(sequential.columns):
+        return {}
+    return {str(r["claim"]): StoppingPoint.from_row(r) for r in sequential.to_dict("records")}
+
+
+def stop_lines(sequential: pd.DataFrame | None, claims: pd.DataFrame | None = None) -> list[str]:
+    """One line per claim on a sequential sample, with its status when ``claims`` (claims.csv) has it: the terminal
+    summary's list of stopping points."""
+    status = {} if claims is None or "status" not in claims.columns else \
+        dict(zip(claims["claim"].astype(str), claims["status"].astype(str)))
+    return [f"{claim}{f' ({status[claim]})' if claim in status else ''}: {point.words()}"
+            for claim, point in stopping_points(sequential).items()]
 
 
 # ---- simulation: the calibration tests and the planning helper share it --------------------------------------------

@@ -35,6 +35,7 @@ from reports.hypotheses import DIGITS, format_interval, format_p
 from reports.measures import COUNT, PAIRED_MEASURES, POPULATION, BaselineMeasure, Measure, Output, shown_in
 from reports.paper import paper_table2
 from reports.reference import CAVEAT, beside_published
+from reports.sequential import StoppingPoint, stopping_points
 from reports.tables import RELIABLE_N, TABLES, directions_table, interval_note
 from reports.trec import write_qrels
 from reports.transaction import RUNS, StagedRun, current_run  # RUNS: where readers of the results find the runs
@@ -325,8 +326,10 @@ def _section(family: str) -> str:
     return base if base in ("H1", "H2", "H3") else "beyond"
 
 
-def verdict_sentence(row: dict[str, Any], labels: dict[str, str]) -> str:
-    """One claim in words: status, what is compared, effect with its interval (and its note), n, and why."""
+def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: StoppingPoint | None = None) -> str:
+    """One claim in words: status, what is compared, effect with its interval (and its note), n, and why; for a claim
+    on a sequential sample (``stop``), where the sample stopped (docs/statistics.md#sequential-samples)."""
+    stopped = f" The {md_escape(stop.words())}." if stop is not None else ""
     ranker, versus = str(row.get("ranker") or ""), str(row.get("versus") or "")
     if pd.isna(row.get("versus")):
         versus = ""
@@ -340,7 +343,9 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str]) -> str:
     digits = DIGITS.get(unit, 2)
     effect, lo, hi, n = _num(row, "effect"), _num(row, "lo"), _num(row, "hi"), _num(row, "n")
     if pd.isna(effect):
-        return f"- **{md_escape(row['status'])}** — {subject}: {md_escape(row.get('measured', ''))}"
+        measured = md_escape(row.get("measured", ""))
+        return (f"- **{md_escape(row['status'])}** — {subject}: {measured}"
+                f"{'.' if stopped and not measured.endswith('.') else ''}{stopped}")
     note = interval_note(n, lo, hi)
     groups = _num(row, "n_groups")
     size = f"n = {int(n):,} directions" + ("" if pd.isna(groups) else
@@ -360,7 +365,7 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str]) -> str:
     own = f" (family {family})" if ":" in family else ""
     return (f"- **{md_escape(row['status'])}** — {subject}: {effect:+.{digits}f} {unit} "
             f"{format_interval(lo, hi, digits)}"
-            f"{' ' + note if note else ''} (claimed {row.get('claimed')}), {size}{own}; {why}.")
+            f"{' ' + note if note else ''} (claimed {row.get('claimed')}), {size}{own}; {why}.{stopped}")
 
 
 def _rows_checked(claims: pd.DataFrame, check: str) -> list[dict[str, Any]]:
@@ -409,8 +414,11 @@ def inherited_misses(claims: pd.DataFrame) -> list[str]:
     return lines
 
 
-def verdict_lines(claims: pd.DataFrame, labels: dict[str, str]) -> list[str]:
-    """report.md's opening: per family (H1, H2, H3, beyond the paper) its tally and each claim in a sentence."""
+def verdict_lines(claims: pd.DataFrame, labels: dict[str, str],
+                  stops: dict[str, StoppingPoint] | None = None) -> list[str]:
+    """report.md's opening: per family (H1, H2, H3, beyond the paper) its tally and each claim in a sentence, a claim
+    on a sequential sample with its stopping point (``stops``: claim -> point, from sequential.csv)."""
+    stops = stops or {}
     rows = [r for r in claims.to_dict("records") if str(r.get("family")) not in ("gate", "pin")]
     for r in rows:
         r["family"] = "" if r.get("family") is None or pd.isna(r.get("family")) else str(r["family"])
@@ -427,7 +435,7 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str]) -> list[str]:
         lines += [f"### {title}", "",
                   f"Of {len(members)} claims: {counts['holds']} hold, {counts['fails']} fail, "
                   f"{counts['inconclusive']} inconclusive (not decided by this run).", "",
-                  *[verdict_sentence(r, labels) for r in members], ""]
+                  *[verdict_sentence(r, labels, stops.get(str(r["claim"]))) for r in members], ""]
     if single:
         lines += ["### The same claims on one training seed (the paper's protocol)", "",
                   "Claims about a training procedure are decided above on outcomes averaged over its training seeds "
@@ -505,7 +513,7 @@ def _report_md(split: str, tables: dict[str, pd.DataFrame], figures: list[Path],
                   "The profile records these claims as decided; this run's evidence decides neither way (a CI run "
                   "with `--gate-expectations` fails on them):", "", *[f"- {line}" for line in lost], ""]
     if "claims" in tables:
-        lines += verdict_lines(tables["claims"], labels)
+        lines += verdict_lines(tables["claims"], labels, stopping_points(tables.get("sequential")))
     if "table2" in tables:
         lines += [f"## {TABLES['table2'][0]}", "",
                   f"95% source-group bootstrap intervals; an interval over fewer than {RELIABLE_N} directions or of "

@@ -200,20 +200,38 @@
   // The claims table at a laptop's width: status first and the claim's name held at the left while the numbers
   // scroll; the decisive numbers (effect, p, n) next, whole counts as integers, the long reason wrapped last.
   const CLAIM_FIRST = ["p_value", "p_adjusted", "n", "n_groups", "differing_groups", "discordant", "mde"];
+  const CLAIM_LEAD = CLAIM_FIRST.slice(0, 4);
   const claimNumber = (k, v) => (typeof v !== "number" ? esc(v ?? "–") : k.startsWith("p") ? fmtP(v)
     : Number.isInteger(v) ? fmtInt(v) : fmtSig(v));
+  // Where a claim's sequential sample stopped (sequential.csv's stop columns, reports.sequential.StoppingPoint):
+  // the look, what it held and spent, why it stopped, and the look that decided the claim.
+  function stopCell(s) {
+    if (!s) return '<td class="muted">–</td>';
+    const held = (g, d, j) => [[g, "group"], [d, "direction"], [j, "judgment"]]
+      .map(([n, noun]) => `${fmtInt(n)} ${noun}${n === 1 ? "" : "s"}`).join(" · ");
+    return `<td class="wrap seqstop"><b>${esc(s.sample)}</b>: look ${fmtInt(s.look)}, ${held(s.groups, s.directions, s.judgments)}` +
+      `<br><span class="muted">${esc(s.reason)}</span>` +
+      (s.decided_look ? `<br>decided at look ${fmtInt(s.decided_look)}: ${held(s.decided_groups, s.decided_directions, s.decided_judgments)}`
+        : '<br><span class="muted">not decided by any look</span>') + "</td>";
+  }
   function claims() {
     const rows = D.claims;
+    const sequential = D.sequential || {};
+    const stopped = rows.some((c) => sequential[c.claim]);
     if (!rows.length) { $("claims").innerHTML = "<tbody><tr><td class='muted'>no claims in this run</td></tr></tbody>"; return; }
     const numeric = Object.keys(rows[0]).filter((k) => !CLAIM_FIXED.has(k) && rows.some((c) => typeof c[k] === "number"));
     const extra = [...CLAIM_FIRST.filter((k) => numeric.includes(k)), ...numeric.filter((k) => !CLAIM_FIRST.includes(k))];
+    // A sequential claim's stopping point goes right after its decisive numbers (p, n, groups), on screen at 1,400 px.
+    const lead = extra.filter((k) => CLAIM_LEAD.includes(k)), rest = extra.filter((k) => !CLAIM_LEAD.includes(k));
     const compared = rows.some((c) => c.ranker);
     const name = (k) => ({ p_value: "p", p_adjusted: "p (Holm)", p_holm: "p (Holm)", mde: "MDE", n: "n",
                            n_groups: "groups", differing_groups: "groups differing", p_opposite: "p other side",
                            p_opposite_adjusted: "p other side (Holm)", mde_level: "MDE level",
                            family_hypotheses: "hypotheses" }[k] || k.replace(/_/g, " "));
     let h = `<thead><tr><th class="cstatus">status</th><th class="cname">claim</th><th class="num">effect [95% interval]</th>` +
-      extra.map((k) => `<th class="num stat">${esc(name(k))}</th>`).join("") +
+      lead.map((k) => `<th class="num stat">${esc(name(k))}</th>`).join("") +
+      (stopped ? "<th>sequential sample stopped at</th>" : "") +
+      rest.map((k) => `<th class="num stat">${esc(name(k))}</th>`).join("") +
       `<th>family</th>${compared ? "<th>compares</th>" : ""}<th>decided by</th><th>reason</th></tr></thead><tbody>`;
     for (const c of rows) {
       const unit = c.unit ? ` ${esc(c.unit)}` : "";
@@ -222,7 +240,9 @@
         <td class="cname" title="${esc(c.measured || "")}"><b>${esc(c.claim).replace(/[_:]/g, "$&<wbr>")}</b></td>
         <td class="num">${c.effect === null || c.effect === undefined ? "–" : signed(c.effect, 2) + unit +
           (c.lo === null || c.lo === undefined ? "" : ` <span class="ci">[${signed(c.lo, 2)}, ${signed(c.hi, 2)}]</span>`)}</td>` +
-        extra.map((k) => `<td class="num">${claimNumber(k, c[k])}</td>`).join("") +
+        lead.map((k) => `<td class="num">${claimNumber(k, c[k])}</td>`).join("") +
+        (stopped ? stopCell(sequential[c.claim]) : "") +
+        rest.map((k) => `<td class="num">${claimNumber(k, c[k])}</td>`).join("") +
         `<td>${esc(c.family || "")}</td>${compared ? `<td>${compares}</td>` : ""}<td>${claimLink(c)}</td>` +
         `<td class="wrap muted">${esc(c.reason || "")}</td></tr>`;
     }

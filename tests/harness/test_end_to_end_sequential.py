@@ -11,6 +11,9 @@ the same look.
 """
 from __future__ import annotations
 
+import json
+import re
+
 import pandas as pd
 import pytest
 
@@ -18,10 +21,11 @@ from fixtures.settings import PROJECT_ROOT
 from reports.writer import md_escape
 from tests.harness.test_end_to_end import SPLITS, run_specs
 
-# fusion's own row too: Figure 1 needs a ranker with full-pool ranks beside the designated-pair ones. The CI subset
-# with --grader-sample 0: a sequential sample's own budget bounds it (--grader-sample 4 would cap it to one group).
+# fusion's own row too: Figure 1 needs a ranker with full-pool ranks beside the designated-pair ones; the manifest
+# spec names the population artifact the explorer page is built from. The CI subset with --grader-sample 0: a
+# sequential sample's own budget bounds it (--grader-sample 4 would cap it to one group).
 SELECT = ("--grader-sample", "0",
-          "-k", "sequential or knows or mixes_up or coin or (table2_row and fusion and not fusion_)")
+          "-k", "sequential or knows or mixes_up or coin or (table2_row and fusion and not fusion_) or run_manifest")
 NOISE_JUDGMENTS = 40
 
 PROFILE = f"""
@@ -111,6 +115,26 @@ def test_a_large_effect_stops_before_the_budget_and_no_effect_spends_it(runs, sp
     t2 = pd.read_csv(runs["first"] / split / "table2.csv").set_index("ranker")
     assert t2.loc["knows", "n"] == clear["directions"] and t2.loc["coin_a", "n"] == noise["directions"]
     assert md_escape("clear_sequential") in (runs["first"] / split / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_the_verdicts_the_terminal_and_the_explorer_say_where_a_sequential_claim_stopped(runs, split: str) -> None:
+    clear = _cost(runs["first"], split).loc["clear_sequential"]
+    k, g, d, j = (int(clear[c]) for c in ("looks", "groups", "directions", "judgments"))
+    row = pd.read_csv(runs["first"] / split / "sequential.csv").set_index("claim").loc["h2_knows_strict_gt_mixes_up"]
+    assert (row["look"], row["stop_groups"], row["stop_directions"], row["stop_judgments"], row["stop_reason"]) == \
+        (k, g, d, j, clear["stop_reason"])
+    assert row["decided_look"] == k  # the sample stops at the look that decides its one claim
+    stopped = (f"sequential sample clear stopped at look {k}: {g} groups, {d} directions, {j} judgments "
+               f"({clear['stop_reason']}); decided at look {k} ({g} groups, {d} directions, {j} judgments)")
+    verdicts = (runs["first"] / split / "report.md").read_text(encoding="utf-8").split("## Verdicts")[1]
+    sentence = next(line for line in verdicts.splitlines() if "`knows`" in line and "`mixes" in line)
+    assert sentence.startswith("- **holds**") and sentence.endswith(f" The {md_escape(stopped)}.")
+    assert f"[{split}] h2_knows_strict_gt_mixes_up (holds): {stopped}" in runs["stdout"]
+    page = (runs["first"] / split / "explore.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
+    point = data["sequential"]["h2_knows_strict_gt_mixes_up"]
+    assert point | {"sample": "clear", "look": k, "groups": g, "directions": d, "judgments": j, "decided_look": k} == point
 
 
 @pytest.mark.parametrize("split", SPLITS)

@@ -3,11 +3,12 @@ the planning helper's report (docs/statistics.md#sequential-samples)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from harness import sequential
 from harness.plan import judgments_per_direction, main
 from harness.profile import Budget, load_profile
-from reports.sequential import sequential_test
+from reports.sequential import STOP_COLUMNS, StoppingPoint, sequential_test, stop_lines, stopping_points
 
 
 def _cost(judgments: float = 0, tokens: float = 0, seconds: float = 0) -> dict[str, float]:
@@ -40,6 +41,35 @@ def test_the_cost_row_states_spending_as_shares_of_the_full_split() -> None:
     assert rows["h3_x"]["note"] == "no test"
     assert run.p_values("h2_x") == (float(test.p_greater[-1]), 1.0)
     assert "decided after 6 groups" in run.note("h2_x")
+
+
+def test_each_claim_row_says_where_the_sample_stopped_and_which_look_decided_it() -> None:
+    test = sequential_test(np.full(9, 4.0), np.full(9, 4), bound=4, scale=100)
+    looks = [sequential.Look(3, 12, _cost(24), {"h2_x": False}), sequential.Look(6, 24, _cost(48), {"h2_x": True}),
+             sequential.Look(9, 36, _cost(72), {"h2_x": True})]
+    run = sequential.SequentialRun("s", "test", (), "budget", "budget spent: 72 of 72 judgments", looks,
+                                   {"h2_x": test}, {"h3_x": "no test"}, {"groups": 60, "directions": 240,
+                                                                         "judgments": 480}, 1.5, Budget(100, 72),
+                                   {"h2_x": 6})
+    rows = {r["claim"]: r for r in run.claim_rows()}
+    where = {k: rows["h2_x"][k] for k in STOP_COLUMNS}
+    assert where == {"sample": "s", "look": 3, "stop_groups": 9, "stop_directions": 36, "stop_judgments": 72,
+                     "stop": "budget", "stop_reason": "budget spent: 72 of 72 judgments", "decided_look": 2,
+                     "decided_after_groups": 6, "decided_directions": 24, "decided_judgments": 48}
+    assert rows["h3_x"]["look"] == 3 and rows["h3_x"]["decided_look"] is None
+    points = stopping_points(pd.DataFrame(run.claim_rows()))  # read back as sequential.csv holds them
+    assert points["h2_x"] == StoppingPoint("s", 3, 9, 36, 72, "budget", "budget spent: 72 of 72 judgments", 2, 6, 24,
+                                           48)
+    assert points["h2_x"].words() == ("sequential sample s stopped at look 3: 9 groups, 36 directions, 72 judgments "
+                                      "(budget spent: 72 of 72 judgments); decided at look 2 (6 groups, 24 "
+                                      "directions, 48 judgments)")
+    assert points["h3_x"].decided_look is None and points["h3_x"].words().endswith("(budget spent: 72 of 72 judgments)")
+    one = StoppingPoint("s", 1, 1, 4, 1, "budget", "budget spent", 1, 1, 1, 8)
+    assert one.words() == ("sequential sample s stopped at look 1: 1 group, 4 directions, 1 judgment (budget spent); "
+                           "decided at look 1 (1 group, 1 direction, 8 judgments)")
+    assert stop_lines(pd.DataFrame(run.claim_rows()), pd.DataFrame({"claim": ["h2_x"], "status": ["holds"]}))[0] \
+        .startswith("h2_x (holds): sequential sample s stopped at look 3")
+    assert stopping_points(pd.DataFrame({"claim": ["h2_x"], "sample": ["s"]})) == {}  # written before the columns
 
 
 def test_a_samples_claims_and_the_plan() -> None:

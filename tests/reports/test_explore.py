@@ -150,6 +150,20 @@ def test_page_data_aligns_every_column_with_the_directions(artifacts) -> None:
     assert [c["name"] for c in data["table2_columns"]] == [m.name for m in shown_in("explorer")]
 
 
+def test_a_claim_on_a_sequential_sample_carries_where_the_sample_stopped(artifacts) -> None:
+    assert page_data(load_inputs("test", artifacts["tables"], artifacts["manifest"]))["sequential"] == {}
+    stop = pd.DataFrame([{"claim": "h2_grader_strict_gt_fusion", "sample": "grader_pairs", "look": 9.0,
+                          "stop_groups": 36.0, "stop_directions": 144.0, "stop_judgments": 288.0, "stop": "budget",
+                          "stop_reason": "budget spent", "decided_look": np.nan, "decided_after_groups": np.nan,
+                          "decided_directions": np.nan, "decided_judgments": np.nan}])  # as pandas reads the CSV
+    data = page_data(load_inputs("test", {**artifacts["tables"], "sequential": stop}, artifacts["manifest"]))
+    assert data["sequential"] == {"h2_grader_strict_gt_fusion": {
+        "sample": "grader_pairs", "look": 9, "groups": 36, "directions": 144, "judgments": 288, "stop": "budget",
+        "reason": "budget spent", "decided_look": None, "decided_groups": None, "decided_directions": None,
+        "decided_judgments": None}}
+    assert json.loads(json.dumps(data["sequential"], allow_nan=False)) == data["sequential"]  # whole numbers, no NaN
+
+
 def test_a_designated_only_ranker_shows_its_pair_judgments(artifacts) -> None:
     """A ranker that scores only the designated pairs has no window judgments: the page reads its pairs'."""
     tables = dict(artifacts["tables"])

@@ -31,13 +31,19 @@ CLAIMS = pd.DataFrame([
     {"claim": "gate:fallback_pct_max:grader", "family": "gate", "status": "holds", "expected": "holds",
      "measured": "0 (limit 0)"},
 ])
+#: sequential.csv's row of the first claim: its sample spent the budget after the claim was decided at look 3.
+SEQUENTIAL = pd.DataFrame([{"claim": "h2_grader_strict_gt_fusion", "sample": "grader_pairs", "look": 9,
+                            "stop_groups": 36, "stop_directions": 144, "stop_judgments": 288, "stop": "budget",
+                            "stop_reason": "budget spent: the next look needs 304 judgments, over the 300 allowed",
+                            "decided_look": 3, "decided_after_groups": 12, "decided_directions": 48,
+                            "decided_judgments": 96}])
 
 
 @pytest.fixture(scope="module")
 def claims_page(tmp_path_factory: pytest.TempPathFactory, browser):  # noqa: F811 (the imported driver fixture)
     folder = tmp_path_factory.mktemp("claims")
     made = _artifacts_fixture._get_wrapped_function()(folder)
-    tables = {**made["tables"], "claims": CLAIMS}
+    tables = {**made["tables"], "claims": CLAIMS, "sequential": SEQUENTIAL}
     page = folder / "explore.html"
     page.write_text(render(page_data(load_inputs("test", tables, made["manifest"]))), encoding="utf-8")
     browser.set_window_size(WIDTH, 1000)
@@ -67,6 +73,19 @@ def test_status_comes_first_and_the_decisive_numbers_fit_at_1400_px(claims_page)
     assert row["p"]["text"] == "0.82" and row["effect [95% interval]"]["text"] == "+4.04 pts [-3.57, +11.50]"
     assert row["reason"]["text"] == REASON and row["reason"]["right"] - row["reason"]["left"] <= 600
     assert row["reason"]["height"] > 3 * 14, "the reason is wrapped, not one line thousands of pixels wide"
+
+
+def test_a_sequential_claim_shows_where_its_sample_stopped_and_the_others_a_dash(claims_page) -> None:
+    viewport = claims_page.execute_script("return document.documentElement.clientWidth")
+    head = _cells(claims_page, 0)
+    names = [c["text"].replace("\n", " ") for c in head]
+    assert names[7] == "sequential sample stopped at" and head[7]["right"] <= viewport  # beside p, n and groups
+    row = dict(zip(names, _cells(claims_page, 1)))
+    assert row["sequential sample stopped at"]["text"].split("\n") == [
+        "grader_pairs: look 9, 36 groups · 144 directions · 288 judgments",
+        "budget spent: the next look needs 304 judgments, over the 300 allowed",
+        "decided at look 3: 12 groups · 48 directions · 96 judgments"]
+    assert dict(zip(names, _cells(claims_page, 2)))["sequential sample stopped at"]["text"] == "–"  # the gate
 
 
 def test_status_and_claim_name_stay_in_view_when_the_table_scrolls_sideways(claims_page) -> None:

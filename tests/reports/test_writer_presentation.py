@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from reports.measures import TABLE2_ROW_COLUMNS
-from reports.writer import publish, table2_latex, with_labels
+from reports.sequential import StoppingPoint
+from reports.writer import publish, table2_latex, verdict_sentence, with_labels
 
 NAN = float("nan")
 DECLARED = {"fusion": {"kind": "fusion", "label": "fixed fusion", "compare_to": "fusion"},
@@ -89,6 +90,27 @@ def test_report_opens_with_each_family_s_verdicts_in_words(tmp_path: Path) -> No
             "at this effect.") in verdicts
     assert "strict preference on the equal-grade directions of `grader`" in verdicts and "(family H3x:mine)" in verdicts
     assert "gate:" not in verdicts and "pin:" not in verdicts
+
+
+def test_a_sequential_claim_s_verdict_says_where_its_sample_stopped(tmp_path: Path) -> None:
+    stop = {"sample": "grader_pairs", "look": 9, "stop_groups": 36, "stop_directions": 144, "stop_judgments": 288,
+            "stop": "budget", "stop_reason": "budget spent: the next look needs 304 judgments, over the 300 allowed"}
+    sequential = pd.DataFrame([
+        {"claim": "h2_grader_strict_gt_ce", "groups": 36, "directions": 144, "p_greater": 0.004, "p_less": 1.0, **stop,
+         "decided_look": 3, "decided_after_groups": 12, "decided_directions": 48, "decided_judgments": 96, "note": ""},
+        {"claim": "h3_grader_tie_branch_concentrates_failures", **stop, "note": "no anytime-valid test"}])
+    context = {"exitstatus": 0, "splits": {"test": {}}}
+    [folder] = publish(tmp_path, "r1", {"test": {**run_tables(), "sequential": sequential}}, context).values()
+    verdicts = (folder / "report.md").read_text(encoding="utf-8").split("## Verdicts")[1].split("## Table II")[0]
+    spent = ("The sequential sample grader\\_pairs stopped at look 9: 36 groups, 144 directions, 288 judgments "
+             "(budget spent: the next look needs 304 judgments, over the 300 allowed)")
+    assert (f"unable to decide: too few source groups for any outcome to reach α, so it is left out of its family. "
+            f"{spent}; decided at look 3 (12 groups, 48 directions, 96 judgments).") in verdicts
+    assert f"at this effect. {spent}.\n" in verdicts  # the tie-branch claim: no look decided it
+    assert verdicts.count("The sequential sample") == 2  # the claims off the sample say nothing of it
+    unmeasured = {**run_tables()["claims"].iloc[5].to_dict(), "effect": NAN, "measured": "not measured: no test"}
+    assert verdict_sentence(unmeasured, {}, StoppingPoint.from_row(stop)).endswith(
+        f"equal-grade branch, share of non-successes minus share of directions: not measured: no test. {spent}.")
 
 
 def test_held_gates_and_pins_collapse_and_a_moved_pin_is_listed_in_full(tmp_path: Path) -> None:
