@@ -41,8 +41,10 @@ def _labels(table2: pd.DataFrame) -> pd.Series:
 
 
 def figure1_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """What Figure 1 plots: per ranker, its label, n, strict and MRR with their intervals, mean ranks, sampled or
-    not, and whether its intervals are unreliable (``reports.tables.interval_note``)."""
+    """What Figure 1 plots: per ranker that places passages in the full pool (a designated-pair ranker has no MRR and
+    no rank, so it is not plotted), its label, n, strict and MRR with their intervals, mean ranks, sampled or not, and
+    whether its intervals are unreliable (``reports.tables.interval_note``). Empty when no ranker has an MRR: there
+    is then no Figure 1."""
     table2 = tables["table2"]
     n_max = table2["n"].max()
     data = table2[["ranker", "n", "strict_pct", "mrr", "mean_rank_pos", "mean_rank_neg"]].copy()
@@ -54,7 +56,7 @@ def figure1_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     data["sampled"] = data["n"] < n_max
     data["interval_note"] = [interval_note(n, lo, hi) or interval_note(n, mlo, mhi) for n, lo, hi, mlo, mhi in zip(
         data["n"], data["strict_pct_lo"], data["strict_pct_hi"], data["mrr_lo"], data["mrr_hi"])]
-    return data
+    return data[np.isfinite(data["mrr"])].reset_index(drop=True)
 
 
 def ranker_tick(ranker: str, label: str, n: float) -> str:
@@ -94,12 +96,11 @@ def draw_figure1(data: pd.DataFrame) -> Figure:
     ranker evaluated on a sample is drawn hollow, so a 4-direction sample never reads as certain as the full
     population beside it.
     """
-    ranked = data[np.isfinite(data["mrr"].astype(float))].reset_index(drop=True)  # designated-pair rankers: no MRR
-    rows = max(len(ranked), 1)
+    rows = max(len(data), 1)
     fig, (ax1, ax2) = _pyplot().subplots(1, 2, figsize=(13, 4.6 + 0.55 * rows), layout="constrained",
                                    gridspec_kw={"width_ratios": [1.1, 1]})
     seen: dict[tuple[float, float], str] = {}
-    for i, row in ranked.iterrows():
+    for i, row in data.iterrows():
         xerr = yerr = None
         if np.isfinite(row["strict_pct_lo"]):
             xerr = [[row["strict_pct"] - row["strict_pct_lo"]], [row["strict_pct_hi"] - row["strict_pct"]]]
@@ -121,10 +122,10 @@ def draw_figure1(data: pd.DataFrame) -> Figure:
     ax1.grid(alpha=0.3)
     fig.legend(loc="outside lower center", ncol=2, fontsize=7, frameon=False)
 
-    y = np.arange(len(ranked))
-    ax2.barh(y - 0.2, ranked["mean_rank_pos"], height=0.4, label="preferred")
-    ax2.barh(y + 0.2, ranked["mean_rank_neg"], height=0.4, label="counterpart")
-    ax2.set_yticks(y, [ranker_tick(r, lab, n) for r, lab, n in zip(ranked["ranker"], ranked["label"], ranked["n"])],
+    y = np.arange(len(data))
+    ax2.barh(y - 0.2, data["mean_rank_pos"], height=0.4, label="preferred")
+    ax2.barh(y + 0.2, data["mean_rank_neg"], height=0.4, label="counterpart")
+    ax2.set_yticks(y, [ranker_tick(r, lab, n) for r, lab, n in zip(data["ranker"], data["label"], data["n"])],
                    fontsize=7)
     ax2.invert_yaxis()
     ax2.set_xscale("log")

@@ -379,7 +379,8 @@ class ClaimResult:
                 "directions_needed": self.directions_needed, "n": self.n, "n_groups": self.n_groups,
                 "differing_groups": self.differing_groups, "discordant": self.discordant,
                 "family_hypotheses": self.family_hypotheses,
-                "measured": f"{self.summary()}; {self.measured}" if self.measured else self.summary()}
+                "measured": self.summary() + (f"; {self.measured}" if self.measured and not math.isnan(self.effect)
+                                              else "")}  # a claim with no effect quotes it in its reason
 
 
 def sample_size(n: int, n_groups: int, differing: int, discordant: int, kind: str = "comparison") -> str:

@@ -3,12 +3,14 @@ H3 interval with its note when the sample is too small to read it."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 
-from reports.figures import draw_figure1, draw_figure2, figure1_data, figure2_data, ranker_tick
+from reports.figures import draw_figure1, draw_figure2, figure1_data, figure2_data, ranker_tick, write_figures
 
 
 def table2() -> pd.DataFrame:
@@ -48,6 +50,28 @@ def test_figure1_uses_labels_with_n_and_no_two_labels_overlap() -> None:
         assert overlapping == []
     finally:
         plt.close(fig)
+
+
+def designated_pair_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a designated-pair ranker as table2 writes them: a strict share, no MRR and no rank."""
+    return table.assign(ranker=["grader_pairs"], label=["LLM grader, designated pair"], mrr=[np.nan], mrr_lo=[np.nan],
+                        mrr_hi=[np.nan], mean_rank_pos=[np.nan], mean_rank_neg=[np.nan])
+
+
+def test_figure1_plots_only_rankers_with_a_full_pool_rank(tmp_path: Path) -> None:
+    mixed = pd.concat([table2(), designated_pair_rows(table2().head(1))], ignore_index=True)
+    assert figure1_data({"table2": mixed})["ranker"].tolist() == ["fusion", "fusion_pairs", "fusion_windows"]
+    written = write_figures(tmp_path, {"table2": mixed})
+    assert [p.name for p in written] == ["figure1.png"]
+    assert pd.read_csv(tmp_path / "figure1.csv")["ranker"].tolist() == ["fusion", "fusion_pairs", "fusion_windows"]
+
+
+def test_a_run_of_designated_pair_rankers_only_has_no_figure1(tmp_path: Path) -> None:
+    """Nothing to place on a rank axis: no figure1.csv or .png, rather than a drawing error (log scale of nothing)."""
+    only_pairs = designated_pair_rows(table2().head(1))
+    assert figure1_data({"table2": only_pairs}).empty
+    assert write_figures(tmp_path, {"table2": only_pairs}) == []
+    assert not list(tmp_path.iterdir())
 
 
 def test_figure2_shows_counts_n_and_the_h3_interval_with_its_note() -> None:

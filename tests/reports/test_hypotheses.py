@@ -12,7 +12,7 @@ from rankers.kinds import kind
 from rankers.registry import RankerDecl
 from reports.hypotheses import (CLAIM_COLUMNS, ClaimDefinition, ClaimResult, ClaimTest, DeclaredComparison,
                                 check_verdict, claim_definitions, decidable, decide, decide_family, format_interval,
-                                format_p, measure_comparison, measure_tie_branch, robust_to_noise)
+                                format_p, measure_comparison, measure_tie_branch, not_measured, robust_to_noise)
 from reports.stats import holm, mean_test, sign_flip_test, skew_corrected_p
 
 NAN = float("nan")
@@ -121,6 +121,9 @@ def test_row_columns_and_formatting():
                                       "45 discordant); holds: one-sided")
     assert (row["differing_groups"], row["discordant"]) == (30, 45)
     assert row["reason"].endswith("; n=100, 50 groups, 30 differing, 45 discordant")
+    why = "no anytime-valid test for this measure"
+    unmeasured = decide_family([not_measured(definition(), why, "pts", n=4, n_groups=1)])[0].row()
+    assert unmeasured["measured"].count(why) == 1 and unmeasured["reason"].count(why) == 1
     assert format_interval(-6.36, -2.91) == "[-6.36, -2.91]" and format_interval(NAN, 1.0) == "[—]"
     assert (format_p(0.0312), format_p(0.00001), format_p(1 / 10_001), format_p(NAN)) == ("0.031", "1e-05", "0.0001", "—")
 
