@@ -1,12 +1,14 @@
 """Batch files without a model (``docs/protocol.md#batch-files``): the import's line-by-line refusals, what it
 stores (the online path's rows), and the export's one-round-at-a-time view of sequential judges.
 
-The end-to-end round trip through a real llama.cpp server is ``tests/harness/test_scale_out.py``.
+The end-to-end round trip through a real llama.cpp server is ``tests/harness/test_scale_out.py``; Ray Data over an
+exported file (README "Scale out", recipe d) is here, where ``ray`` is installed.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import httpx
@@ -51,6 +53,11 @@ def _export(folder: Path, grader: LLMGrader, inputs: list[tuple[str, str, str, s
              "reading": "grade", "model": "m", "prompt_version": grader.prompt.key,
              "near_tie_margin": grader.near_tie_margin, "max_reply_chars": 65536, "count": len(requests)}]}))
     return requests
+
+
+def _grade_of(body: dict) -> str:
+    """The stub's grade for a request: its passage number modulo 5 (the same rule for the online and batch paths)."""
+    return str(int(body["messages"][1]["content"].split("passage ")[1].split()[0].strip("<>/")) % 5)
 
 
 def _line(request: dict, content: str, **changes) -> str:
@@ -99,16 +106,17 @@ def test_a_result_file_is_checked_line_by_line_and_only_sound_lines_are_stored(t
     assert [k[2] for k in stored] == ["p3"] and stored[next(iter(stored))].score == 4.0
 
 
+def _online(tmp_path: Path):
+    """A grader answered online by the stub rule (``_grade_of``), and its judgments of ``INPUTS``."""
+    online = LLMGrader(OpenAIBackend("http://127.0.0.1:9/v1", "m", settings=SETTINGS, transport=httpx.MockTransport(
+        lambda request: httpx.Response(200, json=_reply(_grade_of(json.loads(request.content)))))))
+    with ScoreCache(tmp_path / "online.sqlite") as cache:
+        return online, score_with_cache(online, INPUTS, cache, progress=False)
+
+
 def test_an_imported_judgment_is_the_row_the_online_path_stores(tmp_path):
     """Same grade, probabilities, margin and reply; the endpoint says batch, and a batch result has no latency."""
-    def answer(request: httpx.Request) -> httpx.Response:
-        content = json.loads(request.content)["messages"][1]["content"]
-        return httpx.Response(200, json=_reply(str(int(content.split("passage ")[1].split()[0].strip("<>/")) % 5)))
-
-    online = LLMGrader(OpenAIBackend("http://127.0.0.1:9/v1", "m", settings=SETTINGS,
-                                     transport=httpx.MockTransport(answer)))
-    with ScoreCache(tmp_path / "online.sqlite") as cache:
-        live = score_with_cache(online, INPUTS, cache, progress=False)
+    online, live = _online(tmp_path)
     requests = _export(tmp_path / "export", online, INPUTS)
     results = tmp_path / "export" / "g.results.jsonl"
     results.write_text("".join(_line(r, str(i % 5)) + "\n" for i, r in enumerate(requests)))
@@ -159,3 +167,49 @@ def test_custom_ids_are_one_to_one_with_cache_keys():
     keys = [("k", "a" * 64, f"p{i}", "b" * 64) for i in range(1000)] + [("k2", "a" * 64, "p0", "b" * 64)]
     assert len({custom_id(k) for k in keys}) == len(keys)
     assert custom_id(keys[0]) == custom_id(tuple(keys[0]))
+
+
+def test_ray_data_answers_an_exported_file_as_the_online_path_does(tmp_path):
+    """Recipe (d) in local mode, as the README writes it: each line read as text and parsed on its own (``read_json``
+    would merge the lines' bodies into one schema and send a field one line lacks as ``null``), posted to an
+    endpoint, the results imported; the cache then holds the online path's grades. ``ray`` is optional (not in the
+    lock): this runs where it is installed, and ``.ci/run`` installs it beside the venv and sets NEVIR_REQUIRE_RAY=1."""
+    try:
+        import ray
+    except ImportError:
+        why = "ray is not installed (optional: README 'Scale out', recipe d)"
+        if os.environ.get("NEVIR_REQUIRE_RAY") == "1":
+            pytest.fail(why + "; NEVIR_REQUIRE_RAY=1 (CI) does not allow skipping it")
+        pytest.skip(why)
+
+    from tests.support.chat_server import chat_server
+
+    online, live = _online(tmp_path)
+    requests = _export(tmp_path / "export", online, INPUTS)
+    for i, request in enumerate(requests):  # lines of one file need not share their fields (extra_body, seeds)
+        if i % 2:
+            request["body"]["grammar"] = "root ::= [0-4]"
+        if i % 3 == 0:
+            request["body"]["seed"] = i
+    (tmp_path / "export" / "g.jsonl").write_text("".join(json.dumps(r) + "\n" for r in requests))
+    with chat_server(lambda body: _reply(_grade_of(body))) as (url, received):
+        def answer(line: str) -> dict:
+            row = json.loads(line)
+            reply = httpx.post(url.removesuffix("/v1") + row["url"], json=row["body"], timeout=60)
+            return {"custom_id": row["custom_id"], "error": None,
+                    "response": {"status_code": reply.status_code, "body": reply.json()}}
+
+        ray.init(num_cpus=1, include_dashboard=False, ignore_reinit_error=True)
+        try:
+            rows = (ray.data.read_text(str(tmp_path / "export" / "g.jsonl"))
+                    .map(lambda r: answer(r["text"])).take_all())
+        finally:
+            ray.shutdown()
+    assert sorted(map(json.dumps, received)) == sorted(json.dumps(r["body"]) for r in requests)  # each body verbatim
+    results = tmp_path / "export" / "g.results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = import_results(results, tmp_path / "export")
+    assert done.problems == [] and done.stored == len(INPUTS)
+    with ScoreCache.in_folder(tmp_path / "export" / "scores") as cache:
+        again = score_with_cache(online, INPUTS, cache, progress=False)
+    assert again.n_scored == 0 and again.scores == live.scores

@@ -14,7 +14,7 @@ per run: the shared score cache holds nothing of it; at temperature 0 the seed c
   whose answers the import refused as unreadable (the online path stores those unusable and asks again too).
   A corrupted result file is refused line by line and none of its bad lines is cached.
 
-A Ray Data variant of recipe (c) runs when ``ray`` is installed (it is not a dependency), else skips saying so.
+Ray Data over an exported file (recipe d) is ``tests/harness/test_batch.py``'s, where ``ray`` is installed.
 """
 from __future__ import annotations
 
@@ -300,46 +300,3 @@ def test_a_corrupted_result_file_is_refused_line_by_line(runs) -> None:
 def _unreadable(corrupt: dict) -> int:
     """Sound lines after line 6 whose answer the grader cannot read (SmolLM2 is a protocol model)."""
     return corrupt["run"].stderr.count("no readable grade") - 1
-
-
-def test_ray_data_over_the_exported_file(tmp_path) -> None:
-    """Recipe (d) in local mode: Ray Data reads a batch file, an HTTP map over an endpoint answers it, the results
-    go back through ``import``. ``ray`` is not a dependency of the suite: this runs only where it is installed."""
-    pytest.importorskip("ray", reason="ray is not installed (optional, not installed by the suite: README "
-                                      "'Scale out', recipe d)")
-    import httpx
-    import ray
-
-    from tests.support.chat_server import chat_reply, chat_server
-
-    export = tmp_path / "export"
-    export.mkdir()
-    keys = [("judge-key", f"{i:064x}", f"p{i}", f"{i:064x}") for i in range(6)]
-    from harness.batch import FORMAT, ROUTE, VERSION, custom_id
-
-    requests = [{"custom_id": custom_id(k), "method": "POST", "url": ROUTE,
-                 "body": {"model": "stub", "messages": [{"role": "user", "content": f"grade {i % 5}"}]}}
-                for i, k in enumerate(keys)]
-    (export / "g.jsonl").write_text("".join(json.dumps(r) + "\n" for r in requests))
-    (export / "g.index.jsonl").write_text("".join(json.dumps({"custom_id": custom_id(k), "key": list(k),
-                                                              "truncated": False}) + "\n" for k in keys))
-    (export / "manifest.json").write_text(json.dumps({
-        "format": FORMAT, "version": VERSION, "cache_dir": str(tmp_path / "scores"), "judges": [
-            {"file": "g.jsonl", "index": "g.index.jsonl", "judge_key": "judge-key", "kind": "llm_grader",
-             "reading": "grade", "model": "stub", "prompt_version": "t", "near_tie_margin": 0.05,
-             "max_reply_chars": 1000, "count": len(keys)}]}))
-    with chat_server(lambda body: {**chat_reply(body["messages"][0]["content"][-1]), "model": "stub"}) as (url, _):
-        def answer(row: dict) -> dict:
-            response = httpx.post(url.removesuffix("/v1") + row["url"], json=row["body"], timeout=60)
-            return {"custom_id": row["custom_id"], "error": None,
-                    "response": {"status_code": response.status_code, "body": response.json()}}
-
-        ray.init(num_cpus=1, include_dashboard=False, ignore_reinit_error=True)
-        try:
-            rows = ray.data.read_json(str(export / "g.jsonl")).map(answer).take_all()
-        finally:
-            ray.shutdown()
-    results = export / "g.results.jsonl"
-    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    done = batch("import", str(results))
-    assert done.returncode == 0 and "6 judgments stored" in done.stdout, done.stderr
