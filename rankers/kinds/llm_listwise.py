@@ -42,7 +42,7 @@ RERANKERS_TYPES = {"rankgpt": needs_module("litellm", "litellm (rerankers' RankG
 LLM_OPTIONS = {"backend": (str,), "model": (str,), "url": (str, list), "prompt": (str,), "passage_tokens": (int,),
                "query_tokens": (int,), "window": (int,), "n_threads": (int,), "max_model_len": (int,),
                "max_tokens": (int,), "thinking": (bool,), "temperature": _NUM, "seed": (int,), "concurrency": (int,),
-               "timeout_s": _NUM, "logprobs": (int,)}
+               "timeout_s": _NUM, "logprobs": (int,), "extra_body": (dict,)}
 #: Options that shape the algorithm or the report, not a judgment's prompt or reading.
 ALGORITHM_KEYS = ("window", "sub_window", "step", "order_check", "algorithm", "passes")
 
@@ -65,6 +65,9 @@ class LLMJudgeKind(WindowKind):
             raise DeclarationError(f"{where}: backend must be one of {list(self.backends)}, got {options['backend']!r}")
         if options["backend"] == "openai" and not options.get("url"):
             raise DeclarationError(f"{where}: backend 'openai' needs 'url' (an OpenAI-compatible /v1 base URL)")
+        if options["backend"] != "openai" and "extra_body" in options:
+            raise DeclarationError(f"{where}: 'extra_body' applies to backend 'openai' only (backend is "
+                                   f"{options['backend']!r})")
         if options.get("url"):
             from rankers.scorers.http import base_urls  # http client only when a server is declared
 

@@ -244,3 +244,19 @@ def test_extra_body_is_a_server_option_sent_with_every_request_and_part_of_the_k
                                       transport=httpx.MockTransport(handler)))
     grammar.score([("q", "passage 3")])
     assert bodies[0]["grammar"] == "root ::= [0-4]" and grammar.model_key != plain.model_key
+
+
+@pytest.mark.parametrize("kind", ["llm_listwise", "llm_pairwise"])
+def test_a_multi_passage_judge_takes_extra_body_for_a_server_only(kind: str) -> None:
+    """A listwise or pairwise judge's replies can be constrained the way the grader's are (a llama.cpp grammar)."""
+    grammar = {"grammar": 'root ::= "[" [12] "] > [" [12] "]"'}
+    with pytest.raises(DeclarationError, match="'extra_body' applies to backend 'openai' only"):
+        parse_declaration("j", {"kind": kind, "backend": "llamacpp", "model": "builtin:smollm2-135m-instruct",
+                                "extra_body": grammar}, "p.toml [rankers.j]")
+    decl = parse_declaration("j", {"kind": kind, "backend": "openai", "url": A, "model": "m", "extra_body": grammar},
+                             "p.toml [rankers.j]")
+    backend = decl.spec.backend(decl, None)
+    body = backend.payload([{"role": "user", "content": "rank"}])
+    assert body["grammar"] == grammar["grammar"]
+    plain = parse_declaration("j", {"kind": kind, "backend": "openai", "url": A, "model": "m"}, "p.toml [rankers.j]")
+    assert plain.spec.backend(plain, None).model_key != backend.model_key
