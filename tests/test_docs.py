@@ -40,3 +40,42 @@ def test_every_cited_statistics_section_exists() -> None:
             cited.setdefault(anchor, path.relative_to(PROJECT_ROOT).as_posix())
     missing = {a: p for a, p in cited.items() if a not in anchors}
     assert cited and not missing, f"cited statistics sections that do not exist: {missing}"
+
+
+def _defines(path, name: str) -> bool:
+    """Whether the module file defines ``name`` at its top level (a function, class or assignment), read without
+    importing it."""
+    import ast
+
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
+def test_the_architecture_map_names_only_what_exists() -> None:
+    """Every module, folder and top-level name docs/architecture.md cites in backticks is in the checkout."""
+    text = (PROJECT_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    cited = set(re.findall(r"`((?:fixtures|rankers|reports|harness|specs|conftest|tests)[A-Za-z0-9_./]*)`", text))
+    assert len(cited) > 20
+    missing = []
+    for ref in sorted(cited):
+        if "/" in ref or ref.endswith(".py"):
+            if not (PROJECT_ROOT / ref).exists():
+                missing.append(ref)
+            continue
+        parts = ref.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest prefix that is a module or package
+            base = PROJECT_ROOT.joinpath(*parts[:cut])
+            module = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+            if module.is_file():
+                rest = parts[cut:]
+                if rest and not _defines(module, rest[0]):
+                    missing.append(ref)
+                break
+        else:
+            missing.append(ref)
+    assert not missing, f"docs/architecture.md cites what does not exist: {missing}"
