@@ -74,8 +74,20 @@ class Column:
         return None
 
 
+class BootstrappedColumn(Column):
+    """A column whose subclass declares ``name`` and ``interval``: with ``interval`` set, its 95% source-group
+    bootstrap interval is in ``<name>_lo`` and ``<name>_hi``."""
+
+    name: str
+    interval: bool
+
+    @property
+    def bounds(self) -> tuple[str, str] | None:
+        return (f"{self.name}_lo", f"{self.name}_hi") if self.interval else None
+
+
 @dataclass(frozen=True)
-class DirectionMeasure(Column):
+class DirectionMeasure(BootstrappedColumn):
     """A Table II column aggregating one per-direction value over Q_c.
 
     ``count`` sums the value, ``pct`` is 100 × its mean, ``mean`` its mean.
@@ -92,22 +104,14 @@ class DirectionMeasure(Column):
     interval: bool = False
     paired: bool = False
 
-    @property
-    def bounds(self) -> tuple[str, str] | None:
-        return (f"{self.name}_lo", f"{self.name}_hi") if self.interval else None
-
 
 @dataclass(frozen=True)
-class PairMeasure(Column):
+class PairMeasure(BootstrappedColumn):
     """A column over complete pairs (both directions eligible), NevIR's paired aggregation."""
 
     name: str
     doc: str
     interval: bool = False
-
-    @property
-    def bounds(self) -> tuple[str, str] | None:
-        return (f"{self.name}_lo", f"{self.name}_hi") if self.interval else None
 
 
 @dataclass(frozen=True)
