@@ -167,7 +167,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                                             for c in profile.comparisons()])
 
     def _trained(name: str) -> bool:
-        return bool(decls[name].spec.seeds(decls[name].options, settings.seed))
+        return bool(profile.seeds(name, settings.seed))
     if "trained_ranker" in names:  # rankers trained with seeds (LambdaMART's variants)
         metafunc.parametrize("trained_ranker", _rankers(d for d in profile.ordered() if _trained(d.name)))
     if "trained_comparison" in names:  # comparisons involving such a ranker
