@@ -176,6 +176,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
             for judge in (j for j in manifest["judges"] if j["count"]):  # an empty result file would answer for all
                 results = folder / f"{judge['file'][:-len('.jsonl')]}.results.jsonl"
                 process(folder / judge["file"], results, f"http://127.0.0.1:{servers[0].port}")
+                sent = sorted(json.loads(line)["custom_id"] for line in (folder / judge["file"]).open())
+                answered = sorted(json.loads(line)["custom_id"] for line in results.open())
+                assert answered == sent and len(set(sent)) == len(sent)  # one result per exported request
                 if number == 1 and judge["reading"] == "grade":
                     out["corrupt"] = _corrupt_import(root, folder, results)
                 imported = batch("import", str(results))
