@@ -10,7 +10,6 @@ discarded and recomputed.
 from __future__ import annotations
 
 import hashlib
-import json
 import pickle
 import warnings
 from collections.abc import Callable, Iterable
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, discard, write_sealed
+from fixtures.identity import json_digest
 
 T = TypeVar("T")
 
@@ -28,7 +28,7 @@ class MemoWarning(UserWarning):
 
 def digest(parts: object) -> str:
     """Digest of JSON-able parts (dict keys in any order)."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return json_digest(parts, default=str)[:24]
 
 
 def items_digest(items: Iterable[tuple[Any, ...]]) -> str:

@@ -47,6 +47,7 @@ from filelock import FileLock
 from fixtures.artifacts import ArtifactCorrupt, check_seal, discard, write_sealed
 from fixtures.code import code_digest
 from fixtures.corpus import corpus_hash
+from fixtures.identity import frame_digest, json_digest
 from fixtures.populations import annotate_population, eligible_directions
 from fixtures.settings import SEED
 from rankers.base import Ranking, single_score_ranking
@@ -189,11 +190,6 @@ def strict_by_groups(preferred: np.ndarray, counterpart: np.ndarray, groups: np.
     return float(per_group.mean())
 
 
-def _frame_digest(frame: pd.DataFrame, columns: list[str], sort: list[str]) -> str:
-    sub = frame[columns].sort_values(sort, kind="mergesort")
-    return hashlib.sha256(pd.util.hash_pandas_object(sub, index=False).to_numpy().tobytes()).hexdigest()
-
-
 def _corpus_of(directions: pd.DataFrame, corpora: Mapping[str, Mapping[str, str]] | Mapping[str, str],
                role: str) -> Mapping[str, str]:
     """The corpus a split retrieves from: ``corpora`` itself when it is one {pid: text} corpus, else by name."""
@@ -218,20 +214,19 @@ def input_digests(n_background: int, train_pool: pd.DataFrame, train_directions:
     """Digest of every input a trained model depends on; the model is reused only when all match."""
     qids = sorted(set(train_pool["qid"]) | set(dev_pool["qid"]))
     digests = {
-        "train_pool": _frame_digest(train_pool, list(POOL_COLUMNS), ["qid", "pid"]),
-        "dev_pool": _frame_digest(dev_pool, list(POOL_COLUMNS), ["qid", "pid"]),
-        "train_directions": _frame_digest(train_directions, _DIRECTION_COLUMNS, ["qid"]),
-        "dev_directions": _frame_digest(dev_directions, _DIRECTION_COLUMNS, ["qid"]),
-        "queries": hashlib.sha256(json.dumps({q: queries.get(q) for q in qids}, sort_keys=True).encode()).hexdigest(),
+        "train_pool": frame_digest(train_pool, list(POOL_COLUMNS), ["qid", "pid"]),
+        "dev_pool": frame_digest(dev_pool, list(POOL_COLUMNS), ["qid", "pid"]),
+        "train_directions": frame_digest(train_directions, _DIRECTION_COLUMNS, ["qid"]),
+        "dev_directions": frame_digest(dev_directions, _DIRECTION_COLUMNS, ["qid"]),
+        "queries": json_digest({q: queries.get(q) for q in qids}),
         "train_corpus": corpus_hash(dict(train_corpus)),
         "dev_corpus": corpus_hash(dict(dev_corpus)),
         "code": code_digest(__name__),
-        "config": hashlib.sha256(json.dumps({"variant": variant_name(n_background), "params": lgb_params(seed),
-                                             "max_rounds": MAX_ROUNDS, "patience": PATIENCE,
-                                             "n_background": n_background, "lightgbm": lgb.__version__},
-                                            sort_keys=True).encode()).hexdigest(),
+        "config": json_digest({"variant": variant_name(n_background), "params": lgb_params(seed),
+                               "max_rounds": MAX_ROUNDS, "patience": PATIENCE,
+                               "n_background": n_background, "lightgbm": lgb.__version__}),
     }
-    digests["combined"] = hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()
+    digests["combined"] = json_digest(digests)
     return digests
 
 

@@ -42,6 +42,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, sha256_file, write_sealed
 from fixtures.corpus import text_hash
+from fixtures.identity import frame_digest, json_digest
 from fixtures.models import minilm_path, model_fingerprint, splade_tiny_path
 from fixtures.populations import annotate_population
 from fixtures.progress import stage
@@ -319,10 +320,10 @@ def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, cach
     groups = train_groups(study, train_frame, recipe, seed)
     dev_dirs = study.split("development")
     data = {"train_groups": groups.digest(), "train_directions": str(len(groups.queries)),
-            "dev_pool": hashlib.sha256(pd.util.hash_pandas_object(dev_frame, index=False).to_numpy().tobytes()).hexdigest(),
+            "dev_pool": frame_digest(dev_frame),
             "dev_directions": hashlib.sha256("|".join(dev_dirs["qid"] + dev_dirs["query"]).encode()).hexdigest()}
     identity = _identity(model_fingerprint(str(folder)), recipe, seed, data)
-    ident = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+    ident = json_digest(identity, default=str)
     root = Path(cache_dir)
     root.mkdir(parents=True, exist_ok=True)
     out = root / f"{short}-{ident[:20]}"
