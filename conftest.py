@@ -93,7 +93,7 @@ def _stage_timings(request: pytest.FixtureRequest):
         for record in request.getfixturevalue("evaluation").drain_stages():
             row = {**{k: v for k, v in record.items() if k != "split"}, "stage": f"{record['stage']} ({record['split']})"}
             for split in splits:  # Train/development stages belong to every evaluated split's manifest
-                recorder.add("stages", split, row)
+                recorder.stage(split, row)
 
 
 def _selected_by_marks(config: pytest.Config):

@@ -29,7 +29,7 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -43,6 +43,7 @@ from fixtures.environment import version_changes
 from fixtures.settings import SEED
 from reports.measures import TABLE2, aggregate, outcome_columns, paired_measure
 from reports.paper import paper_table2
+from reports.record import SplitRecord, profile_of
 from reports.stats import ALPHA, certifiable_margin, equivalence, paired_difference
 
 HISTORY = ".history"
@@ -62,17 +63,17 @@ Decision = Literal["changed", "changed within margin", "unchanged", "margin unre
 PARTIAL_MARK = "partial"
 
 
-def run_id(tables: dict[str, dict[str, pd.DataFrame]], partial: bool = False) -> str:
-    """``<UTC time to the microsecond>-<commit>-<profile>-<scope>[-partial]-<pid><random>`` from the manifest rows
-    of any split: sortable by time, readable (a partial run says so), and unique across processes started
+def run_id(records: Sequence[SplitRecord], partial: bool = False) -> str:
+    """``<UTC time to the microsecond>-<commit>-<profile>-<scope>[-partial]-<pid><random>`` from the manifest
+    entries of any split: sortable by time, readable (a partial run says so), and unique across processes started
     together (pid and random bits)."""
-    manifest: dict[str, object] = {}
-    for split_tables in tables.values():
-        if "manifest" in split_tables:
-            manifest.update(dict(zip(split_tables["manifest"]["key"], split_tables["manifest"]["value"])))
-    commit = str(manifest.get("code_commit", "nocommit"))[:8]
-    profile = manifest.get("profile", {}).get("name", "profile") if isinstance(manifest.get("profile"), dict) else "profile"
-    scope = str(manifest.get("scope", "run"))
+    entries: dict[str, object] = {}
+    profile = "profile"
+    for record in records:
+        entries.update(record.entries)
+        profile = record.profile_name or profile
+    commit = str(entries.get("code_commit", "nocommit"))[:8]
+    scope = str(entries.get("scope", "run"))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     unique = f"{os.getpid()}{secrets.token_hex(3)}"
     scope = f"{scope}-{PARTIAL_MARK}" if partial else scope
@@ -226,7 +227,7 @@ def reviewed_run(results_dir: Path, profile: str, scope: str, split: str, pool: 
     for folder in sorted((p / split for p in root.iterdir() if (p / split / "directions.csv").is_file()),
                          reverse=True):
         manifest = _read_manifest(folder)
-        named = manifest.get("profile", {}).get("name") if isinstance(manifest.get("profile"), Mapping) else None
+        named = profile_of(manifest).get("name")
         if (named != profile or manifest.get("scope") != scope or pool_digest(manifest) != pool
                 or partial_reasons(manifest)):
             continue
@@ -325,16 +326,6 @@ def _verdict(measure: str, value: float, old: float, pair, margins: Mapping[str,
             return paired_change(measure, pair[0], pair[1], pair[2], margins.get(paired.name), seed)
     why = "unpaired" if pair is None else "no per-direction test for this measure"
     return ChangeVerdict("unchanged" if value == old else "undetermined", why, value, old, value - old)
-
-
-def compare_runs(results_dir: Path, other: str, split: str, table2: pd.DataFrame | None) -> pd.DataFrame:
-    """This run's Table II (just published under ``results_dir``) against a saved run or another results directory,
-    paired when both runs' ``directions.csv`` exist and share the pool snapshot; margins from this run's manifest."""
-    if table2 is None:
-        return pd.DataFrame(columns=list(COMPARISON_COLUMNS))
-    here = Path(results_dir) / split
-    directions = pd.read_csv(here / "directions.csv") if (here / "directions.csv").is_file() else None
-    return compare_with(results_dir, other, split, table2, _read_manifest(here), directions)
 
 
 def compare_with(results_dir: Path, other: str, split: str, table2: pd.DataFrame, manifest: Mapping,

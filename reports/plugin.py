@@ -23,14 +23,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from fixtures.settings import Settings
+from reports.record import (ARTIFACT, ENTRY, RECORDED, ROW, STAGE, Artifact, NotEvaluated, SplitRecord,
+                            artifact_payload, entry_payload, row_payload, stage_payload)
 from reports.tables import TABLES
 
-REPORT_KEY = "nevir-report"
 #: The run's settings as ``harness.options`` read, checked and expanded them (the root conftest stores them).
 SETTINGS = pytest.StashKey[Settings]()
 #: A failed or skipped test's parameters and message, on its report (survives pytest-xdist like the rows).
@@ -41,39 +41,32 @@ SELECTION_KEY = "nevir-selection"
 MESSAGE_CHARS = 400
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return None if math.isnan(float(value)) else float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if value is pd.NA:
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
 class ReportRecorder:
-    """What a spec uses to hand a row to the report (the ``report`` fixture)."""
+    """What a spec uses to hand its results to the report (the ``report`` fixture): typed records, serialised
+    once (``reports.record``) onto the test's ``user_properties`` so they survive pytest-xdist."""
 
     def __init__(self, node: pytest.Item) -> None:
         self._node = node
 
+    def _put(self, payload: dict[str, Any]) -> None:
+        self._node.user_properties.append((RECORDED, payload))
+
     def add(self, table: str, split: str, row: dict[str, Any], order: float | None = None) -> None:
-        """Queue a row; ``order`` places it within its table (declared ranker order), else identifying keys do."""
-        if table not in TABLES:
-            raise KeyError(f"unknown report table {table!r}; known: {sorted(TABLES)}")
-        missing = [k for k in TABLES[table][1] if k not in row]
-        if missing:
-            raise KeyError(f"row for {table} lacks identifying columns {missing}")
-        self._node.user_properties.append(
-            (REPORT_KEY, {"table": table, "split": split, "row": _jsonable(row), "order": order}))
+        """Queue a result-table row; ``order`` places it within its table (declared ranker order), else its
+        identifying keys do."""
+        self._put(row_payload(table, split, row, order))
+
+    def entry(self, split: str, key: str, value: Any) -> None:
+        """A manifest entry (``manifest.json``): what a number came from."""
+        self._put(entry_payload(split, key, value))
+
+    def artifact(self, split: str, artifact: Artifact) -> None:
+        """A sealed cached file behind the split's published files."""
+        self._put(artifact_payload(split, artifact))
+
+    def stage(self, split: str, row: dict[str, Any]) -> None:
+        """The wall-clock of a stage a spec computed (``manifest.json``'s ``stages_wall_clock``)."""
+        self._put(stage_payload(split, row))
 
 
 @pytest.fixture
@@ -124,6 +117,9 @@ class ReportPlugin:
         self.config = config
         self.selection = selection
         self.rows: dict[tuple[str, str], dict[tuple, tuple[float, dict[str, Any]]]] = {}
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.artifacts: dict[str, dict[str, Artifact]] = {}
+        self.stages: dict[str, dict[str, dict[str, Any]]] = {}
         self.outcomes: dict[str, dict[str, Any]] = {}
         self.finished: set[str] = set()
         self.reporting_files: set[str] = set()
@@ -143,13 +139,21 @@ class ReportPlugin:
         for key, payload in report.user_properties:
             if key == OUTCOME_KEY:
                 self.outcomes[payload["test"]] = payload
-            if key != REPORT_KEY:
+            if key != RECORDED:
                 continue
             self.reporting_files.add(report.nodeid.split("::")[0])
-            table, split, row = payload["table"], payload["split"], payload["row"]
-            ident = tuple(str(row[k]) for k in TABLES[table][1])
-            order = payload.get("order")
-            self.rows.setdefault((split, table), {})[ident] = (math.inf if order is None else float(order), row)
+            split, kind = payload["split"], payload["kind"]
+            if kind == ROW:
+                table, row, order = payload["table"], payload["row"], payload["order"]
+                ident = tuple(str(row[k]) for k in TABLES[table][1])
+                self.rows.setdefault((split, table), {})[ident] = (math.inf if order is None else float(order), row)
+            elif kind == ENTRY:
+                self.entries.setdefault(split, {})[payload["key"]] = payload["value"]
+            elif kind == ARTIFACT:
+                artifact = Artifact(**payload["artifact"])
+                self.artifacts.setdefault(split, {})[artifact.name] = artifact
+            elif kind == STAGE:
+                self.stages.setdefault(split, {})[str(payload["row"]["stage"])] = payload["row"]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
@@ -170,9 +174,20 @@ class ReportPlugin:
             by_split.setdefault(split, {})[table] = frame
         return by_split
 
-    def not_evaluated(self, split: str) -> list[dict[str, str]]:
+    def records(self) -> dict[str, SplitRecord]:
+        """One record per split that has result rows: its tables, manifest entries, artifacts and stages."""
+        records = {}
+        for split, tables in self.tables().items():
+            stages = self.stages.get(split)
+            records[split] = SplitRecord(
+                split, tables, self.entries.get(split, {}),
+                tuple(a for _, a in sorted(self.artifacts.get(split, {}).items())),
+                pd.DataFrame([row for _, row in sorted(stages.items())]) if stages else None)
+        return records
+
+    def not_evaluated(self, split: str) -> list[NotEvaluated]:
         """Failed and skipped tests of a split (or of every split), with their message."""
-        return [{"test": o["test"], "outcome": o["outcome"], "message": o["message"]}
+        return [NotEvaluated(o["test"], o["outcome"], o["message"])
                 for o in sorted(self.outcomes.values(), key=lambda o: o["test"])
                 if o["params"].get("split", split) == split]
 
@@ -191,7 +206,7 @@ class ReportPlugin:
                     picked.append(f"--{option.replace('_', '-')}={ignored}")
         return picked
 
-    def gaps(self, session: pytest.Session, splits: dict[str, dict[str, pd.DataFrame]]) -> list[str]:
+    def gaps(self, session: pytest.Session, records: dict[str, SplitRecord]) -> list[str]:
         """Why this run did not compute everything its splits' outputs need (empty: it did)."""
         gaps = []
         deselected = max(self.selection.deselected, self.worker_deselected)
@@ -205,23 +220,27 @@ class ReportPlugin:
         unfinished = session.testscollected - len(self.finished)
         if unfinished > 0:
             gaps.append(f"{unfinished} selected test(s) did not run to their end (-x, --maxfail or a crash)")
-        for split, tables in splits.items():
-            missing = [t for t in ("manifest", "table1") if t not in tables]
+        for split, record in records.items():
+            missing = [name for name, present in (("manifest", bool(record.entries)),
+                                                  ("table1", "table1" in record.tables)) if not present]
             if missing:
                 gaps.append(f"{split}: no {', '.join(missing)} rows")
                 continue
-            manifest = dict(zip(tables["manifest"]["key"], tables["manifest"]["value"]))
-            declared = list((manifest.get("profile") or {}).get("rankers", {}))
-            accounted = set(tables["table2"]["ranker"]) | {
+            accounted = set(record.rankers) | {
                 v for o in self.outcomes.values() if o["params"].get("split", split) == split
                 for v in o["params"].values()}
-            unaccounted = [r for r in declared if r not in accounted]
+            unaccounted = [r for r in record.declared if r not in accounted]
             if unaccounted:
                 gaps.append(f"{split}: no Table II row and no recorded failure for {unaccounted}")
         return gaps
 
+    @property
+    def recorded(self) -> set[str]:
+        """The splits anything was recorded for."""
+        return {split for split, _ in self.rows} | set(self.entries) | set(self.artifacts) | set(self.stages)
+
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.rows:
+        if not self.recorded:
             return
         from reports.writer import deferred_signals  # only when publishing
 
@@ -244,21 +263,23 @@ class ReportPlugin:
             self.notices.append(f"the run was interrupted: nothing published; {results_dir} keeps the previous "
                                 "complete results")
             return
-        tables = self.tables()
-        splits = {split: t for split, t in tables.items() if "table2" in t}
-        for split in sorted(set(tables) - set(splits)):  # benchmarks only, or no ranker selected
+        records = {split: r for split, r in self.records().items() if "table2" in r.tables}
+        for split in sorted(self.recorded - set(records)):  # benchmarks only, or no ranker selected
             self.notices.append(f"{split}: no Table II row in this run (benchmarks or a partial selection); "
                                 f"nothing of it is published")
-        if not splits:
+        if not records:
             return
-        self.partial = self.gaps(session, splits)
+        self.partial = self.gaps(session, records)
         root = results_dir / PARTIAL if self.partial else results_dir
-        ident = run_id(tables, partial=bool(self.partial))
-        context = {"exitstatus": exitstatus, "figure_cache": settings.cache_dir / "figures",
-                   "splits": {s: {"not_evaluated": self.not_evaluated(s), "partial": self.partial} for s in splits},
-                   "compare": self._comparer(results_dir, settings.compare_run) if settings.compare_run else None}
+        ident = run_id(list(records.values()), partial=bool(self.partial))
+        if settings.compare_run:  # before publishing: the saved run may be the very folder about to be replaced
+            records = {split: self._compared(record, results_dir, settings.compare_run)
+                       for split, record in records.items()}
         try:
-            self.published = publish(root, ident, splits, context, should_stop=should_stop)
+            self.published = publish(root, ident, records, exitstatus=exitstatus,
+                                     figure_cache=settings.cache_dir / "figures",
+                                     not_evaluated={s: self.not_evaluated(s) for s in records},
+                                     partial=self.partial, should_stop=should_stop)
         except PublishError as exc:
             self.failed.append(str(exc))
         for split, path in self.published.items():  # a partial run too, marked (docs/protocol.md#publishing)
@@ -268,27 +289,25 @@ class ReportPlugin:
             except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
                 self.errors.append(f"{split}: published, but not saved to the history ({type(exc).__name__}: {exc})")
 
-    def _comparer(self, results_dir: Path, other: str):
-        """What the writer calls per split with this run's Table II, manifest and directions.csv while it writes
-        them, before anything is published (``other`` may be the very folder about to be replaced): the
-        comparison for ``comparison.csv``, or None when it cannot be made (reported, the run still published)."""
+    def _compared(self, record: SplitRecord, results_dir: Path, other: str) -> SplitRecord:
+        """The record with its ``comparison`` table against the saved run ``other``; unchanged (and the error
+        reported, the run still published) when the comparison cannot be made."""
         from reports.history import comparison_table  # pandas I/O only at session end
 
-        def compare(split: str, table2: pd.DataFrame, manifest: dict[str, Any],
-                    directions: pd.DataFrame | None) -> pd.DataFrame | None:
-            try:
-                self.comparison[split] = comparison_table(results_dir, other, split, table2, manifest, directions)
-            except Exception as exc:  # noqa: BLE001 - the run is still published; the error is reported
-                self.errors.append(f"{split}: no comparison with {other} ({type(exc).__name__}: {exc})")
-                return None
-            return self.comparison[split]
-        return compare
+        try:
+            comparison = comparison_table(results_dir, other, record.split, record.tables["table2"],
+                                          record.entries, record.directions)
+        except Exception as exc:  # noqa: BLE001 - the run is still published; the error is reported
+            self.errors.append(f"{record.split}: no comparison with {other} ({type(exc).__name__}: {exc})")
+            return record
+        self.comparison[record.split] = comparison
+        return record.with_table("comparison", comparison)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.rows:
+        if not self.recorded:
             return
-        from reports.writer import (inherited_misses, lost_expectations, terminal_tables,  # only when reporting
-                                    undecidable_on_subset, unavailable_lines)
+        from reports.render import terminal_tables, unavailable_lines  # only when reporting
+        from reports.report_md import inherited_misses, lost_expectations, undecidable_on_subset  # only when reporting
         from reports.sequential import stop_lines  # scipy: loaded only when there is a summary to write
 
         terminalreporter.section("Preference Is Not Position: report")

@@ -41,9 +41,6 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
                  ("ranker",), True),
     "comparison": ("Comparison with a saved run (--compare-to): rankers matched by name", ("ranker", "measure"),
                    False),
-    "manifest": ("Run manifest entries", ("key",), False),
-    "stages": ("Wall-clock per computed stage", ("stage",), False),
-    "artifacts": ("Cached files behind the published results", ("artifact",), False),
 }
 DIRECTION_BASE_COLUMNS = ("qid", "pair_id", "direction", "split", "group", "preferred_pid", "counterpart_pid",
                           "eligible", "conflict", "covered")

@@ -17,6 +17,7 @@ from harness.claims import (check_claim, claim_book, designated_twins, expected_
 from reports.cost import replay_rows, stage_cost
 from reports.measures import direction_outcomes, given_pair_paired
 from reports.outputs import stash_frame
+from reports.record import Artifact
 from reports.tables import NEVIR_PAIRED_COLUMNS, judgments_table, pair_only_outcomes, pair_only_summary, table3
 from reports.tie_branch import expected_grade_rows, tie_branch_table
 
@@ -25,8 +26,8 @@ def test_tie_branch_table(evaluation, split, window_ranker, report) -> None:
     per = tie_branch_frame(evaluation, split, window_ranker)
     decl = evaluation.decl(window_ranker)
     rows = tie_branch_table(per, window_ranker, decl.max_score)
-    report.add("artifacts", split, {"artifact": f"branches:{window_ranker}", "path": str(stash_frame(
-        evaluation.settings.cache_dir, f"branches-{window_ranker}", per[["qid", "branch"]]))})
+    report.artifact(split, Artifact("branches", stash_frame(
+        evaluation.settings.cache_dir, f"branches-{window_ranker}", per[["qid", "branch"]]), ranker=window_ranker))
     for i, row in enumerate(rows):
         report.add("tie_branch", split, row, order=decl.order * 10 + i)
     assert sum(r["directions"] for r in rows) == len(per)
@@ -79,8 +80,8 @@ def test_cost_and_replays(evaluation, split, window_ranker, report) -> None:
         # Every judgment with what its scorer stored (probabilities, margin, reason), for judgments.csv.
         judgments = judgments_table(scored.frame, window_ranker, stage, decl.spec.read(decl, scored),
                                     bounded=decl.max_score is not None)
-        report.add("artifacts", split, {"artifact": f"judgments:{window_ranker}:{stage}", "path": str(
-            stash_frame(evaluation.settings.cache_dir, f"judgments-{window_ranker}-{stage}", judgments))})
+        report.artifact(split, Artifact("judgments", stash_frame(
+            evaluation.settings.cache_dir, f"judgments-{window_ranker}-{stage}", judgments), window_ranker, stage))
     if decl.designated_only:
         return  # replays reorder whole windows: they need every window score
     population = evaluation.directions_for(split, window_ranker)
@@ -130,10 +131,10 @@ def test_designated_mode_against_the_window(evaluation, split, designated_twin, 
     window_only_fallback = common[w.loc[common, "fallback"].to_numpy(dtype=bool)
                                   & ~d.loc[common, "fallback"].to_numpy(dtype=bool)]
     unexplained = differ.difference(window_only_fallback)
-    report.add("manifest", split, {"key": f"designated_vs_window:{designated_twin}", "value": {
+    report.entry(split, f"designated_vs_window:{designated_twin}", {
         "common_directions": int(len(common)), "window_fallback": int(w.loc[common, "fallback"].sum()),
         "designated_fallback": int(d.loc[common, "fallback"].sum()),
         "window_only_fallback": int(len(window_only_fallback)), "decided_differently": int(len(differ)),
-        "unexplained": int(len(unexplained))}})
+        "unexplained": int(len(unexplained))})
     assert len(unexplained) == 0, (f"{designated} and {window} disagree on {len(unexplained)} directions the window "
                                    f"did not fall back on, e.g. {list(unexplained[:3])}")

@@ -12,8 +12,9 @@ import pandas as pd
 
 from fixtures.environment import environment_record
 from fixtures.settings import PROJECT_ROOT
-from reports.explore import top_of
+from reports.explore_data import top_of
 from reports.outputs import stash_frame
+from reports.record import Artifact
 
 
 def _commit() -> str:
@@ -52,13 +53,13 @@ def test_run_manifest(evaluation, split, report) -> None:
         "environment": environment_record(),
     }
     for key, value in entries.items():
-        report.add("manifest", split, {"key": key, "value": value})
-    report.add("artifacts", split, {"artifact": "pool", "path": str(pool_path)})
+        report.entry(split, key, value)
+    report.artifact(split, Artifact("pool", pool_path))
     corpus = study.corpus_for(split)  # passage texts for the explorer page (it embeds only those it shows)
-    report.add("artifacts", split, {"artifact": "corpus", "path": str(stash_frame(
-        s.cache_dir, f"corpus-{split}", pd.DataFrame({"pid": list(corpus), "text": list(corpus.values())})))})
+    report.artifact(split, Artifact("corpus", stash_frame(
+        s.cache_dir, f"corpus-{split}", pd.DataFrame({"pid": list(corpus), "text": list(corpus.values())}))))
     population = stash_frame(s.cache_dir, f"population-{split}", evaluation.population(split))
-    report.add("artifacts", split, {"artifact": "population", "path": str(population)})
+    report.artifact(split, Artifact("population", population))
     # The pool a number came from must name the corpus it retrieved from and the models that built it.
     assert pool_manifest["corpus_hash"] == study.corpus_hashes()[study.directions.loc[
         study.directions["split"] == split, "corpus"].iloc[0]]
@@ -66,5 +67,5 @@ def test_run_manifest(evaluation, split, report) -> None:
     # The explorer page shows the top of each pool in the order the window rankers rerank (last: a reference that
     # cannot be ranked fails here without taking the files above with it).
     for reference in sorted({d.reference for d in profile.ordered() if d.is_window and d.reference}):
-        report.add("artifacts", split, {"artifact": f"top:{reference}", "path": str(stash_frame(
-            s.cache_dir, f"top-{reference}-{split}", top_of(evaluation.ranking(split, reference))))})
+        top = stash_frame(s.cache_dir, f"top-{reference}-{split}", top_of(evaluation.ranking(split, reference)))
+        report.artifact(split, Artifact("top", top, ranker=reference))

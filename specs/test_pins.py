@@ -23,5 +23,5 @@ def test_pinned_value(evaluation, pin, report) -> None:
 def test_margins_are_part_of_the_manifest(evaluation, split, report) -> None:
     """The margins that decide "unchanged" travel with the results, so a later ``--compare-to`` uses them."""
     margins = evaluation.profile.margins
-    report.add("manifest", split, {"key": "margins", "value": margins})
+    report.entry(split, "margins", margins)
     assert all(paired_measure(name).name == name and value > 0 for name, value in margins.items())

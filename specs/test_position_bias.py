@@ -24,7 +24,7 @@ def test_order_bias(evaluation, split, window_ranker, report) -> None:
         label = "pair_only" if scope == "pair" else scope
         row = order_bias_row(window_ranker, label, s.windows, s.calls, directions)
         report.add("order_bias", split, row, order=decl.order)
-        report.add("manifest", split, {"key": f"order_bias:{window_ranker}:{label}", "value": row})
+        report.entry(split, f"order_bias:{window_ranker}:{label}", row)
         main = s.windows[s.windows["variant"] == "main"]
         assert row["windows"] == len(set(s.frame["qid"])), "every judged query has exactly one window"
         assert row["fallback_windows"] == int(main["fallback"].sum()) == s.frame.loc[s.frame["score"].isna(),

@@ -18,6 +18,7 @@ from harness.profile import QUALITY_GATES
 from rankers.trec_run import direction_coverage
 from reports.cost import ranking_cost
 from reports.outputs import stash_frame, stash_run
+from reports.record import Artifact
 from reports.comparisons import pairwise_table
 from reports.trec import mrr_from_files, write_qrels
 
@@ -30,14 +31,13 @@ def test_table2_row(evaluation, split, ranker, report, tmp_path: Path) -> None:
     assert row["n"] == len(eligible_directions(directions))
     assert 0 <= row["strict"] + row["ties"] <= row["n"]
     outcomes = evaluation.outcomes(split, ranker)
-    report.add("artifacts", split, {"artifact": f"outcomes:{ranker}",
-                                    "path": str(stash_frame(evaluation.settings.cache_dir, f"outcomes-{ranker}",
-                                                            outcomes))})
+    report.artifact(split, Artifact("outcomes", stash_frame(evaluation.settings.cache_dir, f"outcomes-{ranker}",
+                                                            outcomes), ranker))
     if decl.population != "all":
-        report.add("manifest", split, {"key": f"sample:{decl.population}", "value": {
+        report.entry(split, f"sample:{decl.population}", {
             "directions": int(row["n"]), "requested": evaluation.sample_size(decl.population),
             "seed": evaluation.sample_seed(decl.population),
-            "of_eligible": int(evaluation.population(split)["eligible"].sum())}})
+            "of_eligible": int(evaluation.population(split)["eligible"].sum())})
     if decl.designated_only:
         assert math.isnan(row["mrr"]), "a designated-pair ranker has no full-pool position"
         return
@@ -49,10 +49,10 @@ def test_table2_row(evaluation, split, ranker, report, tmp_path: Path) -> None:
         coverage = {"ranker": ranker, **ranking.info["coverage"],
                     **direction_coverage(ranking, eligible_directions(directions))}
         report.add("coverage", split, coverage, order=decl.order)
-        report.add("manifest", split, {"key": f"coverage:{ranker}", "value": coverage})
+        report.entry(split, f"coverage:{ranker}", coverage)
         assert coverage["ties"] == row["ties"] and coverage["directions"] == row["n"]
     run = stash_run(evaluation.settings.cache_dir, ranking)
-    report.add("artifacts", split, {"artifact": f"run:{ranker}", "path": str(run)})
+    report.artifact(split, Artifact("run", run, ranker))
     qrels = write_qrels(directions, tmp_path / "qrels.txt")
     # Recomputed from the files alone; remembered per (run bytes, qrels bytes), so a warm run rereads neither.
     independent = evaluation.memo.get("mrr-from-files", {"run": sha256_file(run), "qrels": sha256_file(qrels),

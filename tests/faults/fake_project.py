@@ -56,6 +56,7 @@ import pytest
 from fixtures.artifacts import seal
 from reports.cost import stage_cost
 from reports.measures import TABLE2_ROW_COLUMNS
+from reports.record import Artifact
 
 RANKERS = {"fusion": 10, "e0": 20, "ce": 30}
 SPLITS = ("confirmation", "test")
@@ -67,15 +68,14 @@ def sealed(config, name, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     seal(path)
-    return str(path)
+    return path
 
 
 @pytest.mark.parametrize("split", SPLITS)
 def test_manifest(report, split, pytestconfig):
-    report.add("manifest", split, {"key": "code_commit", "value": "fake"})
-    report.add("manifest", split, {"key": "profile", "value": {"name": "fake", "rankers": {r: {} for r in RANKERS}}})
-    report.add("artifacts", split, {"artifact": "pool", "path": sealed(pytestconfig, f"pool-{split}.parquet",
-                                                                        f"pool of {split}, {STRICT}")})
+    report.entry(split, "code_commit", "fake")
+    report.entry(split, "profile", {"name": "fake", "rankers": {r: {} for r in RANKERS}})
+    report.artifact(split, Artifact("pool", sealed(pytestconfig, f"pool-{split}.parquet", f"pool of {split}, {STRICT}")))
 
 
 @pytest.mark.parametrize("split", SPLITS)
@@ -98,7 +98,7 @@ def test_table2_row(report, split, ranker, pytestconfig):
                 "delta_pts": 1.0, "delta_lo": 0.5, "delta_hi": 1.5, "mean_rank_pos": 2.0, "mean_rank_neg": 3.0})
     report.add("table2", split, row, order=RANKERS[ranker])
     run = sealed(pytestconfig, f"run-{ranker}-{split}-{STRICT}.trec", f"{split}_q1 Q0 p1 1 {STRICT} {ranker}\\n")
-    report.add("artifacts", split, {"artifact": f"run:{ranker}", "path": run})
+    report.artifact(split, Artifact("run", run, ranker))
 
 
 @pytest.mark.parametrize("split", SPLITS)

@@ -22,10 +22,13 @@ import pytest
 
 from fixtures.artifacts import seal
 from rankers.base import Ranking
-from reports.explore import load_inputs, page_data, render, top_of
+from reports.explore import load_inputs, render
+from reports.explore_data import page_data, top_of
+from reports.record import Artifact, SplitRecord
+from reports.render import md_code, md_escape, table2_latex, tex_escape
 from reports.measures import TABLE2_ROW_COLUMNS
 from reports.tables import judgments_table
-from reports.writer import md_code, md_escape, publish, table2_latex, tex_escape, with_labels
+from reports.writer import publish, with_labels
 from tests.reports.test_explore_browser import _require_browser, browser  # noqa: F401 (the driver fixture)
 
 PROFILE = "xss</title><script>alert('T')</script>"
@@ -54,13 +57,14 @@ for (const name of ["log", "warn", "error", "info"]) {
 window.addEventListener("error", (e) => window.__fired.push("error " + e.message));"""
 
 
-def _artifacts(tmp_path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
-    paths = {}
+def _artifacts(tmp_path: Path) -> SplitRecord:
+    made = []
 
-    def put(name: str, frame: pd.DataFrame) -> None:
-        paths[name] = tmp_path / f"{len(paths)}.parquet"
-        frame.to_parquet(paths[name], index=False)
-        seal(paths[name])  # as the specs hand cached artifacts to the publisher
+    def put(kind: str, frame: pd.DataFrame, ranker: str = "", scope: str = "") -> None:
+        path = tmp_path / f"{len(made)}.parquet"
+        frame.to_parquet(path, index=False)
+        seal(path)  # as the specs hand cached artifacts to the publisher
+        made.append(Artifact(kind, path, ranker, scope))
 
     qids = ["p1_q1", "p1_q2", "p2_q1", "p2_q2"]
     put("population", pd.DataFrame({
@@ -69,12 +73,12 @@ def _artifacts(tmp_path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
         "counterpart_pid": ["pB", "pA", "pC", "pD"], "eligible": True, "conflict": False, "covered": True}))
     outcomes = pd.DataFrame({"qid": qids, "strict": [True, False, True, False], "tie": False, "fallback": False,
                              "rank_pos": [1, 3, 2, 2], "rank_neg": [2, 1, 1, 1]})
-    put(f"outcomes:{NAME_A}", outcomes)
-    put(f"outcomes:{NAME_B}", outcomes.assign(strict=[False, True, True, True]))
+    put("outcomes", outcomes, NAME_A)
+    put("outcomes", outcomes.assign(strict=[False, True, True, True]), NAME_B)
     rows = [("p1_q1", "pA"), ("p1_q1", "pB"), ("p2_q1", "pD"), ("p2_q1", "pC")]
     scored = pd.DataFrame({"qid": [q for q, _ in rows], "pid": [p for _, p in rows], "score": [3.0, 2.0, np.nan, 1.0],
                            "error": [None, None, REASON, None], "raw": ["3", "2", "", "1"], "usage": [{}] * 4})
-    put(f"judgments:{NAME_B}:window", judgments_table(scored, NAME_B, "window", {r: 1.0 for r in rows}, bounded=True))
+    put("judgments", judgments_table(scored, NAME_B, "window", {r: 1.0 for r in rows}, bounded=True), NAME_B, "window")
     put("corpus", pd.DataFrame({"pid": list(TEXTS), "text": list(TEXTS.values())}))
     pool = pd.DataFrame({"qid": [q for q in qids for _ in range(3)],
                          "pid": ["pA", "pB", "pX", "pB", "pX", "pA", "pD", "pC", "pX", "pC", "pD", "pX"]})
@@ -82,8 +86,8 @@ def _artifacts(tmp_path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     for route in ("dense", "sparse", "bm25"):
         pool[f"{route}_score"], pool[f"{route}_rank"] = 1.0 / pool["rank"], pool["rank"].astype(float)
     put("pool", pool.drop(columns="rank"))
-    put(f"top:{NAME_A}", top_of(Ranking(NAME_A, pool.assign(k0=-pool["rank"], k1=0.0, k2=0.0)[
-        ["qid", "pid", "rank", "k0", "k1", "k2"]]), k=3))
+    put("top", top_of(Ranking(NAME_A, pool.assign(k0=-pool["rank"], k1=0.0, k2=0.0)[
+        ["qid", "pid", "rank", "k0", "k1", "k2"]]), k=3), NAME_A)
     table2 = pd.DataFrame({"ranker": [NAME_A, NAME_B], "n": [4, 4], "strict": [2, 3], "strict_pct": [50.0, 75.0],
                            "mrr": [0.6, 0.7], "delta_pts": [np.nan, 25.0], "delta_lo": [np.nan, 0.0],
                            "delta_hi": [np.nan, 50.0], "corrections": [np.nan, 2.0], "regressions": [np.nan, 1.0]})
@@ -91,21 +95,19 @@ def _artifacts(tmp_path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
               "claims": pd.DataFrame({"claim": [CLAIM], "family": ["H2"], "status": ["inconclusive"],
                                       "ranker": [NAME_B], "versus": [NAME_A], "measure": ["strict"],
                                       "effect": [25.0], "lo": [0.0], "hi": [50.0], "n": [4], "measured": [REASON]}),
-              "pairwise": pd.DataFrame({"first": [NAME_B], "second": [NAME_A], "n": [4], "delta_pts": [25.0]}),
-              "artifacts": pd.DataFrame({"artifact": list(paths), "path": [str(p) for p in paths.values()]})}
-    manifest = {"code_commit": "<b>c</b>", "run_id": "run\"1",
-                "profile": {"name": PROFILE, "rankers": {
-                    NAME_A: {"kind": "fusion", "label": LABEL_A},
-                    NAME_B: {"kind": "llm_grader", "compare_to": NAME_A, "reference": NAME_A, "label": LABEL_B}}}}
-    return tables, manifest
+              "pairwise": pd.DataFrame({"first": [NAME_B], "second": [NAME_A], "n": [4], "delta_pts": [25.0]})}
+    entries = {"code_commit": "<b>c</b>",
+               "profile": {"name": PROFILE, "rankers": {
+                   NAME_A: {"kind": "fusion", "label": LABEL_A},
+                   NAME_B: {"kind": "llm_grader", "compare_to": NAME_A, "reference": NAME_A, "label": LABEL_B}}}}
+    return SplitRecord("test", tables, entries, tuple(made))
 
 
 @pytest.fixture(scope="module")
 def page_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("hostile")
-    tables, manifest = _artifacts(folder)
     path = folder / "explore.html"
-    path.write_text(render(page_data(load_inputs("test", tables, manifest))), encoding="utf-8")
+    path.write_text(render(page_data(load_inputs(_artifacts(folder), run_id="run\"1"))), encoding="utf-8")
     return path
 
 
@@ -195,14 +197,14 @@ def test_no_text_runs_as_script_in_any_view_and_each_reads_back_verbatim(hooked)
 
 def test_labels_that_look_like_markup_do_not_break_publishing_or_report_md(tmp_path: Path) -> None:
     """``<!--TITLE-->`` as a label once stopped the run from publishing; a ``|`` shifted report.md's row."""
-    tables, manifest = _artifacts(tmp_path)
+    record = _artifacts(tmp_path)
     row_values = {"paired": 1, "paired_n": 2, "paired_pct": 50.0, "pref_at_1": 25.0, "ties": 0, "fallback": 0,
                   "mean_rank_pos": 2.0, "mean_rank_neg": 3.0}  # as the fake project's rows: what the figures need
     full = pd.DataFrame([{**dict.fromkeys(TABLE2_ROW_COLUMNS, np.nan), **row_values, **row}
-                         for row in tables["table2"].to_dict("records")])
-    split = {**tables, "table2": full, "manifest": pd.DataFrame({"key": ["code_commit", "profile", "run_id"],
-                                                 "value": ["abc", manifest["profile"], "r1"]})}
-    [folder] = publish(tmp_path / "results", "r1", {"test": split}, {"exitstatus": 0}).values()
+                         for row in record.tables["table2"].to_dict("records")])
+    split = SplitRecord("test", {**record.tables, "table2": full}, {**record.entries, "code_commit": "abc"},
+                        record.artifacts)
+    [folder] = publish(tmp_path / "results", "r1", {"test": split}).values()
     html = (folder / "explore.html").read_text(encoding="utf-8")
     assert html.count("<title>") == 1 and "<!--TITLE-->" not in html
     report = (folder / "report.md").read_text(encoding="utf-8")
@@ -216,5 +218,5 @@ def test_labels_that_look_like_markup_do_not_break_publishing_or_report_md(tmp_p
     prose = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", ours)  # code spans show markup as text
     assert not re.search(r"(?<!\\)<", prose), "raw markup outside a code span"
     assert f"Profile {md_code(PROFILE)}" in report
-    tex = table2_latex(with_labels(full, manifest), "test", PROFILE, "abc")
+    tex = table2_latex(with_labels(full, record.declared), "test", PROFILE, "abc")
     assert tex_escape(LABEL_B) in tex and tex_escape(NAME_B) in tex

@@ -11,7 +11,7 @@ import pandas as pd
 from fixtures.settings import PROJECT_ROOT
 from reports.history import run_id
 from reports.measures import TABLE2_ROW_COLUMNS
-from reports.writer import table2_latex
+from reports.render import table2_latex
 
 HOSTILE = "a&b%c#d$e_{}~^\\"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports.writer import md_escape
+from reports.render import md_escape
 
 import fake_project as fake
 from fixtures.settings import PROJECT_ROOT, default_cache_dir

@@ -13,7 +13,7 @@ import harness.claims as claims
 from harness.claims import check_claim, check_gates, definitions
 from harness.profile import PROFILE_DIR, ProfileError, load_profile
 from reports.hypotheses import ClaimTest, decide_family
-from reports.writer import inherited_misses, lost_expectations, undecidable_on_subset
+from reports.report_md import inherited_misses, lost_expectations, undecidable_on_subset
 
 EMBEDDED = (PROFILE_DIR / "embedded.toml").resolve()
 #: A study profile of its own (as a lab would copy the embedded one), extended by a user's profile below.

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from fixtures.settings import PROJECT_ROOT
-from reports.writer import md_escape
+from reports.render import md_escape
 from tests.harness.test_end_to_end import SPLITS, run_specs
 
 # fusion's own row too: Figure 1 needs a ranker with full-pool ranks beside the designated-pair ones; the manifest

@@ -9,8 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import explore
-from reports.explore import ASSETS, load_inputs, page_data, render, top_of, write_explore
+from fixtures.artifacts import write_sealed
+from reports import explore, explore_data
+from reports.explore import ASSETS, load_inputs, render, write_explore
+from reports.explore_data import page_data, top_of
+from reports.record import Artifact, SplitRecord
 from reports.measures import shown_in
 from reports.tables import judgments_table
 from rankers.base import Ranking
@@ -59,29 +62,32 @@ def _judgments(scope: str, rule: dict[tuple[str, str], float] = RULE) -> pd.Data
 
 def test_numbers_are_rounded_to_significant_digits_and_missing_ones_are_null() -> None:
     values = [0.15761234, 15.912345, 123456.7, -0.00012345678, 3.0, 0.0, np.nan, np.inf, None, 12.5]
-    assert explore._column(values, 4) == [0.1576, 15.91, 123500, -0.0001235, 3, 0, None, None, None, 12.5]
-    assert explore._column(pd.array([1, pd.NA, 250], dtype="Int64")) == [1, None, 250]
-    assert explore._sparse([None, 2.5, None, None]) == {"i": [1], "v": [2.5]}
-    assert explore._sparse([1, None, 3, None]) == [1, None, 3, None], "half full or more stays a list"
-    assert json.dumps(explore._column([0.1 + 0.2, 1 / 3], 6)) == "[0.3, 0.333333]"
+    assert explore_data._column(values, 4) == [0.1576, 15.91, 123500, -0.0001235, 3, 0, None, None, None, 12.5]
+    assert explore_data._column(pd.array([1, pd.NA, 250], dtype="Int64")) == [1, None, 250]
+    assert explore_data._sparse([None, 2.5, None, None]) == {"i": [1], "v": [2.5]}
+    assert explore_data._sparse([1, None, 3, None]) == [1, None, 3, None], "half full or more stays a list"
+    assert json.dumps(explore_data._column([0.1 + 0.2, 1 / 3], 6)) == "[0.3, 0.333333]"
 
 
 @pytest.fixture
 def artifacts(tmp_path: Path) -> dict[str, object]:
-    """A split's report tables and the artifact files they name, as the specs hand them to the publisher."""
-    paths = {}
+    """A split's record: its report tables and the sealed artifact files it names, as the specs hand them over."""
+    made = []
 
-    def put(name: str, frame: pd.DataFrame) -> None:
-        paths[name] = tmp_path / f"{name.replace(':', '-')}.parquet"
-        frame.to_parquet(paths[name], index=False)
+    def put(kind: str, frame: pd.DataFrame, ranker: str = "", scope: str = "") -> None:
+        path = tmp_path / f"{'-'.join(p for p in (kind, ranker, scope) if p)}.parquet"
+        write_sealed(path, lambda p: frame.to_parquet(p, index=False))
+        made.append(Artifact(kind, path, ranker, scope))
 
     put("population", _population())
-    put("outcomes:fusion", _outcomes([True, False, True], [False, False, False], [False, False, False]))
-    put("outcomes:grader", _outcomes([True, False, False], [False, True, False], [False, False, True], ranks=False))
-    put("judgments:grader:window", _judgments("window"))
-    put("judgments:grader:pair", _judgments("pair", {("p1_q1", "pA"): 1.0, ("p1_q1", "pB"): 0.0}))
-    put("branches:grader", pd.DataFrame({"qid": ["p1_q1", "p1_q2", "p2_q1"],
-                                         "branch": ["equal_score", "different_score", "outside_window_or_fallback"]}))
+    put("outcomes", _outcomes([True, False, True], [False, False, False], [False, False, False]), "fusion")
+    put("outcomes", _outcomes([True, False, False], [False, True, False], [False, False, True], ranks=False),
+        "grader")
+    put("judgments", _judgments("window"), "grader", "window")
+    put("judgments", _judgments("pair", {("p1_q1", "pA"): 1.0, ("p1_q1", "pB"): 0.0}), "grader", "pair")
+    put("branches", pd.DataFrame({"qid": ["p1_q1", "p1_q2", "p2_q1"],
+                                  "branch": ["equal_score", "different_score", "outside_window_or_fallback"]}),
+        "grader")
     put("corpus", pd.DataFrame({"pid": list(TEXTS), "text": list(TEXTS.values())}))
     pool = pd.DataFrame({"qid": ["p1_q1"] * 3 + ["p1_q2"] * 3 + ["p2_q1"] * 3 + ["p2_q2"] * 2,
                          "pid": ["pA", "pB", "pX", "pB", "pX", "pA", "pD", "pC", "pX", "pD", "pX"]})
@@ -90,19 +96,24 @@ def artifacts(tmp_path: Path) -> dict[str, object]:
         pool[f"{route}_score"] = 1.0 / (pool["rank"] + i)
         pool[f"{route}_rank"] = pool["rank"].astype(float)
     put("pool", pool.drop(columns="rank"))
-    put("top:fusion", top_of(Ranking("fusion", pool.assign(k0=-pool["rank"], k1=0.0, k2=0.0)[
-        ["qid", "pid", "rank", "k0", "k1", "k2"]]), k=3))
+    put("top", top_of(Ranking("fusion", pool.assign(k0=-pool["rank"], k1=0.0, k2=0.0)[
+        ["qid", "pid", "rank", "k0", "k1", "k2"]]), k=3), "fusion")
     table2 = pd.DataFrame({"ranker": ["fusion", "grader"], "n": [3, 3], "strict": [2, 1], "strict_pct": [66.7, 33.3],
                            "mrr": [0.61, np.nan], "corrections": [np.nan, 1.0], "regressions": [np.nan, 2.0]})
     tables = {"table2": table2,
               "claims": pd.DataFrame({"claim": ["h2_grader_strict_gt_fusion"], "status": ["inconclusive"],
-                                      "effect": [-33.3], "lo": [-100.0], "hi": [33.3], "p_value": [0.5]}),
-              "artifacts": pd.DataFrame({"artifact": list(paths), "path": [str(p) for p in paths.values()]})}
-    manifest = {"code_commit": "abc123", "run_id": "run-1",
-                "profile": {"name": "tiny", "rankers": {"fusion": {"kind": "fusion", "compare_to": "fusion"},
-                                                        "grader": {"kind": "llm_grader", "compare_to": "fusion",
-                                                                   "reference": "fusion", "label": "LLM grader"}}}}
-    return {"tables": tables, "manifest": manifest, "dir": tmp_path}
+                                      "effect": [-33.3], "lo": [-100.0], "hi": [33.3], "p_value": [0.5]})}
+    entries = {"code_commit": "abc123",
+               "profile": {"name": "tiny", "rankers": {"fusion": {"kind": "fusion", "compare_to": "fusion"},
+                                                       "grader": {"kind": "llm_grader", "compare_to": "fusion",
+                                                                  "reference": "fusion", "label": "LLM grader"}}}}
+    return {"record": SplitRecord("test", tables, entries, tuple(made)), "dir": tmp_path}
+
+
+def without(record: SplitRecord, name: str) -> SplitRecord:
+    """The record less one artifact (by its manifest name)."""
+    return SplitRecord(record.split, record.tables, record.entries, tuple(a for a in record.artifacts
+                                                                          if a.name != name))
 
 
 def dense(column, n: int) -> list:
@@ -116,7 +127,7 @@ def dense(column, n: int) -> list:
 
 
 def test_page_data_aligns_every_column_with_the_directions(artifacts) -> None:
-    data = page_data(load_inputs("test", artifacts["tables"], artifacts["manifest"]))
+    data = page_data(load_inputs(artifacts["record"], run_id="run-1"))
     for group in (*data["outcomes"].values(), *data["judgments"].values(), data["pool"]["text"]):
         for key, column in group.items():
             if not isinstance(column, str):
@@ -146,17 +157,17 @@ def test_page_data_aligns_every_column_with_the_directions(artifacts) -> None:
     # Table II: every column the table has (the page's rows), and the columns it shows described by the registry.
     assert data["table2"][0] == {"ranker": "fusion", "n": 3, "strict": 2, "strict_pct": 66.7, "mrr": 0.61,
                                  "corrections": None, "regressions": None}
-    assert data["table2_columns"] == explore.table2_columns()
+    assert data["table2_columns"] == explore_data.table2_columns()
     assert [c["name"] for c in data["table2_columns"]] == [m.name for m in shown_in("explorer")]
 
 
 def test_a_claim_on_a_sequential_sample_carries_where_the_sample_stopped(artifacts) -> None:
-    assert page_data(load_inputs("test", artifacts["tables"], artifacts["manifest"]))["sequential"] == {}
+    assert page_data(load_inputs(artifacts["record"], run_id="run-1"))["sequential"] == {}
     stop = pd.DataFrame([{"claim": "h2_grader_strict_gt_fusion", "sample": "grader_pairs", "look": 9.0,
                           "stop_groups": 36.0, "stop_directions": 144.0, "stop_judgments": 288.0, "stop": "budget",
                           "stop_reason": "budget spent", "decided_look": np.nan, "decided_after_groups": np.nan,
                           "decided_directions": np.nan, "decided_judgments": np.nan}])  # as pandas reads the CSV
-    data = page_data(load_inputs("test", {**artifacts["tables"], "sequential": stop}, artifacts["manifest"]))
+    data = page_data(load_inputs(artifacts["record"].with_table("sequential", stop), run_id="run-1"))
     assert data["sequential"] == {"h2_grader_strict_gt_fusion": {
         "sample": "grader_pairs", "look": 9, "groups": 36, "directions": 144, "judgments": 288, "stop": "budget",
         "reason": "budget spent", "decided_look": None, "decided_groups": None, "decided_directions": None,
@@ -166,9 +177,7 @@ def test_a_claim_on_a_sequential_sample_carries_where_the_sample_stopped(artifac
 
 def test_a_designated_only_ranker_shows_its_pair_judgments(artifacts) -> None:
     """A ranker that scores only the designated pairs has no window judgments: the page reads its pairs'."""
-    tables = dict(artifacts["tables"])
-    tables["artifacts"] = tables["artifacts"][tables["artifacts"]["artifact"] != "judgments:grader:window"]
-    data = page_data(load_inputs("test", tables, artifacts["manifest"]))
+    data = page_data(load_inputs(without(artifacts["record"], "judgments:grader:window")))
     g = data["judgments"]["grader"]
     assert g["sp"] == {"i": [0], "v": [1]} and g["sn"] == {"i": [0], "v": [0]}
     assert [r["window"] for r in data["rankers"]] == [False, True] and data["meta"]["reference"] == "fusion"
@@ -176,7 +185,7 @@ def test_a_designated_only_ranker_shows_its_pair_judgments(artifacts) -> None:
 
 
 def test_the_page_is_self_contained_and_its_data_round_trips(artifacts) -> None:
-    data = page_data(load_inputs("test", artifacts["tables"], artifacts["manifest"]))
+    data = page_data(load_inputs(artifacts["record"], run_id="run-1"))
     page = render(data)
     for asset in ASSETS.iterdir():  # nothing the page loads comes from the network
         assert not re.search(r"https?://|//cdn|@import", asset.read_text(encoding="utf-8")), asset
@@ -189,21 +198,19 @@ def test_write_explore_reports_its_size_and_refuses_an_oversized_page(artifacts,
     out = artifacts["dir"] / "out"
     out.mkdir()
     monkeypatch.setenv("NEVIR_CHROMIUM", str(out / "no-such-browser"))
-    entry = write_explore(out, "test", artifacts["tables"], artifacts["manifest"])
+    entry = write_explore(out, artifacts["record"])
     assert entry["bytes"] == (out / "explore.html").stat().st_size > 0
     assert entry["screenshot"] is None and "no system Chromium" in entry["screenshot_skipped"]
     monkeypatch.setattr(explore, "MAX_PAGE_BYTES", entry["bytes"] - 1)
     (out / "explore.html").unlink()
     with pytest.raises(ValueError, match=r"test: explore\.html would be .* over the .*-byte limit"):
-        write_explore(out, "test", artifacts["tables"], artifacts["manifest"])
+        write_explore(out, artifacts["record"])
     assert not (out / "explore.html").exists()
 
 
 def test_inputs_without_a_population_are_refused_by_name(artifacts) -> None:
-    tables = dict(artifacts["tables"])
-    tables["artifacts"] = tables["artifacts"][tables["artifacts"]["artifact"] != "population"]
     with pytest.raises(ValueError, match="population artifact"):
-        load_inputs("test", tables, artifacts["manifest"])
+        load_inputs(without(artifacts["record"], "population"))
 
 
 def test_a_rerun_on_the_same_results_reuses_the_pages_data_and_stamps_its_own_run(artifacts, monkeypatch) -> None:
@@ -211,15 +218,15 @@ def test_a_rerun_on_the_same_results_reuses_the_pages_data_and_stamps_its_own_ru
     for folder in (first, second):
         folder.mkdir()
     monkeypatch.setenv("NEVIR_CHROMIUM", str(cache / "no-such-browser"))
-    write_explore(first, "test", artifacts["tables"], artifacts["manifest"], cache_dir=cache)
+    write_explore(first, artifacts["record"], run_id="run-1", cache_dir=cache)
     monkeypatch.setattr(explore, "page_data", lambda inputs: pytest.fail("the data were recomputed"))
-    rerun = {**artifacts["manifest"], "run_id": "run-2", "code_commit": "def456"}
-    write_explore(second, "test", artifacts["tables"], rerun, cache_dir=cache)
+    record = artifacts["record"]
+    rerun = SplitRecord("test", record.tables, {**record.entries, "code_commit": "def456"}, record.artifacts)
+    write_explore(second, rerun, run_id="run-2", cache_dir=cache)
     page = (second / "explore.html").read_text(encoding="utf-8")
     assert '"run_id":"run-2"' in page and '"commit":"def456"' in page and "run-1" not in page
     assert page.replace("run-2", "run-1").replace("def456", "abc123") == \
         (first / "explore.html").read_text(encoding="utf-8")
-    changed = dict(artifacts["tables"])
-    changed["table2"] = changed["table2"].assign(strict=[3, 1])
+    changed = rerun.with_table("table2", rerun.tables["table2"].assign(strict=[3, 1]))
     with pytest.raises(pytest.fail.Exception, match="recomputed"):
-        write_explore(second, "test", changed, rerun, cache_dir=cache)
+        write_explore(second, changed, run_id="run-2", cache_dir=cache)

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from fixtures.settings import PROJECT_ROOT
-from reports.explore import CHROMIUM_FLAGS
+from reports.browser import CHROMIUM_FLAGS
 from reports.writer import PARTIAL
 from tests.reports.test_explore import dense
 

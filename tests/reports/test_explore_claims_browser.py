@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports.explore import load_inputs, page_data, render
+from reports.explore import load_inputs, render
+from reports.explore_data import page_data
 from tests.reports.test_explore import artifacts as _artifacts_fixture
 from tests.reports.test_explore_browser import _require_browser, browser  # noqa: F401 (the driver fixture)
 
@@ -43,9 +44,9 @@ SEQUENTIAL = pd.DataFrame([{"claim": "h2_grader_strict_gt_fusion", "sample": "gr
 def claims_page(tmp_path_factory: pytest.TempPathFactory, browser):  # noqa: F811 (the imported driver fixture)
     folder = tmp_path_factory.mktemp("claims")
     made = _artifacts_fixture._get_wrapped_function()(folder)
-    tables = {**made["tables"], "claims": CLAIMS, "sequential": SEQUENTIAL}
+    record = made["record"].with_table("claims", CLAIMS).with_table("sequential", SEQUENTIAL)
     page = folder / "explore.html"
-    page.write_text(render(page_data(load_inputs("test", tables, made["manifest"]))), encoding="utf-8")
+    page.write_text(render(page_data(load_inputs(record, run_id="run-1"))), encoding="utf-8")
     browser.set_window_size(WIDTH, 1000)
     browser.get(page.resolve().as_uri() + "#view=overview")
     assert browser.execute_script("return document.body.dataset.ready") == "1", "the page did not finish rendering"

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.history import (COMPARISON_COLUMNS, compare_runs, compare_tables, decide_change, paired_change,
+from reports.record import SplitRecord
+from reports.history import (COMPARISON_COLUMNS, compare_tables, compare_with, decide_change, paired_change,
                              ranker_outcomes, reviewed_run, run_id, save_to_history, tolerance_change)
 
 N = 400
@@ -142,7 +143,8 @@ def test_compare_to_is_paired_on_the_same_pool_and_unpaired_otherwise(tmp_path: 
     publish_fake(results, "test", strict, base)
     saved = save_to_history(results, "20261201T000000Z-abc-embedded-full", "test", results / "test")
     assert (saved / "directions.csv").is_file()
-    rows = compare_runs(results, "20261201T000000Z-abc-embedded-full", "test", table(strict, 0.5))
+    here = json.loads((results / "test" / "manifest.json").read_text())
+    rows = compare_with(results, "20261201T000000Z-abc-embedded-full", "test", table(strict, 0.5), here, base)
     assert list(rows.columns) == list(COMPARISON_COLUMNS)
     rows = rows.set_index("measure")
     assert rows.at["strict_pct", "decision"] == "unchanged" and rows.at["strict_pct", "basis"] == "paired"
@@ -150,10 +152,10 @@ def test_compare_to_is_paired_on_the_same_pool_and_unpaired_otherwise(tmp_path: 
     assert rows.at["n", "decision"] == "unchanged" and rows.at["n", "basis"] == "no per-direction test for this measure"
     assert rows.at["strict_pct", "paper"] == pytest.approx(52.30)  # the published value rides along on Test
     other = publish_fake(tmp_path / "elsewhere", "test", strict, base, pool="different")
-    rows = compare_runs(results, str(other.parent), "test", table(strict, 0.5)).set_index("measure")
+    rows = compare_with(results, str(other.parent), "test", table(strict, 0.5), here, base).set_index("measure")
     assert rows.at["strict_pct", "basis"] == "unpaired" and rows.at["strict_pct", "decision"] == "unchanged"
     with pytest.raises(FileNotFoundError, match="no test/table2.csv"):
-        compare_runs(results, "no-such-run", "test", table(strict, 0.5))
+        compare_with(results, "no-such-run", "test", table(strict, 0.5), here, base)
 
 
 def test_the_reviewed_run_is_the_newest_saved_run_reproducing_the_pins(tmp_path: Path, base) -> None:
@@ -170,11 +172,10 @@ def test_the_reviewed_run_is_the_newest_saved_run_reproducing_the_pins(tmp_path:
 
 
 def test_run_id_names_commit_profile_and_scope() -> None:
-    ident = run_id({"test": {"manifest": pd.DataFrame([{"key": "code_commit", "value": "abcdef123456"},
-                                                       {"key": "profile", "value": {"name": "embedded"}},
-                                                       {"key": "scope", "value": "full"}])}})
+    entries = {"code_commit": "abcdef123456", "profile": {"name": "embedded"}, "scope": "full"}
+    ident = run_id([SplitRecord("test", {}, entries)])
     assert "abcdef12-embedded-full" in ident
-    partial = run_id({"test": {"manifest": pd.DataFrame([{"key": "scope", "value": "full"}])}}, partial=True)
+    partial = run_id([SplitRecord("test", {}, {"scope": "full"})], partial=True)
     assert "-profile-full-partial-" in partial
 
 

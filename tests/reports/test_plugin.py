@@ -32,7 +32,7 @@ def test_claim(report):
     report.add("claims", "test", {"claim": "h_demo", "status": "holds", "expected": "> 0", "measured": "+1 pts"})
 
 def test_manifest(report):
-    report.add("manifest", "test", {"key": "profile", "value": {"name": "demo", "rankers": {r: {} for r in ORDER}}})
+    report.entry("test", "profile", {"name": "demo", "rankers": {r: {} for r in ORDER}})
 
 def test_table1(report):
     report.add("table1", "test", {"population": "test", "planned": 10})

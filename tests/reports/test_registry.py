@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from harness import profile, session
-from reports import explore, history, hypotheses, measures, paper, writer
-from reports.explore import ASSETS, table2_columns
+from reports import explore_data, history, hypotheses, measures, paper, render
+from reports.explore import ASSETS
+from reports.explore_data import table2_columns
 from reports.measures import (OUTPUTS, PAIRED_MEASURES, TABLE2, TABLE2_COLUMNS, TABLE2_INTERVAL_COLUMNS,
                               TABLE2_ROW_COLUMNS, BaselineMeasure, ChangeMeasure, DirectionMeasure, IntervalMeasure,
                               column, shown_in)
@@ -65,18 +66,18 @@ def test_compared_digits_and_paper_columns_come_from_the_registry():
 
 
 def test_the_terminal_brief_is_the_registrys_brief_columns():
-    assert writer.BRIEF_COLUMNS["table2"] == ["ranker", *(m.name for m in shown_in("brief"))]
+    assert render.BRIEF_COLUMNS["table2"] == ["ranker", *(m.name for m in shown_in("brief"))]
     frame = pd.DataFrame([table2_row()])
-    header = writer.terminal_tables("table2", frame).splitlines()[0].split()
-    assert header == writer.BRIEF_COLUMNS["table2"]
+    header = render.terminal_tables("table2", frame).splitlines()[0].split()
+    assert header == render.BRIEF_COLUMNS["table2"]
 
 
 def _report_headings(frame: pd.DataFrame) -> list[str]:
-    return [c.strip() for c in writer.table2_markdown(frame, {}).splitlines()[0].strip("|").split("|")]
+    return [c.strip() for c in render.table2_markdown(frame, {}).splitlines()[0].strip("|").split("|")]
 
 
 def _latex_headings(frame: pd.DataFrame) -> list[str]:
-    tex = writer.table2_latex(frame, "test", "p", "c")
+    tex = render.table2_latex(frame, "test", "p", "c")
     return tex.split(r"\toprule")[1].split(r"\midrule")[0].strip().removesuffix(r"\\").strip().split(" & ")
 
 
@@ -95,12 +96,12 @@ def test_report_md_and_latex_show_the_registrys_columns_in_order():
         latex.append(m.tex)
     assert _latex_headings(frame) == [*latex, "Label"]
     spec = "".join("l" if h in ("Ranker", "Baseline") else "r" for h in latex) + "p{4cm}"
-    assert rf"\begin{{tabular}}{{{spec}}}" in writer.table2_latex(frame, "t", "p", "c")
+    assert rf"\begin{{tabular}}{{{spec}}}" in render.table2_latex(frame, "t", "p", "c")
 
 
 def test_every_shown_value_is_written_with_its_records_digits():
     row = table2_row()
-    line = writer.table2_markdown(pd.DataFrame([row]), {}).splitlines()[2]
+    line = render.table2_markdown(pd.DataFrame([row]), {}).splitlines()[2]
     cells = [c.strip() for c in line.strip("|").split("|")]
     values = [c for c in cells[2:] if c != "base"]
     for m, cell in zip(shown_in("report"), values):
@@ -132,9 +133,9 @@ def test_a_new_registry_column_reaches_every_output_that_shows_it(monkeypatch):
                            unit="%", digits=2, label="Pref@5 %", tex=r"Pref@5 (\%)", contract=True,
                            shown=frozenset(OUTPUTS))
     monkeypatch.setattr(measures, "TABLE2", (*TABLE2, new))
-    monkeypatch.setattr(explore, "TABLE2", (*TABLE2, new))
+    monkeypatch.setattr(explore_data, "TABLE2", (*TABLE2, new))
     frame = pd.DataFrame([table2_row(pref_at_5=12.345)])
     assert _report_headings(frame)[-1] == "Pref@5 %"
-    assert writer.table2_markdown(frame, {}).splitlines()[2].strip("|").split("|")[-1].strip() == "12.35"
+    assert render.table2_markdown(frame, {}).splitlines()[2].strip("|").split("|")[-1].strip() == "12.35"
     assert _latex_headings(frame)[-2] == r"Pref@5 (\%)"
     assert table2_columns()[-1]["name"] == "pref_at_5"

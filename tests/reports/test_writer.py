@@ -17,22 +17,29 @@ from fixtures.artifacts import seal, sha256_file
 from fixtures.settings import PROJECT_ROOT
 from reports import writer
 from reports.measures import TABLE2_ROW_COLUMNS
-from reports.writer import PublishError, PublishInterrupted, current_run, publish, table2_latex, tex_escape
+from reports.record import Artifact, SplitRecord
+from reports.render import table2_latex, tex_escape, unavailable_lines
+from reports.transaction import RUNS
+from reports.writer import PublishError, PublishInterrupted, current_run, publish
 
 SPLITS = ("confirmation", "test")
 
 
-def tables(strict: int, name: str = "fusion", profile: str = "embedded") -> dict[str, pd.DataFrame]:
+def table2(strict: int, name: str = "fusion") -> pd.DataFrame:
     row = dict.fromkeys(TABLE2_ROW_COLUMNS, float("nan"))
     row.update({"ranker": name, "n": 10, "strict": strict, "strict_pct": 10.0 * strict, "paired_pct": 20.0,
                 "mrr": 0.5, "pref_at_1": 30.0, "ties": 1, "fallback": 0, "mean_rank_pos": 2.0, "mean_rank_neg": 3.0})
-    return {"table2": pd.DataFrame([row]),
-            "manifest": pd.DataFrame([{"key": "code_commit", "value": "abc"},
-                                      {"key": "profile", "value": {"name": profile}}])}
+    return pd.DataFrame([row])
 
 
-def run(root: Path, ident: str, strict: int, **context) -> dict[str, Path]:
-    return publish(root, ident, {s: tables(strict) for s in SPLITS}, {"exitstatus": 0, **context})
+def record(strict: int, split: str = "test", artifacts: tuple[Artifact, ...] = (), **tables: pd.DataFrame
+           ) -> SplitRecord:
+    return SplitRecord(split, {"table2": table2(strict), **tables},
+                       {"code_commit": "abc", "profile": {"name": "embedded"}}, artifacts)
+
+
+def run(root: Path, ident: str, strict: int, **options) -> dict[str, Path]:
+    return publish(root, ident, {s: record(strict, s) for s in SPLITS}, **options)
 
 
 def published(root: Path) -> dict[str, tuple[str, list[int]]]:
@@ -50,12 +57,12 @@ def test_every_split_is_swapped_in_together(tmp_path: Path) -> None:
     assert published(tmp_path) == {s: ("r2", [4]) for s in SPLITS}
     assert not (tmp_path / "test" / "stray.txt").exists()  # nothing of the old run survives beside the new
     assert current_run(tmp_path) == "r2"
-    assert [p.name for p in (tmp_path / writer.RUNS).iterdir() if p.is_dir()] == ["r2"]  # the old run is gone
+    assert [p.name for p in (tmp_path / RUNS).iterdir() if p.is_dir()] == ["r2"]  # the old run is gone
 
 
 def test_a_run_with_fewer_splits_leaves_no_split_of_the_previous_run(tmp_path: Path) -> None:
     run(tmp_path, "r1", 3)
-    publish(tmp_path, "r2", {"test": tables(5)}, {"exitstatus": 0})
+    publish(tmp_path, "r2", {"test": record(5)})
     assert not (tmp_path / "confirmation").exists() and not (tmp_path / "confirmation").is_symlink()
     assert pd.read_csv(tmp_path / "test" / "table2.csv")["strict"].tolist() == [5]
 
@@ -76,7 +83,7 @@ def test_a_failure_while_staging_any_split_keeps_every_previous_split(tmp_path: 
     with pytest.raises(PublishError, match="deliberate failure.*keeps the previous complete results"):
         run(tmp_path, "r2", 9)
     assert {s: (tmp_path / s / "table2.csv").read_bytes() for s in SPLITS} == before
-    assert current_run(tmp_path) == "r1" and not (tmp_path / writer.RUNS / "r2").exists()
+    assert current_run(tmp_path) == "r1" and not (tmp_path / RUNS / "r2").exists()
 
 
 def test_an_interrupted_session_publishes_nothing(tmp_path: Path) -> None:
@@ -90,10 +97,10 @@ def test_a_stop_request_between_splits_abandons_the_staged_run(tmp_path: Path) -
     run(tmp_path, "r1", 3)
     asked = []
     with pytest.raises(PublishInterrupted, match="keeps the previous complete results"):
-        publish(tmp_path, "r2", {s: tables(8) for s in SPLITS}, {"exitstatus": 0},
+        publish(tmp_path, "r2", {s: record(8, s) for s in SPLITS},
                 should_stop=lambda: asked.append(1) or len(asked) > 1)  # stop after the first split
     assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
-    assert not (tmp_path / writer.RUNS / "r2").exists()
+    assert not (tmp_path / RUNS / "r2").exists()
 
 
 def test_sigkill_during_staging_leaves_the_previous_run_and_the_next_run_cleans_up(tmp_path: Path) -> None:
@@ -116,15 +123,15 @@ def test_sigkill_during_staging_leaves_the_previous_run_and_the_next_run_cleans_
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
-    assert (tmp_path / writer.RUNS / "r2").is_dir()  # left aside, never in place of the results
+    assert (tmp_path / RUNS / "r2").is_dir()  # left aside, never in place of the results
     run(tmp_path, "r3", 8)  # the next run removes it and publishes normally
     assert published(tmp_path) == {s: ("r3", [8]) for s in SPLITS}
-    assert sorted(p.name for p in (tmp_path / writer.RUNS).iterdir()) == ["r3", "r3.lock"]
+    assert sorted(p.name for p in (tmp_path / RUNS).iterdir()) == ["r3", "r3.lock"]
 
 
 def test_a_run_being_staged_by_a_live_process_is_not_removed(tmp_path: Path) -> None:
     run(tmp_path, "r1", 3)
-    other = tmp_path / writer.RUNS / "other"
+    other = tmp_path / RUNS / "other"
     (other / "test").mkdir(parents=True)
     with FileLock(str(other) + ".lock"):
         run(tmp_path, "r2", 4)
@@ -139,7 +146,7 @@ def test_results_of_the_older_layout_are_replaced_like_a_run(tmp_path: Path) -> 
         (tmp_path / split / "table2.csv").write_text("ranker,strict\nold,1\n")
     run(tmp_path, "r1", 3)
     assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
-    assert [p.name for p in (tmp_path / writer.RUNS).iterdir() if p.is_dir()] == ["r1"]
+    assert [p.name for p in (tmp_path / RUNS).iterdir() if p.is_dir()] == ["r1"]
 
 
 def _sealed(path: Path, text: str) -> Path:
@@ -153,10 +160,8 @@ def test_published_files_are_independent_copies_listed_with_their_digests(tmp_pa
     cache = tmp_path / "cache"
     trec = _sealed(cache / "run-fusion.trec", "q1 Q0 p1 1 2 fusion\nq1 Q0 p2 2 1 fusion\n")
     pool = _sealed(cache / "pool.parquet", "not really parquet, copied as bytes")
-    t = tables(3)
-    t["artifacts"] = pd.DataFrame([{"artifact": "run:fusion", "path": str(trec)},
-                                   {"artifact": "pool", "path": str(pool)}])
-    out = publish(tmp_path / "results", "r1", {"test": t}, {"exitstatus": 0})["test"]
+    t = record(3, artifacts=(Artifact("run", trec, "fusion"), Artifact("pool", pool)))
+    out = publish(tmp_path / "results", "r1", {"test": t})["test"]
     for copy, source in ((out / "runs" / "fusion.trec", trec), (out / "pool.parquet", pool)):
         assert copy.stat().st_nlink == 1 and copy.stat().st_ino != source.stat().st_ino
     with open(out / "runs" / "fusion.trec", "a") as fh:
@@ -174,15 +179,14 @@ def test_a_cached_file_altered_after_it_was_sealed_is_refused(tmp_path: Path) ->
     run(tmp_path / "results", "r1", 3)
     with open(trec, "a") as fh:
         fh.write("q9 Q0 p9 1 1 fusion\n")
-    t = tables(4)
-    t["artifacts"] = pd.DataFrame([{"artifact": "run:fusion", "path": str(trec)}])
+    t = record(4, artifacts=(Artifact("run", trec, "fusion"),))
     with pytest.raises(PublishError, match=r"run-fusion\.trec.*altered or truncated"):
-        publish(tmp_path / "results", "r2", {"confirmation": tables(4), "test": t}, {"exitstatus": 0})
+        publish(tmp_path / "results", "r2", {"confirmation": record(4, "confirmation"), "test": t})
     assert published(tmp_path / "results") == {s: ("r1", [3]) for s in SPLITS}
 
 
 def test_table2_latex_is_booktabs_with_n_intervals_and_caption() -> None:
-    frame = tables(3)["table2"].assign(strict_pct_lo=20.0, strict_pct_hi=40.0, delta_pts=1.0, delta_lo=-0.5,
+    frame = table2(3).assign(strict_pct_lo=20.0, strict_pct_hi=40.0, delta_pts=1.0, delta_lo=-0.5,
                                        delta_hi=2.5)
     tex = table2_latex(frame, "test", "embedded", "abc123")
     assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
@@ -206,11 +210,11 @@ def test_unavailable_judgments_are_published_by_cause_with_capped_replies(tmp_pa
             {"ranker": "rr", "scope": "pair", "inputs": 8, "issue": "capped",
              "cause": "over 100 characters stored cut", "count": 8}]
     frame = pd.DataFrame(rows)
-    assert writer.unavailable_lines(frame) == [
+    assert unavailable_lines(frame) == [
         "oa (window): 16 of 80 judgments unavailable — 12 ConnectError to h:1; 4 HTTP 500 from h:1; "
         "3 replies over 65,536 characters stored cut",
         "rr (pair): 8 replies over 100 characters stored cut"]
-    [path] = publish(tmp_path, "r1", {"test": {**tables(3), "unavailable": frame}}, {"exitstatus": 0}).values()
+    [path] = publish(tmp_path, "r1", {"test": record(3, unavailable=frame)}).values()
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["unavailable"]["oa"]["window"] == {
         "inputs": 80, "unavailable": 16, "causes": {"ConnectError to h:1": 12, "HTTP 500 from h:1": 4},
@@ -219,6 +223,6 @@ def test_unavailable_judgments_are_published_by_cause_with_capped_replies(tmp_pa
     report = (path / "report.md").read_text()
     assert "- oa (window): 16 of 80 judgments unavailable — 12 ConnectError to h:1" in report
     assert pd.read_csv(path / "unavailable.csv")["count"].sum() == 27
-    [clean] = publish(tmp_path, "r2", {"test": tables(3)}, {"exitstatus": 0}).values()
+    [clean] = publish(tmp_path, "r2", {"test": record(3)}).values()
     assert json.loads((clean / "manifest.json").read_text())["unavailable"] == {}
     assert "Unavailable judgments" not in (clean / "report.md").read_text()

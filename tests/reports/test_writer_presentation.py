@@ -9,7 +9,10 @@ import pandas as pd
 
 from reports.measures import TABLE2_ROW_COLUMNS
 from reports.sequential import StoppingPoint
-from reports.writer import publish, table2_latex, verdict_sentence, with_labels
+from reports.record import NotEvaluated, SplitRecord
+from reports.render import table2_latex
+from reports.report_md import verdict_sentence
+from reports.writer import publish, with_labels
 
 NAN = float("nan")
 DECLARED = {"fusion": {"kind": "fusion", "label": "fixed fusion", "compare_to": "fusion"},
@@ -56,15 +59,19 @@ def run_tables() -> dict[str, pd.DataFrame]:
         claim("pin:fusion.n", "pin", "unchanged", expected="48 ± 0", measured="unchanged: then 48, now 48"),
         claim("pin:ce.strict", "pin", "changed", expected="21 ± 0", measured="changed: then 21, now 25, Δ +4"),
     ])
-    manifest = pd.DataFrame([{"key": "code_commit", "value": "abc123"},
-                             {"key": "profile", "value": {"name": "embedded", "rankers": DECLARED}}])
-    return {"table2": table2, "claims": claims, "manifest": manifest}
+    return {"table2": table2, "claims": claims}
+
+
+ENTRIES = {"code_commit": "abc123", "profile": {"name": "embedded", "rankers": DECLARED}}
+
+
+def run_record(**tables: pd.DataFrame) -> SplitRecord:
+    return SplitRecord("test", {**run_tables(), **tables}, ENTRIES)
 
 
 def published(tmp_path: Path) -> Path:
-    context = {"exitstatus": 1, "splits": {"test": {"not_evaluated": [
-        {"test": "specs/test_x.py::test_y[test-bg8]", "outcome": "failed", "message": "boom"}]}}}
-    [folder] = publish(tmp_path, "r1", {"test": run_tables()}, context).values()
+    failed = NotEvaluated("specs/test_x.py::test_y[test-bg8]", "failed", "boom")
+    [folder] = publish(tmp_path, "r1", {"test": run_record()}, exitstatus=1, not_evaluated={"test": [failed]}).values()
     return folder
 
 
@@ -99,8 +106,7 @@ def test_a_sequential_claim_s_verdict_says_where_its_sample_stopped(tmp_path: Pa
         {"claim": "h2_grader_strict_gt_ce", "groups": 36, "directions": 144, "p_greater": 0.004, "p_less": 1.0, **stop,
          "decided_look": 3, "decided_after_groups": 12, "decided_directions": 48, "decided_judgments": 96, "note": ""},
         {"claim": "h3_grader_tie_branch_concentrates_failures", **stop, "note": "no anytime-valid test"}])
-    context = {"exitstatus": 0, "splits": {"test": {}}}
-    [folder] = publish(tmp_path, "r1", {"test": {**run_tables(), "sequential": sequential}}, context).values()
+    [folder] = publish(tmp_path, "r1", {"test": run_record(sequential=sequential)}).values()
     verdicts = (folder / "report.md").read_text(encoding="utf-8").split("## Verdicts")[1].split("## Table II")[0]
     spent = ("The sequential sample grader\\_pairs stopped at look 9: 36 groups, 144 directions, 288 judgments "
              "(budget spent: the next look needs 304 judgments, over the 300 allowed)")
@@ -141,7 +147,7 @@ def test_table2_carries_labels_baselines_and_tiny_sample_notes(tmp_path: Path) -
 
 def test_table2_tex_caption_names_each_row_s_baseline_split_profile_and_commit() -> None:
     tables = run_tables()
-    frame = with_labels(tables["table2"], {"profile": {"name": "embedded", "rankers": DECLARED}})
+    frame = with_labels(tables["table2"], run_record().declared)
     tex = table2_latex(frame, "test", "my_profile", "abc123")
     caption = next(line for line in tex.splitlines() if line.startswith(r"\caption{"))
     assert caption == (r"\caption{Preference and position on NevIR test (profile my\_profile, commit abc123). "
@@ -159,8 +165,7 @@ def test_table2_tex_caption_names_each_row_s_baseline_split_profile_and_commit()
 
 
 def test_without_declarations_the_label_is_the_ranker_s_name(tmp_path: Path) -> None:
-    tables = run_tables()
-    tables["manifest"] = pd.DataFrame([{"key": "profile", "value": {"name": "bare"}}])
-    [folder] = publish(tmp_path, "r1", {"test": tables}, {"exitstatus": 0}).values()
+    record = SplitRecord("test", run_tables(), {"profile": {"name": "bare"}})
+    [folder] = publish(tmp_path, "r1", {"test": record}).values()
     assert pd.read_csv(folder / "table2.csv")["label"].tolist() == ["fusion", "ce", "grader"]
     assert json.loads((folder / "manifest.json").read_text())["profile"] == {"name": "bare"}

@@ -24,7 +24,7 @@ from rankers.scorers.http import base_urls
 from rankers.scorers.llm.generation import GenerationSettings
 from rankers.scorers.llm.openai_compatible import OpenAIBackend
 from rankers.scorers.rerank_api import RerankAPIScorer
-from reports.writer import endpoint_lines
+from reports.render import endpoint_lines
 from tests.support.loopback import serve_in_thread, stop_thread_server
 
 A, B, C = "http://127.0.0.1:8101/v1", "http://127.0.0.1:8102/v1", "http://127.0.0.1:8103/v1"

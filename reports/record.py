@@ -1,0 +1,238 @@
+"""The run record: what the specs hand the publishing step, as typed records (docs/architecture.md#the-run-record).
+
+A spec records four things through the ``report`` fixture: rows of result tables, manifest
+entries, artifacts (cached files behind the results) and stage timings. Each is serialised
+once, here, into a plain payload (pytest-xdist carries ``user_properties`` between processes
+as plain data) and parsed once, by the report plugin, into one ``SplitRecord`` per split.
+The writer, the explorer, the history and the completeness check read that object only:
+nobody parses a prefixed string or a key/value frame back, and every artifact is read through
+its seal (``Artifact.read``), once per run.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, sha256_file
+from reports.tables import TABLES, directions_table
+
+#: What a payload holds (``RECORDED``'s second item, ``"kind"``).
+ROW, ENTRY, ARTIFACT, STAGE = "row", "entry", "artifact", "stage"
+#: The ``user_properties`` key every recorded payload travels under.
+RECORDED = "nevir-record"
+#: Artifact kinds and whether each names a ranker (``Artifact.ranker``) or a scope too (``Artifact.scope``).
+ARTIFACT_KINDS: dict[str, tuple[bool, bool]] = {
+    "pool": (False, False),        # the split's frozen pool snapshot (pool.parquet)
+    "corpus": (False, False),      # passage texts the explorer page shows
+    "population": (False, False),  # the annotated directions (qrels.txt, directions.csv)
+    "top": (True, False),          # a reference ranker's top of every pool (the explorer's pool view)
+    "outcomes": (True, False),     # a ranker's per-direction outcomes (directions.csv)
+    "run": (True, False),          # a ranker's TREC run (runs/<ranker>.trec)
+    "branches": (True, False),     # a window ranker's tie branch per direction (the explorer)
+    "judgments": (True, True),     # a text scorer's judgments of one stage (judgments.csv)
+}
+
+
+def plain(value: Any) -> Any:
+    """A value as plain JSON data (numpy scalars, NaN as None, paths as text), as a payload must be."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return None if math.isnan(float(value)) else float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if value is pd.NA:
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def profile_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A manifest's ``profile`` entry (name, file, declared rankers, samples); {} when it has none."""
+    value = manifest.get("profile")
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A sealed cached file behind the published results, named by what it holds."""
+
+    kind: str
+    path: Path
+    ranker: str = ""
+    scope: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ARTIFACT_KINDS:
+            raise ValueError(f"unknown artifact kind {self.kind!r}; known: {sorted(ARTIFACT_KINDS)}")
+        ranked, scoped = ARTIFACT_KINDS[self.kind]
+        if bool(self.ranker) != ranked or bool(self.scope) != scoped:
+            raise ValueError(f"a {self.kind!r} artifact {'names' if ranked else 'names no'} ranker and "
+                             f"{'a' if scoped else 'no'} scope (got ranker={self.ranker!r}, scope={self.scope!r})")
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def name(self) -> str:
+        """Its name in ``manifest.json``'s ``artifacts`` (``outcomes:e0``, ``judgments:grader:pair``)."""
+        return ":".join(part for part in (self.kind, self.ranker, self.scope) if part)
+
+    def read(self) -> pd.DataFrame:
+        """Its frame, refused (``ArtifactCorrupt``) unless its bytes are those its seal records."""
+        check_seal(self.path, "cached result file")
+        return pd.read_parquet(self.path)
+
+    def copy_to(self, target: Path) -> None:
+        """An independent copy, refused unless the copied bytes are those the seal records."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.path, target)
+        sealed = seal_path(self.path)
+        expected = sealed.read_text(encoding="utf-8").strip() if sealed.is_file() else None
+        actual = sha256_file(target)
+        if actual != expected:
+            raise ArtifactCorrupt(self.path, expected, actual, "cached result file")
+
+
+@dataclass(frozen=True)
+class NotEvaluated:
+    """A failed or skipped test of a split: its rows are missing, and the report says why."""
+
+    test: str
+    outcome: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What publishing adds to a split's record: the run's id and exit status, why the run is partial (empty when
+    it is complete) and the split's tests that did not run to a result."""
+
+    run_id: str
+    exitstatus: int = 0
+    partial: tuple[str, ...] = ()
+    not_evaluated: tuple[NotEvaluated, ...] = ()
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A ranker as the run's profile declared it (its manifest entry), for labels and baselines."""
+
+    name: str
+    label: str
+    compare_to: str | None = None
+    reference: str | None = None
+
+
+def row_payload(table: str, split: str, row: Mapping[str, Any], order: float | None) -> dict[str, Any]:
+    """A result-table row as a payload; its identifying columns are checked where it is recorded."""
+    if table not in TABLES:
+        raise KeyError(f"unknown report table {table!r}; known: {sorted(TABLES)}")
+    missing = [k for k in TABLES[table][1] if k not in row]
+    if missing:
+        raise KeyError(f"row for {table} lacks identifying columns {missing}")
+    return {"kind": ROW, "table": table, "split": split, "row": plain(dict(row)), "order": order}
+
+
+def entry_payload(split: str, key: str, value: Any) -> dict[str, Any]:
+    return {"kind": ENTRY, "split": split, "key": key, "value": plain(value)}
+
+
+def artifact_payload(split: str, artifact: Artifact) -> dict[str, Any]:
+    return {"kind": ARTIFACT, "split": split, "artifact": {"kind": artifact.kind, "path": str(artifact.path),
+                                                           "ranker": artifact.ranker, "scope": artifact.scope}}
+
+
+def stage_payload(split: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    return {"kind": STAGE, "split": split, "row": plain(dict(row))}
+
+
+@dataclass(frozen=True)
+class SplitRecord:
+    """One split of a run: its result tables, manifest entries, artifacts and stage timings.
+
+    Artifact frames and the directions table are read once per record and shared by every
+    output that shows them (``frame``, ``directions``).
+    """
+
+    split: str
+    tables: Mapping[str, pd.DataFrame]
+    entries: Mapping[str, Any] = field(default_factory=dict)
+    artifacts: tuple[Artifact, ...] = ()
+    stages: pd.DataFrame | None = None
+
+    @property
+    def profile(self) -> Mapping[str, Any]:
+        return profile_of(self.entries)
+
+    @property
+    def profile_name(self) -> str | None:
+        name = self.profile.get("name")
+        return str(name) if name is not None else None
+
+    @cached_property
+    def declared(self) -> dict[str, Declared]:
+        """The profile's ranker declarations recorded in the manifest (name -> ``Declared``)."""
+        rankers = self.profile.get("rankers")
+        if not isinstance(rankers, Mapping):
+            return {}
+        return {str(name): Declared(str(name), str(d.get("label") or name), d.get("compare_to") or None,
+                                    d.get("reference") or None)
+                for name, d in rankers.items() if isinstance(d, Mapping)}
+
+    def label(self, ranker: str) -> str:
+        decl = self.declared.get(ranker)
+        return decl.label if decl is not None else ranker
+
+    def artifact(self, kind: str, ranker: str = "", scope: str = "") -> Artifact | None:
+        return self._by_name.get(Artifact(kind, Path(), ranker, scope).name) if kind in ARTIFACT_KINDS else None
+
+    def of_kind(self, kind: str) -> tuple[Artifact, ...]:
+        return tuple(a for a in self.artifacts if a.kind == kind)
+
+    @cached_property
+    def _by_name(self) -> dict[str, Artifact]:
+        return {a.name: a for a in self.artifacts}
+
+    @cached_property
+    def _frames(self) -> dict[str, pd.DataFrame]:
+        return {}
+
+    def frame(self, artifact: Artifact) -> pd.DataFrame:
+        """An artifact's frame, read through its seal once per record (callers must not modify it)."""
+        if artifact.name not in self._frames:
+            self._frames[artifact.name] = artifact.read()
+        return self._frames[artifact.name]
+
+    @property
+    def rankers(self) -> list[str]:
+        """Table II's rankers, in its order."""
+        return [str(r) for r in self.tables["table2"]["ranker"]] if "table2" in self.tables else []
+
+    @cached_property
+    def directions(self) -> pd.DataFrame | None:
+        """``directions.csv``: every planned direction with each ranker's outcomes; None without a population."""
+        population = self.artifact("population")
+        if population is None:
+            return None
+        outcomes = {r: self.frame(a) for r in self.rankers if (a := self.artifact("outcomes", r)) is not None}
+        return directions_table(self.frame(population), outcomes)
+
+    def with_table(self, name: str, frame: pd.DataFrame) -> SplitRecord:
+        """The record with one more (or another) table; what was read stays read."""
+        record = replace(self, tables={**self.tables, name: frame})
+        record.__dict__["_frames"] = self._frames
+        if name != "table2" and "directions" in self.__dict__:
+            record.__dict__["directions"] = self.__dict__["directions"]
+        return record
