@@ -1,6 +1,6 @@
-"""The pytest report plugin: specs hand it rows; at session end it publishes the results in one step.
+"""The pytest report plugin: specs hand it their results; at session end it publishes them in one step.
 
-Rows travel on ``item.user_properties`` so they survive pytest-xdist (workers serialize
+Rows, manifest entries, artifacts and stage timings (``reports.record``) travel on ``item.user_properties`` so they survive pytest-xdist (workers serialize
 them back to the controller); only the controller writes, once, in
 ``pytest_sessionfinish`` (``reports.writer.publish``), and rows are sorted by declared keys
 so a parallel run writes the same files as a serial one. Failed and skipped tests travel the
@@ -11,8 +11,9 @@ A run replaces the complete results only when it computed everything they need
 no reporting spec file or test picked by path, every selected test run to its end, and per
 split the manifest, Table I and a Table II row (or a recorded failure or skip) for every
 declared ranker. Any other run is published whole under ``<results>/partial/`` instead,
-and the terminal says why and where. This module is pytest glue only: tables live in
-``reports.tables``, writing in ``reports.writer``, run history in ``reports.history``.
+and the terminal says why and where. This module is pytest glue only: the record in
+``reports.record``, tables in ``reports.tables``, writing in ``reports.writer``, the terminal
+summary in ``reports.terminal``, run history in ``reports.history``.
 Paths and the run to compare with come from the run's validated ``Settings`` (``SETTINGS``,
 stored by the root conftest), never from the raw options.
 """
@@ -27,7 +28,7 @@ import pandas as pd
 import pytest
 
 from fixtures.settings import Settings
-from reports.record import (ARTIFACT, ENTRY, RECORDED, ROW, STAGE, Artifact, NotEvaluated, SplitRecord,
+from reports.record import (ARTIFACT, ENTRY, RECORDED, ROW, STAGE, Artifact, NotEvaluated, SessionEnd, SplitRecord,
                             artifact_payload, entry_payload, row_payload, stage_payload)
 from reports.tables import TABLES
 
@@ -124,14 +125,7 @@ class ReportPlugin:
         self.finished: set[str] = set()
         self.reporting_files: set[str] = set()
         self.worker_deselected = 0
-        self.published: dict[str, Path] = {}
-        self.saved: str | None = None
-        self.partial: list[str] = []
-        self.comparison: dict[str, pd.DataFrame] = {}
-        self.failed: list[str] = []
-        self.errors: list[str] = []
-        self.notices: list[str] = []
-        self.interrupted: str | None = None
+        self.end = SessionEnd()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or not report.passed:
@@ -247,10 +241,10 @@ class ReportPlugin:
         with deferred_signals() as received:
             self._publish(session, int(exitstatus), should_stop=lambda: bool(received))
         if received:
-            self.interrupted = ("the run was published whole before the interrupt" if self.published
+            self.end.interrupted = ("the run was published whole before the interrupt" if self.end.published
                                 else "nothing was published; every split keeps the previous complete run")
             session.exitstatus = pytest.ExitCode.INTERRUPTED
-        elif self.failed or self.errors:
+        elif self.end.failed or self.end.errors:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _publish(self, session: pytest.Session, exitstatus: int, should_stop) -> None:
@@ -260,34 +254,34 @@ class ReportPlugin:
         settings = self.config.stash[SETTINGS]
         results_dir = settings.results_dir
         if exitstatus == INTERRUPTED:
-            self.notices.append(f"the run was interrupted: nothing published; {results_dir} keeps the previous "
+            self.end.notices.append(f"the run was interrupted: nothing published; {results_dir} keeps the previous "
                                 "complete results")
             return
         records = {split: r for split, r in self.records().items() if "table2" in r.tables}
         for split in sorted(self.recorded - set(records)):  # benchmarks only, or no ranker selected
-            self.notices.append(f"{split}: no Table II row in this run (benchmarks or a partial selection); "
+            self.end.notices.append(f"{split}: no Table II row in this run (benchmarks or a partial selection); "
                                 f"nothing of it is published")
         if not records:
             return
-        self.partial = self.gaps(session, records)
-        root = results_dir / PARTIAL if self.partial else results_dir
-        ident = run_id(list(records.values()), partial=bool(self.partial))
+        self.end.partial = self.gaps(session, records)
+        root = results_dir / PARTIAL if self.end.partial else results_dir
+        ident = run_id(list(records.values()), partial=bool(self.end.partial))
         if settings.compare_run:  # before publishing: the saved run may be the very folder about to be replaced
             records = {split: self._compared(record, results_dir, settings.compare_run)
                        for split, record in records.items()}
         try:
-            self.published = publish(root, ident, records, exitstatus=exitstatus,
+            self.end.published = publish(root, ident, records, exitstatus=exitstatus,
                                      figure_cache=settings.cache_dir / "figures",
                                      not_evaluated={s: self.not_evaluated(s) for s in records},
-                                     partial=self.partial, should_stop=should_stop)
+                                     partial=self.end.partial, should_stop=should_stop)
         except PublishError as exc:
-            self.failed.append(str(exc))
-        for split, path in self.published.items():  # a partial run too, marked (docs/protocol.md#publishing)
+            self.end.failed.append(str(exc))
+        for split, path in self.end.published.items():  # a partial run too, marked (docs/protocol.md#publishing)
             try:
                 save_to_history(results_dir, ident, split, path)
-                self.saved = ident
+                self.end.saved = ident
             except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
-                self.errors.append(f"{split}: published, but not saved to the history ({type(exc).__name__}: {exc})")
+                self.end.errors.append(f"{split}: published, but not saved to the history ({type(exc).__name__}: {exc})")
 
     def _compared(self, record: SplitRecord, results_dir: Path, other: str) -> SplitRecord:
         """The record with its ``comparison`` table against the saved run ``other``; unchanged (and the error
@@ -298,93 +292,19 @@ class ReportPlugin:
             comparison = comparison_table(results_dir, other, record.split, record.tables["table2"],
                                           record.entries, record.directions)
         except Exception as exc:  # noqa: BLE001 - the run is still published; the error is reported
-            self.errors.append(f"{record.split}: no comparison with {other} ({type(exc).__name__}: {exc})")
+            self.end.errors.append(f"{record.split}: no comparison with {other} ({type(exc).__name__}: {exc})")
             return record
-        self.comparison[record.split] = comparison
+        self.end.comparison[record.split] = comparison
         return record.with_table("comparison", comparison)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.recorded:
             return
-        from reports.render import terminal_tables, unavailable_lines  # only when reporting
-        from reports.report_md import inherited_misses, lost_expectations, undecidable_on_subset  # only when reporting
-        from reports.sequential import stop_lines  # scipy: loaded only when there is a summary to write
+        from reports.terminal import write_summary  # only when there is a summary to write
 
-        terminalreporter.section("Preference Is Not Position: report")
-        causes, cut, lost, moved, undecidable, stops = [], [], [], [], [], []
-        by_split = self.tables()
-        for split, table, frame in self.frames():
-            if TABLES[table][2]:
-                terminalreporter.write_line(f"\n[{split}] {TABLES[table][0]}")
-                terminalreporter.write_line(terminal_tables(table, frame))
-            if table == "unavailable":
-                causes += [f"[{split}] {line}" for line in unavailable_lines(frame)]
-            if table == "cost" and "truncated" in frame.columns:
-                cut += [f"[{split}] {stage}: {int(n):,} inputs cut to the scorer's input budget (cost.csv, truncated)"
-                        for stage, n in zip(frame["stage"], frame["truncated"]) if pd.notna(n) and n > 0]
-            if table == "claims":
-                lost += [f"[{split}] {line}" for line in lost_expectations(frame)]
-                moved += [f"[{split}] {line}" for line in inherited_misses(frame)]
-                undecidable += [f"[{split}] {line}" for line in undecidable_on_subset(frame)]
-            if table == "sequential":
-                stops += [f"[{split}] {line}" for line in stop_lines(frame, by_split[split].get("claims"))]
-        if stops:
-            terminalreporter.write_line("\nSEQUENTIAL CLAIMS: where each one's sample stopped (sequential.csv; "
-                                        "docs/statistics.md#sequential-samples):")
-            for line in stops:
-                terminalreporter.write_line(line)
-        if moved:
-            terminalreporter.write_line("\nINHERITED CHECKS MISSED (reported, not failed; [profile] inherit_checks = "
-                                        "true fails on them):", yellow=True)
-            for line in moved:
-                terminalreporter.write_line(line.replace("**", ""), yellow=True)
-        if undecidable:
-            terminalreporter.write_line("\nEXPECTATIONS NOT DECIDABLE ON THIS SUBSET (reviewed on the full run, not "
-                                        "checked here):", yellow=True)
-            for line in undecidable:
-                terminalreporter.write_line(line.replace("**", ""), yellow=True)
-        if lost:
-            terminalreporter.write_line("\nREVIEWED VERDICTS NO LONGER DECIDED (--gate-expectations fails on them):",
-                                        red=True)
-            for line in lost:
-                terminalreporter.write_line(line.replace("**", ""), red=True)
-        if causes:
-            terminalreporter.write_line(f"\n{TABLES['unavailable'][0]}:", yellow=True)
-            for line in causes:
-                terminalreporter.write_line(line, yellow=True)
-        if cut:
-            terminalreporter.write_line("\nInputs judged on a cut text (counted in cost.csv):", yellow=True)
-            for line in cut:
-                terminalreporter.write_line(line, yellow=True)
-        for split, frame in self.comparison.items():
-            terminalreporter.write_line(f"\n[{split}] Comparison with {self.config.stash[SETTINGS].compare_run} "
-                                        "(comparison.csv; rankers matched by name)")
-            saved_partial = str(frame["saved_partial"].iloc[0]) if len(frame) else ""
-            if saved_partial:
-                terminalreporter.write_line(f"the saved run is partial ({saved_partial}): the rankers both runs hold "
-                                            "are compared")
-            terminalreporter.write_line(terminal_tables("comparison", frame[frame["side"] == "both"]))
-            for side in ("this run only", "saved run only"):
-                names = list(dict.fromkeys(frame.loc[frame["side"] == side, "ranker"]))
-                if names:
-                    terminalreporter.write_line(f"rankers in {side}, not compared: {', '.join(names)}")
-        for message in self.notices:
-            terminalreporter.write_line(f"\nnot published: {message}")
-        for message in self.failed:
-            terminalreporter.write_line(f"\nRESULTS NOT PUBLISHED: {message}", red=True)
-        for message in self.errors:
-            terminalreporter.write_line(f"\nERROR at session end: {message}", red=True)
-        if self.interrupted:
-            terminalreporter.write_line(f"\nINTERRUPTED while publishing: {self.interrupted}", red=True)
-        if self.partial and self.published:
-            results_dir = self.config.stash[SETTINGS].results_dir
-            terminalreporter.write_line(
-                "\nPARTIAL RUN, published apart from the complete results: " + "; ".join(self.partial) +
-                f". {results_dir} keeps the last complete run.", yellow=True)
-        for split, path in self.published.items():
-            terminalreporter.write_line(f"\n[{split}] results written to {path}")
-        if self.saved:
-            terminalreporter.write_line(f"kept in the history as {self.saved} (--compare-to {self.saved})")
+        settings = self.config.stash[SETTINGS]
+        write_summary(terminalreporter, list(self.frames()), self.tables(), self.end, settings.results_dir,
+                      settings.compare_run)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,21 @@ class Publication:
     exitstatus: int = 0
     partial: tuple[str, ...] = ()
     not_evaluated: tuple[NotEvaluated, ...] = ()
+
+
+@dataclass
+class SessionEnd:
+    """What the end of the session did with the run: where each split was published, the history id it was saved
+    under, why it is partial, the comparisons made, and what was not published or went wrong."""
+
+    published: dict[str, Path] = field(default_factory=dict)
+    saved: str | None = None
+    partial: list[str] = field(default_factory=list)
+    comparison: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    interrupted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -236,3 +251,46 @@ class SplitRecord:
         if name != "table2" and "directions" in self.__dict__:
             record.__dict__["directions"] = self.__dict__["directions"]
         return record
+
+    def manifest(self, publication: Publication) -> dict[str, Any]:
+        """``manifest.json`` before its ``explore`` and ``files`` entries: the recorded entries, stage wall-clock
+        and artifacts, and what publishing adds."""
+        manifest: dict[str, Any] = dict(self.entries)
+        if self.stages is not None:
+            manifest["stages_wall_clock"] = {r["stage"]: {k: v for k, v in r.items() if k != "stage" and pd.notna(v)}
+                                             for r in self.stages.to_dict("records")}
+        if self.artifacts:
+            manifest["artifacts"] = {a.name: str(a.path) for a in self.artifacts}
+        manifest["run_id"] = publication.run_id
+        manifest["pytest_exit_status"] = publication.exitstatus
+        manifest["not_evaluated"] = [asdict(entry) for entry in publication.not_evaluated]
+        tables = self.tables
+        manifest["unavailable"] = unavailable_summary(tables["unavailable"]) if "unavailable" in tables else {}
+        manifest["endpoints"] = endpoint_summary_of(tables["endpoints"]) if "endpoints" in tables else {}
+        manifest["partial"] = list(publication.partial)
+        return manifest
+
+
+def unavailable_summary(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
+    """The ``unavailable`` table as ranker -> scope -> inputs, unavailable, causes (cause -> count), replies_capped."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in frame.to_dict("records"):
+        entry = out.setdefault(str(row["ranker"]), {}).setdefault(str(row["scope"]), {
+            "inputs": int(row["inputs"]), "unavailable": 0, "causes": {}, "replies_capped": 0})
+        if row["issue"] == "capped":
+            entry["replies_capped"] += int(row["count"])
+        else:
+            entry["unavailable"] += int(row["count"])
+            entry["causes"][str(row["cause"])] = int(row["count"])
+    return out
+
+
+def endpoint_summary_of(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
+    """The ``endpoints`` table as ranker -> scope -> endpoint -> judgments, resent, taken_out (reason or None)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in frame.to_dict("records"):
+        reason = row.get("taken_out")
+        out.setdefault(str(row["ranker"]), {}).setdefault(str(row["scope"]), {})[str(row["endpoint"])] = {
+            "judgments": int(row["judgments"]), "resent": int(row["resent"]),
+            "taken_out": None if reason is None or pd.isna(reason) else str(reason)}
+    return out

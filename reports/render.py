@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from reports.measures import COUNT, POPULATION, BaselineMeasure, Measure, Output, shown_in
+from reports.record import endpoint_summary_of, unavailable_summary
 from reports.tables import RELIABLE_N, interval_note
 
 #: Columns shown in the terminal and in report.md for the wide tables (Table II's: those its registry shows there).
@@ -40,20 +41,6 @@ def terminal_tables(table: str, frame: pd.DataFrame) -> str:
                                          max_colwidth=110)
 
 
-def unavailable_summary(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
-    """The ``unavailable`` table as ranker -> scope -> inputs, unavailable, causes (cause -> count), replies_capped."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for row in frame.to_dict("records"):
-        entry = out.setdefault(str(row["ranker"]), {}).setdefault(str(row["scope"]), {
-            "inputs": int(row["inputs"]), "unavailable": 0, "causes": {}, "replies_capped": 0})
-        if row["issue"] == "capped":
-            entry["replies_capped"] += int(row["count"])
-        else:
-            entry["unavailable"] += int(row["count"])
-            entry["causes"][str(row["cause"])] = int(row["count"])
-    return out
-
-
 def unavailable_lines(frame: pd.DataFrame) -> list[str]:
     """One line per ranker and scope with unavailable judgments or capped replies, causes counted, e.g.
     ``oa (window): 16 of 80 judgments unavailable — 16 ConnectError to 127.0.0.1:8011``."""
@@ -69,17 +56,6 @@ def unavailable_lines(frame: pd.DataFrame) -> list[str]:
                 parts.append(f"{entry['replies_capped']:,} replies {rows['cause'].iloc[0]}")
             lines.append(f"{ranker} ({scope}): " + "; ".join(parts))
     return lines
-
-
-def endpoint_summary_of(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
-    """The ``endpoints`` table as ranker -> scope -> endpoint -> judgments, resent, taken_out (reason or None)."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for row in frame.to_dict("records"):
-        reason = row.get("taken_out")
-        out.setdefault(str(row["ranker"]), {}).setdefault(str(row["scope"]), {})[str(row["endpoint"])] = {
-            "judgments": int(row["judgments"]), "resent": int(row["resent"]),
-            "taken_out": None if reason is None or pd.isna(reason) else str(reason)}
-    return out
 
 
 def endpoint_lines(frame: pd.DataFrame) -> list[str]:

@@ -21,9 +21,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from filelock import Timeout
@@ -32,7 +30,7 @@ from fixtures.artifacts import sha256_file
 from reports.explore import write_explore
 from reports.figures import write_figures
 from reports.record import Declared, NotEvaluated, Publication, SplitRecord
-from reports.render import endpoint_summary_of, table2_latex, unavailable_summary
+from reports.render import table2_latex
 from reports.report_md import report_markdown
 from reports.trec import write_qrels
 from reports.transaction import StagedRun, current_run
@@ -72,27 +70,8 @@ def file_digests(folder: Path) -> dict[str, str]:
             if p.is_file() and p.name != "manifest.json"}
 
 
-def _manifest(record: SplitRecord, publication: Publication) -> dict[str, Any]:
-    """``manifest.json`` before its ``explore`` and ``files`` entries: the record's entries, stage wall-clock and
-    artifacts, and what publishing adds."""
-    manifest: dict[str, Any] = dict(record.entries)
-    if record.stages is not None:
-        manifest["stages_wall_clock"] = {r["stage"]: {k: v for k, v in r.items() if k != "stage" and pd.notna(v)}
-                                         for r in record.stages.to_dict("records")}
-    if record.artifacts:
-        manifest["artifacts"] = {a.name: str(a.path) for a in record.artifacts}
-    manifest["run_id"] = publication.run_id
-    manifest["pytest_exit_status"] = publication.exitstatus
-    manifest["not_evaluated"] = [asdict(entry) for entry in publication.not_evaluated]
-    tables = record.tables
-    manifest["unavailable"] = unavailable_summary(tables["unavailable"]) if "unavailable" in tables else {}
-    manifest["endpoints"] = endpoint_summary_of(tables["endpoints"]) if "endpoints" in tables else {}
-    manifest["partial"] = list(publication.partial)
-    return manifest
-
-
 def _write(out: Path, record: SplitRecord, publication: Publication, figure_cache: Path | None) -> None:
-    manifest = _manifest(record, publication)
+    manifest = record.manifest(publication)
     tables = dict(record.tables)
     if "table2" in tables:  # every table, figure and page below names a ranker with its declared label
         tables["table2"] = with_labels(tables["table2"], record.declared)
