@@ -20,7 +20,7 @@ from harness.claims import ClaimBook, claim_book
 from harness.session import Evaluation
 from rankers.registry import ALL
 from reports.hypotheses import ClaimDefinition, ClaimResult, robust_to_noise
-from reports.measures import direction_outcomes, seed_average
+from reports.measures import seed_average
 
 
 #: What the perturbed retraining saw, in a verdict's words.
@@ -66,16 +66,15 @@ class PerturbedEvaluation:
         return self.outcomes(split, name)
 
     def _perturbed(self, split: str, name: str, seed: int) -> pd.DataFrame:
-        """Outcomes of the model of ``seed`` retrained on the perturbed pools (its ranking memoized like any)."""
+        """Outcomes of the model of ``seed`` retrained on the perturbed pools (ranking and outcomes memoized like any)."""
         ev, decl = self.ev, self.ev.decl(name)
 
         def rank():
             with ev.stage(split, f"rank_{name}_seed{seed}_perturbed"):
                 ranking = decl.spec.rank_seed(decl, ev.context, split, seed, perturbed=True)
             return ranking if decl.population == ALL else ev.restrict(ranking, ev.sample(split, decl.population))
-        ranking = ev.memo.get("ranking", {**ev.ranking_key(split, name), "seed": seed,
-                                          "perturbation": RELATIVE_NOISE}, rank)
-        return direction_outcomes(ranking, ev.directions_for(split, name))
+        key = {**ev.ranking_key(split, name), "seed": seed, "perturbation": RELATIVE_NOISE}
+        return ev.outcomes_of(split, name, key, lambda: ev.memo.get("ranking", key, rank))
 
 
 def perturbed_evaluation(ev: Evaluation) -> PerturbedEvaluation:

@@ -1,14 +1,17 @@
-"""The session's bookkeeping: stages are timed on their own, and nothing is written to the results folder."""
+"""The session's bookkeeping: stages are timed on their own, nothing is written to the results folder, and
+outcomes are read back by their ranking's key."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from fixtures.settings import Settings
 from harness.profile import load_profile
 from harness.session import Evaluation
+from rankers.base import Ranking
 
 
 def test_a_stage_is_timed_without_the_stages_it_triggered(tmp_path: Path) -> None:
@@ -57,3 +60,27 @@ def test_a_declaration_refused_before_any_work_costs_only_its_own_rows(tmp_path,
             with pytest.raises(KindBuildError, match=rf"\[rankers\.{name}\]: .* is unreachable: ConnectError"):
                 getter()
     assert ev.decl("fusion").name == "fusion"  # every other declaration is as usable as before
+
+
+def test_outcomes_are_memoized_under_their_ranking_s_key_so_a_warm_run_loads_no_ranking(tmp_path: Path,
+                                                                                        monkeypatch) -> None:
+    ev = Evaluation(Settings(cache_dir=tmp_path / "cache"), load_profile("embedded"))
+    directions = pd.DataFrame({"qid": ["q1", "q2"], "pair_id": "p", "direction": [1, 2], "group": "g",
+                               "preferred_pid": ["a", "b"], "counterpart_pid": ["b", "a"], "eligible": True})
+    monkeypatch.setattr(ev, "directions_for", lambda split, name: directions)
+    ranked = []
+
+    def rank() -> Ranking:  # q1: a before b (strict); q2: a before b (b preferred: wrong order)
+        ranked.append(1)
+        frame = pd.DataFrame({"qid": ["q1", "q1", "q2", "q2"], "pid": ["a", "b", "a", "b"], "rank": [1, 2, 1, 2],
+                              "k0": [2.0, 1.0, 2.0, 1.0], "k1": 0.0, "k2": 0.0})
+        return Ranking("mine", frame)
+
+    first = ev.outcomes_of("test", "mine", {"ranking": "v1"}, rank)
+    assert first["strict"].tolist() == [True, False] and first.attrs["ranker"] == "mine"
+    again = ev.outcomes_of("test", "mine", {"ranking": "v1"}, rank)
+    assert ranked == [1] and again.equals(first) and again.attrs["ranker"] == "mine"  # read, not ranked again
+    ev.outcomes_of("test", "mine", {"ranking": "v2"}, rank)
+    assert ranked == [1, 1]  # another ranking, another key
+    ev.outcomes_of("test", "mine", None, rank)
+    assert ranked == [1, 1, 1]  # a ranking without a key (user code) is never memoized
