@@ -40,34 +40,23 @@ def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.Dat
             undecidable += [f"[{split}] {line}" for line in undecidable_on_subset(frame)]
         if table == "sequential":
             stops += [f"[{split}] {line}" for line in stop_lines(frame, tables[split].get("claims"))]
-    if stops:
-        terminalreporter.write_line("\nSEQUENTIAL CLAIMS: where each one's sample stopped (sequential.csv; "
-                                    "docs/statistics.md#sequential-samples):")
-        for line in stops:
-            terminalreporter.write_line(line)
-    if moved:
-        terminalreporter.write_line("\nINHERITED CHECKS MISSED (reported, not failed; [profile] inherit_checks = "
-                                    "true fails on them):", yellow=True)
-        for line in moved:
-            terminalreporter.write_line(line.replace("**", ""), yellow=True)
-    if undecidable:
-        terminalreporter.write_line("\nEXPECTATIONS NOT DECIDABLE ON THIS SUBSET (reviewed on the full run, not "
-                                    "checked here):", yellow=True)
-        for line in undecidable:
-            terminalreporter.write_line(line.replace("**", ""), yellow=True)
-    if lost:
-        terminalreporter.write_line("\nREVIEWED VERDICTS NO LONGER DECIDED (--gate-expectations fails on them):",
-                                    red=True)
-        for line in lost:
-            terminalreporter.write_line(line.replace("**", ""), red=True)
-    if causes:
-        terminalreporter.write_line(f"\n{TABLES['unavailable'][0]}:", yellow=True)
-        for line in causes:
-            terminalreporter.write_line(line, yellow=True)
-    if cut:
-        terminalreporter.write_line("\nInputs judged on a cut text (counted in cost.csv):", yellow=True)
-        for line in cut:
-            terminalreporter.write_line(line, yellow=True)
+    notes = (
+        (stops, "SEQUENTIAL CLAIMS: where each one's sample stopped (sequential.csv; "
+                "docs/statistics.md#sequential-samples):", {}),
+        ([line.replace("**", "") for line in moved], "INHERITED CHECKS MISSED (reported, not failed; [profile] "
+                                                     "inherit_checks = true fails on them):", {"yellow": True}),
+        ([line.replace("**", "") for line in undecidable], "EXPECTATIONS NOT DECIDABLE ON THIS SUBSET (reviewed on "
+                                                           "the full run, not checked here):", {"yellow": True}),
+        ([line.replace("**", "") for line in lost], "REVIEWED VERDICTS NO LONGER DECIDED (--gate-expectations fails "
+                                                    "on them):", {"red": True}),
+        (causes, f"{TABLES['unavailable'][0]}:", {"yellow": True}),
+        (cut, "Inputs judged on a cut text (counted in cost.csv):", {"yellow": True}),
+    )
+    for lines, heading, color in notes:
+        if lines:
+            terminalreporter.write_line(f"\n{heading}", **color)
+            for line in lines:
+                terminalreporter.write_line(line, **color)
     for split, frame in end.comparison.items():
         terminalreporter.write_line(f"\n[{split}] Comparison with {compare_run} "
                                     "(comparison.csv; rankers matched by name)")
