@@ -28,19 +28,17 @@ from typing import Any
 import pytest
 
 from fixtures.models import ModelNotFound, model_problem, resolve_dense_model, resolve_sparse_model
-from fixtures.settings import DEFAULT_SPLITS, PROJECT_ROOT, Settings, default_cache_dir
-from fixtures.study import EVALUATION_SPLITS, SPLITS
+from fixtures.settings import (DEFAULT_SPLITS, EVALUABLE_SPLITS, PROJECT_ROOT, SAMPLED_SPLITS, SPLITS, Settings,
+                               default_cache_dir)
 from harness.profile import Profile, ProfileError, load_profile
 from rankers.registry import RankerDecl
 from reports.history import saved_run, saved_runs
 
-#: Splits a run may evaluate (Train feeds training only).
-EVALUABLE = ("test", "confirmation", "development")
 GROUP = ("nevir", "Preference Is Not Position evaluation")
 #: Every option of the suite, as (flag, argparse/pytest keyword arguments): declared once, read by both.
 OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--splits", {"default": ",".join(DEFAULT_SPLITS),
-                  "help": f"comma-separated evaluation splits among {', '.join(EVALUABLE)} (default: %(default)s)"}),
+                  "help": f"comma-separated evaluation splits among {', '.join(EVALUABLE_SPLITS)} (default: %(default)s)"}),
     ("--results-dir", {"default": str(PROJECT_ROOT / "results"),
                        "help": "where tables, runs and the report are written (default: ./results)"}),
     ("--cache-dir", {"default": None, "help": "pools, trained models and text-score caches (default: "
@@ -131,17 +129,17 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
     splits = tuple(s.strip() for s in str(get("splits")).split(",") if s.strip())
     problems: list[str] = []
     if not splits:
-        problems.append(f"--splits {get('splits')!r} names no split; choose among {', '.join(EVALUABLE)}")
-    unknown = [s for s in splits if s not in EVALUABLE]
+        problems.append(f"--splits {get('splits')!r} names no split; choose among {', '.join(EVALUABLE_SPLITS)}")
+    unknown = [s for s in splits if s not in EVALUABLE_SPLITS]
     if unknown:
-        problems.append(f"--splits: unknown split(s) {unknown}; choose among {', '.join(EVALUABLE)}")
+        problems.append(f"--splits: unknown split(s) {unknown}; choose among {', '.join(EVALUABLE_SPLITS)}")
     if len(set(splits)) != len(splits):
         problems.append(f"--splits repeats a split: {list(splits)}")
     subset = get("subset_pairs")
     if subset is not None and subset < 1:
         problems.append(f"--subset-pairs must be >= 1 (omit it to evaluate every pair), got {subset}")
-    if subset is not None and [s for s in splits if s not in EVALUATION_SPLITS]:
-        problems.append(f"--subset-pairs samples only {', '.join(EVALUATION_SPLITS)}; remove the other splits")
+    if subset is not None and [s for s in splits if s not in SAMPLED_SPLITS]:
+        problems.append(f"--subset-pairs samples only {', '.join(SAMPLED_SPLITS)}; remove the other splits")
     sample = get("grader_sample")
     if sample is not None and sample < 0:
         problems.append(f"--grader-sample must be >= 0 (0 = no sampling), got {sample}")

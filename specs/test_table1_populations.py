@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.study import SPLITS
+from fixtures.settings import SPLITS
 
 PLANNED = {"train": 1896, "development": 76, "confirmation": 374, "test": 2766}
 
