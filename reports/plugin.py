@@ -239,7 +239,7 @@ class ReportPlugin:
         from reports.writer import deferred_signals  # only when publishing
 
         with deferred_signals() as received:
-            self._publish(session, int(exitstatus), should_stop=lambda: bool(received))
+            self._publish(session, int(exitstatus), received)
         if received:
             self.end.interrupted = ("the run was published whole before the interrupt" if self.end.published
                                 else "nothing was published; every split keeps the previous complete run")
@@ -247,7 +247,7 @@ class ReportPlugin:
         elif self.end.failed or self.end.errors:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def _publish(self, session: pytest.Session, exitstatus: int, should_stop) -> None:
+    def _publish(self, session: pytest.Session, exitstatus: int, interrupts: list[int]) -> None:
         from reports.history import run_id, save_to_history  # pandas I/O only at session end
         from reports.writer import INTERRUPTED, PARTIAL, PublishError, publish  # only when publishing
 
@@ -273,7 +273,7 @@ class ReportPlugin:
             self.end.published = publish(root, ident, records, exitstatus=exitstatus,
                                      figure_cache=settings.cache_dir / "figures",
                                      not_evaluated={s: self.not_evaluated(s) for s in records},
-                                     partial=self.end.partial, should_stop=should_stop)
+                                     partial=self.end.partial, interrupts=interrupts)
         except PublishError as exc:
             self.end.failed.append(str(exc))
         for split, path in self.end.published.items():  # a partial run too, marked (docs/protocol.md#publishing)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -108,7 +108,7 @@ def _write(out: Path, record: SplitRecord, publication: Publication, figure_cach
 def deferred_signals() -> Iterator[list[int]]:
     """SIGINT and SIGTERM are recorded instead of acted on while publishing; the list says which arrived.
 
-    Publishing checks the list between steps (``publish``'s ``should_stop``) and abandons a
+    Publishing checks the list between steps (``publish``'s ``interrupts``) and abandons a
     staged run cleanly, so an interrupt never leaves a traceback or a half-swapped results folder.
     """
     received: list[int] = []
@@ -127,12 +127,13 @@ def deferred_signals() -> Iterator[list[int]]:
 
 def publish(root: Path, run_id: str, records: Mapping[str, SplitRecord], *, exitstatus: int = 0,
             figure_cache: Path | None = None, not_evaluated: Mapping[str, Sequence[NotEvaluated]] | None = None,
-            partial: Sequence[str] = (), should_stop: Callable[[], bool] = lambda: False) -> dict[str, Path]:
+            partial: Sequence[str] = (), interrupts: Sequence[int] = ()) -> dict[str, Path]:
     """Stage every split of a run under ``<root>/.runs/<run_id>`` and swap them in together.
 
     ``not_evaluated`` lists each split's tests that did not run to a result, ``partial`` why the run is partial
-    (the same for every split). Returns ``<root>/<split>`` per split. ``should_stop`` is asked between steps; when
-    it says so the staged run is abandoned (``PublishInterrupted``) and ``root`` is left as it was.
+    (the same for every split). Returns ``<root>/<split>`` per split. ``interrupts`` (the signals
+    ``deferred_signals`` records) is looked at between steps: once one has arrived, the staged run is abandoned
+    (``PublishInterrupted``) and ``root`` is left as it was.
     """
     root = Path(root)
     if exitstatus == INTERRUPTED:
@@ -144,7 +145,7 @@ def publish(root: Path, run_id: str, records: Mapping[str, SplitRecord], *, exit
                            "the previous results are left as they were") from exc
 
     def checkpoint() -> None:
-        if should_stop():
+        if interrupts:
             raise PublishInterrupted(f"interrupted while publishing; {root} keeps the previous complete results "
                                      f"(run {current_run(root)})")
 

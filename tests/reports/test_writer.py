@@ -93,12 +93,18 @@ def test_an_interrupted_session_publishes_nothing(tmp_path: Path) -> None:
     assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
 
 
-def test_a_stop_request_between_splits_abandons_the_staged_run(tmp_path: Path) -> None:
+def test_a_signal_between_splits_abandons_the_staged_run(tmp_path: Path, monkeypatch) -> None:
     run(tmp_path, "r1", 3)
-    asked = []
+    received: list[int] = []
+    write = writer._write
+
+    def write_then_signal(out, *args) -> None:  # SIGINT arrives while the first split is written
+        write(out, *args)
+        received.append(signal.SIGINT)
+    monkeypatch.setattr(writer, "_write", write_then_signal)
     with pytest.raises(PublishInterrupted, match="keeps the previous complete results"):
-        publish(tmp_path, "r2", {s: record(8, s) for s in SPLITS},
-                should_stop=lambda: asked.append(1) or len(asked) > 1)  # stop after the first split
+        publish(tmp_path, "r2", {s: record(8, s) for s in SPLITS}, interrupts=received)
+    assert received == [signal.SIGINT]
     assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
     assert not (tmp_path / RUNS / "r2").exists()
 
