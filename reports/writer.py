@@ -37,7 +37,7 @@ from reports.paper import paper_table2
 from reports.reference import CAVEAT, beside_published
 from reports.sequential import StoppingPoint, stopping_points
 from reports.tables import RELIABLE_N, TABLES, directions_table, interval_note
-from reports.trec import write_qrels
+from rankers.trec import write_qrels
 from reports.transaction import RUNS, StagedRun, current_run  # RUNS: where readers of the results find the runs
 
 #: Columns shown in the terminal and in report.md for the wide tables (Table II's: those its registry shows there).
