@@ -124,11 +124,6 @@ def trec_run_ranking(path: str | Path, reference: Ranking, name: str, *,
     return Ranking(name, frame[list(RANKING_COLUMNS)], frozenset(), info), coverage
 
 
-#: What :func:`direction_coverage` counts over a ranker's eligible directions.
-DIRECTION_COUNTS = ("directions", "both_ranked", "preferred_only_ranked", "counterpart_only_ranked",
-                    "neither_ranked", "ties", "ties_both_unranked", "ties_equal_score")
-
-
 def direction_coverage(ranking: Ranking, directions: pd.DataFrame) -> dict[str, int]:
     """Over eligible ``directions`` (qid, preferred_pid, counterpart_pid): which designated passages a run's
     ranking ranked (key ``k0 = 1``), and its ties by cause.
