@@ -30,7 +30,8 @@ import pytest
 from fixtures.models import ModelNotFound, model_problem, resolve_dense_model, resolve_sparse_model
 from fixtures.settings import DEFAULT_SPLITS, PROJECT_ROOT, Settings, default_cache_dir
 from fixtures.study import EVALUATION_SPLITS, SPLITS
-from harness.profile import Profile, ProfileError, load_profile
+from harness.profile import load_profile
+from harness.profile_records import Profile, ProfileError
 from rankers.registry import RankerDecl
 from reports.history import saved_run, saved_runs
 

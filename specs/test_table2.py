@@ -14,7 +14,7 @@ from fixtures.artifacts import sha256_file
 from fixtures.code import code_digest
 from fixtures.populations import eligible_directions
 from harness.claims import check_gates
-from harness.profile import QUALITY_GATES
+from harness.profile_terms import QUALITY_GATES
 from rankers.trec import write_qrels
 from rankers.trec_run import direction_coverage
 from reports.cost import ranking_cost
