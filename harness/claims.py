@@ -35,7 +35,9 @@ import pandas as pd
 import pytest
 
 from fixtures.populations import eligible_directions
-from harness.profile import PROFILE_DIR, Expectation, Gate, Pin, Profile, shown
+from harness.profile_file import shown
+from harness.profile_records import Expectation, Gate, Pin, Profile
+from harness.profile_terms import PROFILE_DIR
 from rankers.window import WINDOW_K
 from reports import hypotheses
 from reports.hypotheses import (ClaimDefinition, ClaimResult, ClaimTest, DeclaredComparison, check_verdict,

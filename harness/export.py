@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from fixtures.artifacts import sha256_file
+from fixtures.identity import folder_digests
 from fixtures.routes import ROUTES
 from fixtures.settings import pin_cpu_kernels
 from fixtures.study import CORPUS_OF
@@ -47,8 +47,8 @@ from harness.session import Evaluation
 from rankers.base import Ranking
 from rankers.registry import FUSION
 from rankers.window import WINDOW_K
+from rankers.trec import write_qrels, write_run
 from reports.transaction import StagedRun
-from reports.trec import write_qrels, write_run
 
 #: The qid, passage-id and corpus rules an outside run must follow (also in ``manifest.json``).
 CONTRACT = {
@@ -90,13 +90,6 @@ def route_runs(pool: pd.DataFrame) -> dict[str, Ranking]:
     return out
 
 
-def _write_route_run(ranking: Ranking, path: Path) -> None:
-    """``qid Q0 pid rank score route``: the route's own score (not a position score), as it retrieved."""
-    f = ranking.frame
-    path.write_text("".join(f"{q} Q0 {p} {r} {s!r} {ranking.name}\n" for q, p, r, s in
-                            zip(f["qid"], f["pid"], f["rank"], f["k0"].astype(float))), encoding="utf-8")
-
-
 def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WINDOW_K) -> dict[str, Any]:
     """Write one split's files into ``out`` (an empty folder); returns its manifest."""
     pool = ev.pool(split)
@@ -116,9 +109,8 @@ def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WI
     population[["qid", "pair_id", "direction", "group", "preferred_pid", "counterpart_pid", "eligible"]].to_csv(
         out / "directions.tsv", sep="\t", index=False)
     write_run(fusion, out / "candidates.trec", tag=FUSION)
-    for route, ranking in route_runs(pool).items():
-        (out / "runs").mkdir(exist_ok=True)
-        _write_route_run(ranking, out / "runs" / f"{route}.trec")
+    for route, ranking in route_runs(pool).items():  # the route's own score, as it retrieved
+        write_run(ranking, out / "runs" / f"{route}.trec", own_scores=True)
     top = ordered.assign(score=(sizes - ordered["rank"] + 1).to_numpy())
     if rank_llm_depth:
         top = top[top["rank"] <= rank_llm_depth]
@@ -138,7 +130,7 @@ def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WI
         "settings": ev.settings.as_dict(), "profile": str(ev.profile.path),
         "data": ev.study.data_provenance(),
     }
-    manifest["files"] = {str(p.relative_to(out)): sha256_file(p) for p in sorted(out.rglob("*")) if p.is_file()}
+    manifest["files"] = folder_digests(out)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")
     return manifest
 

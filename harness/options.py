@@ -30,7 +30,8 @@ import pytest
 from fixtures.models import ModelNotFound, model_problem, resolve_dense_model, resolve_sparse_model
 from fixtures.settings import (DEFAULT_SPLITS, EVALUABLE_SPLITS, PROJECT_ROOT, SAMPLED_SPLITS, SPLITS, Settings,
                                default_cache_dir)
-from harness.profile import Profile, ProfileError, load_profile
+from harness.profile import load_profile
+from harness.profile_records import Profile, ProfileError
 from rankers.registry import RankerDecl
 from reports.history import saved_run, saved_runs
 

@@ -22,7 +22,7 @@ import pandas as pd
 from fixtures.populations import eligible_directions
 from fixtures.samples import group_batches, group_order, largest_group
 from harness.claims import definitions, expected_grade_counts
-from harness.profile import Budget
+from harness.profile_records import Budget
 from reports.comparisons import group_labels
 from reports.cost import stage_cost
 from reports.hypotheses import ClaimDefinition, format_interval, format_p

@@ -26,11 +26,11 @@ passages, the pool queries the run does not cover, and any dropped extra qids.
 run ranked and its ties by cause (both designated passages unranked, or equal run scores);
 the report publishes both (``coverage.csv``).
 
-The file is read here, not with ``reports.trec`` (rankers never import reports): six fields
-per non-blank line, an integer rank, a finite score, each (qid, pid) at most once; any
-violation is an error naming the file and line.
+The file is read by ``rankers.trec.read_run``: six fields per non-blank line, an integer
+rank, a finite score, each (qid, pid) at most once; any violation is an error naming the
+file and line.
 
-**Round trip of the suite's own runs.** ``reports.trec.write_run`` writes the score
+**Round trip of the suite's own runs.** ``rankers.trec.write_run`` writes the score
 ``pool_size - rank + 1``, strictly decreasing along each query's list. Read back, a run
 exported from a ranking reproduces its list positions exactly (ranks, MRR, Pref@k, mean
 ranks), and its strict keys decrease strictly along the list. So for fusion the strict
@@ -41,7 +41,6 @@ success when the preferred passage's id sorts first, and reports no tie there.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,73 +48,7 @@ import numpy as np
 import pandas as pd
 
 from rankers.base import RANKING_COLUMNS, Ranking
-
-RUN_FIELDS = ("qid", "q0", "pid", "rank", "score", "tag")
-
-
-class RunFileError(ValueError):
-    """A run file that cannot be read or does not fit the pool; the message names the file (and line)."""
-
-
-def read_run_file(path: str | Path) -> pd.DataFrame:
-    """A TREC run as [qid, pid, rank (int), score (float), tag].
-
-    A vectorized read serves well-formed files (a Test run has about half a million lines);
-    any file it does not fully accept is rescanned line by line, which names the first bad line.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise RunFileError(f"TREC run file not found: {path}")
-    try:
-        # No names: a line with extra fields must not silently become an index column.
-        frame = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, engine="c", keep_default_na=False,
-                            na_values=[], skip_blank_lines=True, encoding="utf-8")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
-        return _scan_run_file(path)
-    if frame.shape[1] != len(RUN_FIELDS):
-        return _scan_run_file(path)
-    frame = frame.set_axis(list(RUN_FIELDS), axis=1)
-    rank_text = frame["rank"].astype(str)
-    score = pd.to_numeric(frame["score"], errors="coerce").to_numpy(dtype=float)
-    malformed = (len(frame) == 0 or frame.isna().to_numpy().any() or frame.eq("").to_numpy().any()
-                 or not rank_text.str.fullmatch(r"[+-]?\d+").all() or not np.isfinite(score).all())
-    if malformed or frame.duplicated(["qid", "pid"]).any():
-        return _scan_run_file(path)
-    return pd.DataFrame({"qid": frame["qid"], "pid": frame["pid"], "rank": rank_text.astype(np.int64),
-                         "score": score, "tag": frame["tag"]})
-
-
-def _scan_run_file(path: Path) -> pd.DataFrame:
-    """Line-by-line read with an error naming the file and line of the first violation."""
-    rows: list[tuple[str, str, int, float, str]] = []
-    first_line: dict[tuple[str, str], int] = {}
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != len(RUN_FIELDS):
-                raise RunFileError(f"{path}:{number}: expected {len(RUN_FIELDS)} fields {RUN_FIELDS}, "
-                                   f"got {len(fields)}: {line.rstrip()!r}")
-            qid, _, pid, rank_text, score_text, tag = fields
-            try:
-                rank = int(rank_text)
-            except ValueError:
-                raise RunFileError(f"{path}:{number}: rank {rank_text!r} is not an integer") from None
-            try:
-                score = float(score_text)
-            except ValueError:
-                raise RunFileError(f"{path}:{number}: score {score_text!r} is not a number") from None
-            if not math.isfinite(score):
-                raise RunFileError(f"{path}:{number}: score {score_text!r} is not finite")
-            earlier = first_line.setdefault((qid, pid), number)
-            if earlier != number:
-                raise RunFileError(f"{path}:{number}: duplicate (qid, pid) ({qid}, {pid}), first on line {earlier}")
-            rows.append((qid, pid, rank, score, tag))
-    if not rows:
-        raise RunFileError(f"{path}: no run lines")
-    return pd.DataFrame(rows, columns=["qid", "pid", "rank", "score", "tag"])
-
+from rankers.trec import TrecFileError, read_run
 
 @dataclass(frozen=True)
 class RunCoverage:
@@ -147,12 +80,12 @@ class RunCoverage:
 def trec_run_ranking(path: str | Path, reference: Ranking, name: str, *,
                      allow_extra_qids: bool = False) -> tuple[Ranking, RunCoverage]:
     """The run's ranking over ``reference``'s pool (its (qid, pid) rows, its order for unranked passages)."""
-    run = read_run_file(path)
+    run = read_run(path)
     pool = reference.frame[["qid", "pid", "rank"]].rename(columns={"rank": "ref_rank"})
     pool_qids = pd.unique(pool["qid"])
     extra = sorted(set(run["qid"].unique()) - set(pool_qids))
     if extra and not allow_extra_qids:
-        raise RunFileError(f"{path}: {len(extra)} run qids are not queries of the pool of {reference.name!r}, "
+        raise TrecFileError(f"{path}: {len(extra)} run qids are not queries of the pool of {reference.name!r}, "
                            f"e.g. {extra[:5]}; is the run from another split or query-id scheme? "
                            "(allow_extra_qids drops them and counts them)")
     extra_lines = run.loc[run["qid"].isin(extra), "qid"].value_counts()
@@ -189,11 +122,6 @@ def trec_run_ranking(path: str | Path, reference: Ranking, name: str, *,
     info = {"run_file": str(path), "reference": reference.name, "tags": sorted(run["tag"].unique()),
             **coverage.totals()}
     return Ranking(name, frame[list(RANKING_COLUMNS)], frozenset(), info), coverage
-
-
-#: What :func:`direction_coverage` counts over a ranker's eligible directions.
-DIRECTION_COUNTS = ("directions", "both_ranked", "preferred_only_ranked", "counterpart_only_ranked",
-                    "neither_ranked", "ties", "ties_both_unranked", "ties_equal_score")
 
 
 def direction_coverage(ranking: Ranking, directions: pd.DataFrame) -> dict[str, int]:

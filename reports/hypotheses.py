@@ -36,7 +36,7 @@ declare; a user's ranker gets its own, ``H2:<ranker>``) is then decided together
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -480,16 +480,3 @@ def robust_to_noise(exact: ClaimResult, noisy: ClaimResult, noise: str) -> Claim
         f"exact inputs: {exact.reason}")
     return replace(exact, status=status, p_adjusted=p_adj, p_opposite_adjusted=q_adj, reason=reason,
                    measured=f"{exact.measured}; {seen}" if exact.measured else seen)
-
-
-def decide(tests: Sequence[ClaimTest], unmeasured: Mapping[str, int] | None = None,
-           alpha: float = ALPHA) -> dict[str, ClaimResult]:
-    """Every given claim decided within its family, by claim name."""
-    by_family: dict[str, list[ClaimTest]] = {}
-    for t in tests:
-        by_family.setdefault(t.definition.family, []).append(t)
-    out: dict[str, ClaimResult] = {}
-    for family, members in by_family.items():
-        for result in decide_family(members, (unmeasured or {}).get(family, 0), alpha):
-            out[result.name] = result
-    return out

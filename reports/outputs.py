@@ -17,7 +17,7 @@ import pandas as pd
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, write_sealed
 from rankers.base import Ranking
-from reports.trec import write_run
+from rankers.trec import write_run
 
 
 def _frame_digest(frame: pd.DataFrame) -> str:

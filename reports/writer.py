@@ -26,13 +26,13 @@ from pathlib import Path
 import pandas as pd
 from filelock import Timeout
 
-from fixtures.artifacts import sha256_file
+from fixtures.identity import folder_digests
+from rankers.trec import write_qrels
 from reports.explore import write_explore
 from reports.figures import write_figures
 from reports.record import Declared, NotEvaluated, Publication, SplitRecord
 from reports.render import table2_latex
 from reports.report_md import report_markdown
-from reports.trec import write_qrels
 from reports.transaction import StagedRun, current_run
 
 #: pytest's exit code of an interrupted session (Ctrl-C): nothing is published then.
@@ -61,13 +61,6 @@ def with_labels(table2: pd.DataFrame, declared: Mapping[str, Declared]) -> pd.Da
         out["compare_to"] = [str((declared[r].compare_to if r in declared else None) or "") if pd.notna(d) else ""
                              for r, d in zip(names, delta)]
     return out
-
-
-def file_digests(folder: Path) -> dict[str, str]:
-    """sha256 of every file under a published split folder but its manifest (relative POSIX paths)."""
-    folder = Path(folder)
-    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != "manifest.json"}
 
 
 def _write(out: Path, record: SplitRecord, publication: Publication, figure_cache: Path | None) -> None:
@@ -100,7 +93,7 @@ def _write(out: Path, record: SplitRecord, publication: Publication, figure_cach
     if "table2" in tables:
         labels.update(zip(tables["table2"]["ranker"].astype(str), tables["table2"]["label"].astype(str)))
     (out / "report.md").write_text(report_markdown(record, tables, labels, figures, publication), encoding="utf-8")
-    manifest["files"] = file_digests(out)
+    manifest["files"] = folder_digests(out, skip=lambda p: p.name == "manifest.json")  # all but the manifest
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")
 
 

@@ -6,25 +6,14 @@ handed to the publishing step, which writes qrels.txt, pool.parquet and directio
 """
 from __future__ import annotations
 
-import subprocess
-
 import pandas as pd
 
 from fixtures.environment import environment_record
+from fixtures.identity import git_commit
 from fixtures.settings import PROJECT_ROOT
 from reports.explore_data import top_of
 from reports.outputs import stash_frame
 from reports.record import Artifact
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return out.stdout.strip() + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
 
 
 def test_run_manifest(evaluation, split, report) -> None:
@@ -33,7 +22,7 @@ def test_run_manifest(evaluation, split, report) -> None:
     profile = evaluation.profile
     pool_manifest, pool_path = evaluation.pool_snapshot(split)
     entries = {
-        "code_commit": _commit(),
+        "code_commit": git_commit(PROJECT_ROOT, dirty=True) or "unknown (not a git checkout)",
         "settings": s.as_dict(),
         "scope": s.run_scope(),
         "profile": {"name": profile.name, "file": str(profile.path), "extends": [str(p) for p in profile.chain[:-1]],

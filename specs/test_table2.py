@@ -14,13 +14,14 @@ from fixtures.artifacts import sha256_file
 from fixtures.code import code_digest
 from fixtures.populations import eligible_directions
 from harness.claims import check_gates
-from harness.profile import QUALITY_GATES
+from harness.profile_terms import QUALITY_GATES
+from rankers.trec import write_qrels
 from rankers.trec_run import direction_coverage
 from reports.cost import ranking_cost
 from reports.outputs import stash_frame, stash_run
 from reports.record import Artifact
 from reports.comparisons import pairwise_table
-from reports.trec import mrr_from_files, write_qrels
+from reports.trec import mrr_from_files
 
 
 def test_table2_row(evaluation, split, ranker, report, tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ the previous export of that split lost 4–5 files, and SIGKILL left ``.staging-
 folders behind, because export removed the old split and then renamed the new one in. It now swaps
 the splits in with publishing's transaction (``reports.transaction``). Each export here is held
 after it staged the split (``tests.support.hold``, point ``export:test``), signalled there, and the
-previous export is checked file by file against its manifest's digests.
+previous export is checked file by file against its manifest's digests. Killed inside the commit itself
+(points ``swap`` and ``swapped``: just before and just after the rename that swaps the export in), the
+folder holds the previous export or the new one, whole.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.artifacts import sha256_file
+from fixtures.identity import sha256_file
 from fixtures.settings import PROJECT_ROOT
 from reports.transaction import RUNS, current_run
 from tests.support.hold import Hold
@@ -74,13 +76,14 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _interrupted(out: Path, tmp_path: Path, sig: int) -> subprocess.CompletedProcess:
-    hold = Hold(tmp_path / "hold", f"export:{SPLIT}")
+def _interrupted(out: Path, tmp_path: Path, sig: int, point: str = f"export:{SPLIT}") -> subprocess.CompletedProcess:
+    hold = Hold(tmp_path / "hold", point)
     proc = subprocess.Popen(_command(out), cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=_env(**hold.env()))
     reached = hold.reached(proc)
     if reached:
-        proc.send_signal(sig)  # held with the split staged: the replace comes next
+        assert (out / SPLIT / "manifest.json").is_file()  # held: the split is there, the previous or the new
+        proc.send_signal(sig)
     out_text, err = proc.communicate(timeout=600)
     assert reached, f"the export never reached the hold:\n{out_text[-2000:]}\n{err[-3000:]}"
     return subprocess.CompletedProcess(proc.args, proc.returncode, out_text, err)
@@ -118,3 +121,19 @@ def test_an_export_of_another_split_keeps_the_splits_it_does_not_write(exported:
     assert other.returncode == 0, other.stderr[-3000:]
     assert complete(exported) != before  # a new export in place, the test split carried into it unchanged
     assert (exported / "confirmation" / "manifest.json").is_file() and staged(exported) == []
+
+
+@pytest.mark.parametrize("point", ["swap", "swapped"])
+def test_sigkill_mid_swap_leaves_the_previous_export_or_the_new_one_whole(exported: Path, tmp_path: Path,
+                                                                         point: str) -> None:
+    """Killed inside the commit: just before the rename of ``.current`` the previous export is in place, just
+    after it the new one; either is whole (every file matches its manifest), never a mix or a missing split."""
+    before = complete(exported)
+    killed = _interrupted(exported, tmp_path, signal.SIGKILL, point)
+    assert killed.returncode == -signal.SIGKILL
+    now = complete(exported)
+    assert (now == before) if point == "swap" else (now != before)
+    after = _export(exported)
+    assert after.returncode == 0, after.stderr[-3000:]
+    assert complete(exported) not in (before, now)
+    assert staged(exported) == [], "the killed export's run was left behind"

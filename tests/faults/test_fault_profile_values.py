@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.profile import ProfileError, load_profile
+from harness.profile import load_profile
+from harness.profile_records import ProfileError
 
 HEAD = '[profile]\nname = "hostile"\nextends = "embedded"\n'
 CASES = {

@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness.batch import FORMAT, ROUTE, VERSION, BatchError, custom_id, import_results
+from harness.batch_export import FORMAT, ROUTE, VERSION, BatchError, custom_id
+from harness.batch_import import import_results
 from rankers.scorers.cache import ScoreCache, score_with_cache
 from rankers.scorers.grader import LLMGrader
 from rankers.scorers.judgments import Request, pending_requests, request_key, store_outcomes

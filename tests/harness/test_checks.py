@@ -11,7 +11,9 @@ import pytest
 
 import harness.claims as claims
 from harness.claims import check_claim, check_gates, definitions
-from harness.profile import PROFILE_DIR, ProfileError, load_profile
+from harness.profile import load_profile
+from harness.profile_records import ProfileError
+from harness.profile_terms import PROFILE_DIR
 from reports.hypotheses import ClaimTest, decide_family
 from reports.report_md import inherited_misses, lost_expectations, undecidable_on_subset
 

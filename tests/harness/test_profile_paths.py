@@ -9,7 +9,8 @@ import pytest
 from fixtures.models import model_location
 from fixtures.settings import Settings
 from harness.options import OptionError, resolve_before_work, settings_from, use_pythonpath
-from harness.profile import ProfileError, load_profile
+from harness.profile import load_profile
+from harness.profile_records import ProfileError
 
 
 def write(path: Path, text: str) -> Path:

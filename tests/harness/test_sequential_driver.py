@@ -7,7 +7,8 @@ import pandas as pd
 
 from harness import sequential
 from harness.plan import judgments_per_direction, main
-from harness.profile import Budget, load_profile
+from harness.profile import load_profile
+from harness.profile_records import Budget
 from reports.sequential import STOP_COLUMNS, StoppingPoint, sequential_test, stop_lines, stopping_points
 
 

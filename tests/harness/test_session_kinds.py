@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from fixtures.settings import Settings, default_cache_dir
-from harness.profile import ProfileError, load_profile
+from harness.profile import load_profile
+from harness.profile_records import ProfileError
 from harness.session import Evaluation
 from rankers.base import Ranking, single_score_ranking
 from rankers.fusion import fusion_scores

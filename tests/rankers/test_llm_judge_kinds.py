@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.profile import ProfileError, load_profile
+from harness.profile import load_profile
+from harness.profile_records import ProfileError
 from rankers.kinds import kind
 from rankers.kinds.base import Context, RankerDecl
 from rankers.registry import DeclarationError, parse_declaration

@@ -10,8 +10,8 @@ import pytest
 
 from rankers.base import single_score_ranking, strictly_greater
 from rankers.fusion import fusion_ranking
-from rankers.trec_run import RunFileError, direction_coverage, read_run_file, trec_run_ranking
-from reports.trec import write_run
+from rankers.trec import TrecFileError, read_run, write_run
+from rankers.trec_run import direction_coverage, trec_run_ranking
 
 # Reference (fusion) order: q1 a b c d e; q2 f g; q3 h i.
 REFERENCE = single_score_ranking(
@@ -87,7 +87,7 @@ def test_equal_score_and_rank_fall_back_to_pid_for_position_only(tmp_path):
 
 def test_extra_qids_are_an_error_unless_allowed(tmp_path):
     path = write(tmp_path, RUN + "q9 Q0 a 1 1.0 sys\nq8 Q0 a 1 1.0 sys\nq8 Q0 b 2 0.5 sys\n")
-    with pytest.raises(RunFileError, match=r"run\.trec: 2 run qids are not queries of the pool of 'fusion', "
+    with pytest.raises(TrecFileError, match=r"run\.trec: 2 run qids are not queries of the pool of 'fusion', "
                                            r"e\.g\. \['q8', 'q9'\]"):
         trec_run_ranking(path, REFERENCE, "theirs")
     ranking, coverage = trec_run_ranking(path, REFERENCE, "theirs", allow_extra_qids=True)
@@ -108,12 +108,12 @@ def test_extra_qids_are_an_error_unless_allowed(tmp_path):
     ("\n\n", r"run\.trec: no run lines"),
 ])
 def test_malformed_files_name_file_and_line(tmp_path, text, words):
-    with pytest.raises(RunFileError, match=words):
-        read_run_file(write(tmp_path, text))
+    with pytest.raises(TrecFileError, match=words):
+        read_run(write(tmp_path, text))
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(RunFileError, match="not found"):
+    with pytest.raises(TrecFileError, match="not found"):
         trec_run_ranking(tmp_path / "absent.trec", REFERENCE, "theirs")
 
 

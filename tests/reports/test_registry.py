@@ -8,7 +8,7 @@ import re
 import pandas as pd
 import pytest
 
-from harness import profile, session
+from harness import profile_terms, session
 from reports import explore_data, history, hypotheses, measures, paper, render
 from reports.explore import ASSETS
 from reports.explore_data import table2_columns
@@ -46,12 +46,12 @@ def test_every_interval_is_two_registry_columns_in_the_measures_unit():
 
 
 def test_profile_vocabularies_and_rounding_come_from_the_registry():
-    assert profile.PIN_MEASURES == registry("pinnable")
-    assert profile.QUALITY_GATES == {f"{c}_min": c for c in registry("floored")}
-    assert set(profile.ROUNDING) == {m.name for m in TABLE2 if m.pinnable and m.unit not in ("count", "directions")}
+    assert profile_terms.PIN_MEASURES == registry("pinnable")
+    assert profile_terms.QUALITY_GATES == {f"{c}_min": c for c in registry("floored")}
+    assert set(profile_terms.ROUNDING) == {m.name for m in TABLE2 if m.pinnable and m.unit not in ("count", "directions")}
     claimable = set(registry("claimable"))
-    assert profile.MEASURES == tuple(m.name for m in PAIRED_MEASURES if claimable & set(m.columns))
-    assert {"strict", "mrr", "ndcg_at_10"} <= set(profile.MEASURES)
+    assert profile_terms.MEASURES == tuple(m.name for m in PAIRED_MEASURES if claimable & set(m.columns))
+    assert {"strict", "mrr", "ndcg_at_10"} <= set(profile_terms.MEASURES)
 
 
 def test_compared_digits_and_paper_columns_come_from_the_registry():

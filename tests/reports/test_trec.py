@@ -5,10 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rankers.base import single_score_ranking
+from rankers.base import Ranking, single_score_ranking
 from reports.measures import direction_outcomes, summarize
 from fixtures.populations import annotate_population
-from reports.trec import mrr_from_files, read_qrels, read_run, write_qrels, write_run
+from rankers.trec import TrecFileError, read_qrels, read_run, write_qrels, write_run
+from reports.trec import mrr_from_files
 
 #: Pool with tied fusion scores. Q1_q1: pa and pb tie at .5 under pc (.9): positions pc, pa, pb (id ascending).
 POOL = pd.DataFrame({
@@ -83,9 +84,9 @@ def test_malformed_files_name_file_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"bad.trec:2: expected 6 fields"):
         read_run(bad)
     bad.write_text("Q1 Q0 pa one 2 x\n")
-    with pytest.raises(ValueError, match="'rank' is not numeric"):
+    with pytest.raises(ValueError, match="bad.trec:1: rank 'one' is not an integer"):
         read_run(bad)
-    with pytest.raises(FileNotFoundError, match="nowhere"):
+    with pytest.raises(TrecFileError, match="qrels file not found: .*nowhere"):
         read_qrels(tmp_path / "nowhere.txt")
     with pytest.raises(ValueError, match="whitespace"):
         write_run(fusion(), tmp_path / "x.trec", tag="two words")
@@ -123,3 +124,12 @@ def test_real_test_directions_end_to_end(tmp_path):
     assert row["n"] == len(read_qrels(qrels)) == 2759
     assert mrr_from_files(run, qrels) == pytest.approx(row["mrr"])
     assert row["ties"] > 0
+
+
+def test_a_route_run_keeps_the_routes_own_scores_as_python_prints_them(tmp_path):
+    frame = pd.DataFrame({"qid": ["Q1_q1", "Q1_q1", "Q2_q1"], "pid": ["pb", "pa", "pd"], "rank": [1, 2, 1],
+                          "k0": [0.1 + 0.2, 12.0, -1e-20], "k1": 0.0, "k2": 0.0})
+    path = write_run(Ranking("bm25", frame), tmp_path / "runs" / "bm25.trec", own_scores=True)
+    assert path.read_text(encoding="utf-8") == ("Q1_q1 Q0 pb 1 0.30000000000000004 bm25\n"
+                                                "Q1_q1 Q0 pa 2 12.0 bm25\nQ2_q1 Q0 pd 1 -1e-20 bm25\n")
+    assert read_run(path)["score"].tolist() == [0.1 + 0.2, 12.0, -1e-20]

@@ -8,8 +8,9 @@ next checkpoint). However busy the machine, the signal lands at the point under 
 
 Points: ``scored`` (the first chunk of scores has just been committed to the score cache),
 ``publish:<split>`` (staging ``<split>``: its tables are written, its figures not yet), ``export:<split>``
-(exporting ``<split>``: its files are staged, not yet swapped in). Test-only code: nothing in the suite
-knows about it.
+(exporting ``<split>``: its files are staged, not yet swapped in), ``swap`` and ``swapped`` (inside a
+transaction's commit, ``reports.transaction``: just before and just after the rename of ``.current`` that
+swaps the staged run in). Test-only code: nothing in the suite knows about it.
 """
 from __future__ import annotations
 
@@ -81,6 +82,11 @@ def arm(point: str | None = None) -> None:
         import harness.export as export
 
         _hold_once(export, "export_split", lambda ev, name, *rest: "after" if name == split else None)
+    elif kind in ("swap", "swapped"):
+        import reports.transaction as transaction
+
+        at = "before" if kind == "swap" else "after"
+        _hold_once(transaction, "_replace_link", lambda link, target: at if link.name == transaction.CURRENT else None)
     elif point:
         raise ValueError(f"{POINT}={point!r}: no such hold point")
 

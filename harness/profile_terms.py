@@ -1,0 +1,43 @@
+"""What a profile may say: its tables and keys, and the measures, gates and pins it may name.
+
+Read by the profile reader (``harness.profile_file``), the declarations (``harness.profile``) and
+the checks they feed; the measure vocabularies come from the one registry, ``reports.measures``
+(docs/architecture.md, "Where a new measure goes").
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from reports.measures import COUNT, PAIRED_MEASURES, POPULATION, TABLE2, column
+
+PROFILE_DIR = Path(__file__).resolve().parent.parent / "specs" / "profiles"
+TOP_LEVEL = ("profile", "models", "samples", "rankers", "claims", "gates", "pins", "margins")
+PROFILE_KEYS = ("name", "description", "extends", "pythonpath", "inherit_checks")
+MODEL_KEYS = ("dense", "sparse")
+SAMPLE_KEYS = ("directions", "seed", "description", "sequential", "batch", "budget")
+#: A sequential sample's budget (docs/statistics.md#sequential-samples): it stops when any one is spent.
+BUDGET_KEYS = ("judgments", "tokens", "seconds", "max_directions")
+EXPECTATIONS = ("holds", "fails")
+#: Comparison claims a profile declares itself (H1-style): ranker vs versus on a measure.
+COMPARISON_KEYS = ("family", "ranker", "versus", "measure", "direction", "text")
+CLAIM_KEYS = (*COMPARISON_KEYS, "expect", "reason", "subset_expect", "subset_reason")
+#: Measures a comparison claim may name: the paired measures of the claimable Table II columns (reports.measures).
+MEASURES = tuple(m.name for m in PAIRED_MEASURES if any(column(c).claimable for c in m.columns))
+#: Profile-wide gates (``[gates]``, docs/statistics.md#gates): the pool's coverage, every window ranker's fallback.
+GATES = ("coverage_pct_min", "fallback_pct_max")
+#: Quality gates: the Table II column each one floors; only per ranker, since no floor suits every ranker.
+QUALITY_GATES = {f"{m.name}_min": m.name for m in TABLE2 if m.floored}
+#: Gates one ranker's ``[gates.<ranker>]`` table sets (its fallback_pct_max overrides the profile-wide one).
+RANKER_GATES = ("fallback_pct_max", *QUALITY_GATES)
+#: Table II columns a pin may name.
+PIN_MEASURES = tuple(m.name for m in TABLE2 if m.pinnable)
+PIN_KEYS = ("tolerance",)
+#: Default tolerance of a pinned rate or mean: the rounding of the six decimals it is written with (a count is exact).
+ROUNDING = {m.name: 5e-7 for m in TABLE2 if m.pinnable and m.unit not in (COUNT, POPULATION)}
+#: Keys a ``like = "<other>"`` declaration does not inherit: its own identity and place.
+LIKE_SKIPS = ("label", "order", "enabled", "like")
+#: Keys whose values are prose, which may break lines; every other string is a name, label, path or identifier.
+FREE_TEXT = ("description", "text", "reason", "subset_reason")
+#: Unicode categories no name or label may hold: control (a NUL byte fails far later, as "embedded null byte",
+#: without naming its declaration), format (bidirectional overrides, zero-width characters) and line separators.
+UNPRINTABLE = ("Cc", "Cf", "Cs", "Co", "Zl", "Zp")
