@@ -1,8 +1,8 @@
 """Claims and gates as pytest outcomes: every claim recorded, only reviewed, decisive expectations asserted.
 
-What a claim is and how its family decides it lives in ``reports.hypotheses``; this module
-gathers each claim's outcomes from the session and turns verdicts into pytest outcomes
-(docs/statistics.md#claims):
+What a claim is, how it is measured and how its family decides it live in ``reports.claim_families``,
+``reports.claim_measures`` and ``reports.hypotheses``; this module gathers each claim's outcomes from the session
+and turns verdicts into pytest outcomes (docs/statistics.md#claims):
 
 - a family is decided as a whole, once per process (``ClaimBook``): each claim spec reads its
   own verdict from it, so a serial run and ``-n 2`` give the same verdicts. Claims of the
@@ -37,9 +37,10 @@ import pytest
 from fixtures.populations import eligible_directions
 from harness.profile import PROFILE_DIR, Expectation, Gate, Pin, Profile, shown
 from rankers.window import WINDOW_K
-from reports import hypotheses
-from reports.hypotheses import (ClaimDefinition, ClaimResult, ClaimTest, DeclaredComparison, check_verdict,
-                                decidable, measure_comparison, measure_tie_branch, not_measured)
+from reports import claim_families
+from reports.claim_families import ClaimDefinition, DeclaredComparison
+from reports.claim_measures import ClaimTest, measure_comparison, measure_tie_branch, not_measured
+from reports.hypotheses import ClaimResult, check_verdict, decidable, decide_family
 from reports.history import ChangeVerdict, paired_change, ranker_outcomes, reviewed_run, tolerance_change
 from reports.measures import paired_measure
 from reports.tie_branch import expected_grade_splits, tie_branches
@@ -75,27 +76,27 @@ MET, MISSED, UNDECIDED, NOT_DECIDABLE = "met", "missed", "undecided", "not decid
 # ---- the claims a profile implies --------------------------------------------------------------------------------
 
 def same_scorer(a, b) -> bool:
-    return hypotheses.same_scorer(a, b)
+    return claim_families.same_scorer(a, b)
 
 
 def h2_claims(profile: Profile) -> dict[str, tuple[str, str, str]]:
     """H2 claims of the profile's window rankers -> (ranker, versus, measure)."""
-    return hypotheses.h2_claims(profile.window_rankers())
+    return claim_families.h2_claims(profile.window_rankers())
 
 
 def h3_claims(profile: Profile) -> dict[str, str]:
     """H3 claims of the profile's argmax rankers on a bounded grade scale -> ranker."""
-    return hypotheses.h3_claims(profile.window_rankers())
+    return claim_families.h3_claims(profile.window_rankers())
 
 
 def tie_twins(profile: Profile) -> dict[str, tuple[str, str]]:
     """H3x claims -> (expected-grade ranker, argmax twin)."""
-    return hypotheses.tie_twins(profile.window_rankers())
+    return claim_families.tie_twins(profile.window_rankers())
 
 
 def designated_twins(profile: Profile) -> dict[str, tuple[str, str]]:
     """Designated-pair rankers and their fully windowed twins: id -> (designated, window)."""
-    return hypotheses.designated_twins(profile.window_rankers())
+    return claim_families.designated_twins(profile.window_rankers())
 
 
 def _shipped(profile: Profile, table: str) -> frozenset[str]:
@@ -113,7 +114,7 @@ def definitions(profile: Profile) -> dict[str, ClaimDefinition]:
     shipped_claims = _shipped(profile, "claims")
     comparisons = [DeclaredComparison(c.name, c.family, c.ranker, c.versus, c.measure, c.direction,
                                       c.name in shipped_claims) for c in profile.comparisons()]
-    return hypotheses.claim_definitions(comparisons, profile.window_rankers(), _shipped(profile, "rankers"))
+    return claim_families.claim_definitions(comparisons, profile.window_rankers(), _shipped(profile, "rankers"))
 
 
 def check_claim_names(profile: Profile) -> None:
@@ -253,7 +254,7 @@ class ClaimBook:
             except (Exception, pytest.skip.Exception) as exc:  # a broken or skipped ranker: its own claims only
                 errors[d.name] = exc
                 unmeasured += 1
-        return {**errors, **{r.name: r for r in hypotheses.decide_family(tests, unmeasured)}}
+        return {**errors, **{r.name: r for r in decide_family(tests, unmeasured)}}
 
     def result(self, split: str, name: str) -> ClaimResult:
         if name not in self.definitions:

@@ -25,7 +25,8 @@ from harness.claims import definitions, expected_grade_counts
 from harness.profile import Budget
 from reports.comparisons import group_labels
 from reports.cost import stage_cost
-from reports.hypotheses import ClaimDefinition, format_interval, format_p
+from reports.claim_families import ClaimDefinition
+from reports.hypotheses import format_interval, format_p
 from reports.measures import outcome_columns, paired_measure
 from reports.sequential import SequentialTest, holm_decided, sequential_test
 

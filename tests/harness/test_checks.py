@@ -12,7 +12,8 @@ import pytest
 import harness.claims as claims
 from harness.claims import check_claim, check_gates, definitions
 from harness.profile import PROFILE_DIR, ProfileError, load_profile
-from reports.hypotheses import ClaimTest, decide_family
+from reports.claim_measures import ClaimTest
+from reports.hypotheses import decide_family
 from reports.writer import inherited_misses, lost_expectations, undecidable_on_subset
 
 EMBEDDED = (PROFILE_DIR / "embedded.toml").resolve()

@@ -11,7 +11,8 @@ import pytest
 import harness.claims as claims
 from harness.claims import ClaimBook, check_claim, definitions, selected_claims
 from harness.profile import load_profile
-from reports.hypotheses import ClaimTest, decide_family
+from reports.claim_measures import ClaimTest
+from reports.hypotheses import decide_family
 
 
 def test_the_embedded_profile_declares_four_families() -> None:
