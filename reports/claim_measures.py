@@ -2,9 +2,9 @@
 
 A claim is measured by a group-level test (``reports.stats``): its one-sided p-values on both sides, its effect with
 the source-group bootstrap interval beside it, and its null spread. Every p-value is the decision test's
-(``reports.stats.mean_test``), valid for the mean difference and not only for exchangeable rankers; an H3 claim whose
-rarest branch × outcome cell expects fewer than ``MIN_CELL`` directions is flagged and cannot reach a verdict
-(docs/statistics.md#h3).
+(``reports.group_tests.mean_test``), valid for the mean difference and not only for exchangeable rankers; an H3
+claim whose rarest branch × outcome cell expects fewer than ``MIN_CELL`` directions is flagged and cannot reach a
+verdict (docs/statistics.md#h3).
 """
 from __future__ import annotations
 

@@ -26,7 +26,8 @@ from typing import Literal
 from reports.claim_families import ClaimDefinition
 from reports.claim_measures import ClaimTest
 from reports.measures import PAIRED_MEASURES
-from reports.stats import ALPHA, MIN_DIFFERING, POWER, directions_needed, holm, minimum_detectable_effect, smallest_p
+from reports.group_tests import MIN_DIFFERING, smallest_p
+from reports.stats import ALPHA, POWER, directions_needed, holm, minimum_detectable_effect
 
 Status = Literal["holds", "fails", "inconclusive"]
 #: Columns of a claims table row (``ClaimResult.row``).
