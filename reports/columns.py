@@ -159,4 +159,3 @@ def table2_order(contract: tuple[Measure, ...], uncertainty: tuple[Measure, ...]
         if m.shown - {"brief"} and not m.label:
             raise ValueError(f"Table II column {m.name!r} is shown in {sorted(m.shown)} without a label")
     return columns
-

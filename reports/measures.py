@@ -313,5 +313,3 @@ def _row_of_columns(row: dict[str, object]) -> dict[str, object]:
         raise ValueError(f"summarize computed measures without a Table II column {unlisted} and left columns "
                          f"without a value {missing}: every measure is one record of reports.measures.TABLE2")
     return {c: row[c] for c in TABLE2_ROW_COLUMNS}
-
-

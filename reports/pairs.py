@@ -85,4 +85,3 @@ def given_pair_paired(pair_outcomes: pd.DataFrame, directions_annotated: pd.Data
             suffix = "" if rule == "fail" else f"_{rule}"
             row[f"paired{suffix}_lo"], row[f"paired{suffix}_hi"] = 100 * boot[rule].lo, 100 * boot[rule].hi
     return row
-
