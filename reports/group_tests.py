@@ -43,7 +43,18 @@ BETS = 0.9 * 2.0 ** -np.arange(8)
 
 
 @dataclass(frozen=True)
-class SignFlipTest:
+class GroupTest:
+    """A test of Σ_g u_g = 0: the observed sum, its p-values on each side and two-sided, and the groups it counts."""
+
+    statistic: float
+    p_greater: float
+    p_less: float
+    p_two_sided: float
+    n_groups: int
+
+
+@dataclass(frozen=True)
+class SignFlipTest(GroupTest):
     """Group sign-flip test of Σ_g u_g = 0, on both sides and two-sided, from one set of sign vectors.
 
     ``p_greater`` tests against Σ u_g > 0 (P(T* ≥ T)), ``p_less`` against Σ u_g < 0
@@ -52,11 +63,6 @@ class SignFlipTest:
     vectors were enumerated (``n_permutations`` of them) or a seeded sample was drawn.
     """
 
-    statistic: float
-    p_greater: float
-    p_less: float
-    p_two_sided: float
-    n_groups: int
     exact: bool
     n_permutations: int
 
@@ -163,7 +169,7 @@ def bounded_mean_p(contributions: np.ndarray, bound: float) -> tuple[float, floa
 
 
 @dataclass(frozen=True)
-class MeanTest:
+class MeanTest(GroupTest):
     """The decision test of Σ_g u_g = 0 (see the module doc): each p is the largest of its parts.
 
     ``n_groups`` counts every group of the sample, ``differing`` those with u_g ≠ 0 (the effective
@@ -171,11 +177,6 @@ class MeanTest:
     (``differing`` < ``MIN_DIFFERING``); ``sign_flip`` is the sign-flip test alone.
     """
 
-    statistic: float
-    p_greater: float
-    p_less: float
-    p_two_sided: float
-    n_groups: int
     differing: int
     guarded: bool
     sign_flip: SignFlipTest

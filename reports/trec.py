@@ -28,12 +28,7 @@ def write_qrels(directions_annotated: pd.DataFrame, path: Path) -> Path:
     Only eligible directions are judged (docs/protocol.md#populations), while a run file holds every pool
     query: a tool that insists on the same queries on both sides (ranx) needs ``make_comparable=True``."""
     q = eligible_directions(directions_annotated).sort_values("qid", kind="mergesort")
-    qid = q["qid"].astype(str)
-    lines = qid + " 0 " + q["preferred_pid"].astype(str) + " 1\n"
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(lines), encoding="utf-8")
-    return path
+    return _write_lines(path, q["qid"].astype(str) + " 0 " + q["preferred_pid"].astype(str) + " 1\n")
 
 
 def write_run(ranking: Ranking, path: Path, tag: str | None = None) -> Path:
@@ -50,6 +45,11 @@ def write_run(ranking: Ranking, path: Path, tag: str | None = None) -> Path:
         raise ValueError(f"ranking {ranking.name!r}: ranks of qid {bad} are not 1..pool_size")
     lines = (f["qid"].astype(str) + " Q0 " + f["pid"].astype(str) + " " + pd.Series(rank, index=f.index).astype(str)
              + " " + pd.Series(size - rank + 1, index=f.index).astype(str) + " " + tag + "\n")
+    return _write_lines(path, lines)
+
+
+def _write_lines(path: Path, lines: pd.Series) -> Path:
+    """Write newline-terminated lines to ``path``, its folder made if absent."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(lines), encoding="utf-8")
