@@ -133,7 +133,6 @@ _CHANGES: tuple[Measure, ...] = (
 #: Every Table II column, in table2.csv's order: the registry every output, vocabulary and ``summarize`` reads.
 TABLE2: tuple[Measure, ...] = table2_order(_CONTRACT, _UNCERTAINTY, _CHANGES)
 DIRECTION_MEASURES: tuple[DirectionMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, DirectionMeasure))
-PAIR_MEASURES: tuple[PairMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, PairMeasure))
 BASELINE_MEASURES: tuple[BaselineMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, BaselineMeasure))
 INTERVAL_MEASURES: tuple[IntervalMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, IntervalMeasure))
 CHANGE_MEASURES: tuple[ChangeMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, ChangeMeasure))

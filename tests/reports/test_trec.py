@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from rankers.base import single_score_ranking
-from reports.measures import direction_outcomes, summarize
+from reports.measures import summarize
+from reports.outcomes import direction_outcomes
 from fixtures.populations import annotate_population
 from reports.trec import mrr_from_files, read_qrels, read_run, write_qrels, write_run
 
