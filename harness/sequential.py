@@ -25,12 +25,11 @@ from harness.claims import definitions, expected_grade_counts
 from harness.profile_records import Budget
 from reports.comparisons import group_labels
 from reports.cost import stage_cost
-from reports.hypotheses import ClaimDefinition, format_interval, format_p
+from reports.claim_families import ClaimDefinition
+from reports.hypotheses import format_interval, format_p
 from reports.measures import outcome_columns, paired_measure
 from reports.sequential import SequentialTest, holm_decided, sequential_test
 
-#: Why a sequential sample stopped.
-STOPS = ("decided", "budget", "exhausted")
 #: Judging cost columns summed over a look's distinct judgments (``reports.cost.stage_cost``).
 COST_KEYS = ("judgments", "requests", "input_tokens", "output_tokens", "wall_s", "request_s")
 
@@ -47,7 +46,8 @@ class Look:
 
 @dataclass
 class SequentialRun:
-    """A sequential sample on one split: where it stopped, why, what it spent, and each claim's test there."""
+    """A sequential sample on one split: where it stopped (``stop``: decided, budget or exhausted), why, what it
+    spent, and each claim's test there."""
 
     sample: str
     split: str

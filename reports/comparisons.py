@@ -17,7 +17,8 @@ from fixtures.populations import eligible_directions
 from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES
 from reports.measures import PAIRED_MEASURES, PairedMeasure, delta_row, outcome_columns, paired_measure
-from reports.stats import N_PERMUTATIONS, PairedDifference, holm, paired_difference
+from reports.group_tests import N_PERMUTATIONS
+from reports.stats import PairedDifference, holm, paired_difference
 
 #: A pairwise row: the two rankers (Δ = first − second), directions, groups, groups whose strict outcomes differ
 #: in sum (the test's effective sample), directions whose strict outcome differs, then per measure with Table II Δ columns: Δ, its 95% interval, bootstrap SE, MDE (two-sided α 0.05,
@@ -82,7 +83,7 @@ def compare(first: pd.DataFrame, second: pd.DataFrame, directions_annotated: pd.
     """One row of ``COMPARISON_COLUMNS``: ``first`` minus ``second`` over their common directions.
 
     Δ strict is in points, Δ MRR in MRR units (NaN when either ranker lacks full-pool ranks);
-    both p-values are two-sided p-values of the decision test (``reports.stats.mean_test``).
+    both p-values are two-sided p-values of the decision test (``reports.group_tests.mean_test``).
     """
     pair = _names(first, second, names)
     row: dict[str, object] = {"first": pair[0], "second": pair[1], "n": len(first)}

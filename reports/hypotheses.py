@@ -1,21 +1,7 @@
-"""The study's hypotheses as claims: what they are, how each is measured, and how a family decides them.
+"""How a family of claims is decided (docs/statistics.md#decisions), and a verdict written down.
 
-A claim says an effect lies on one side of 0: "E0's strict preference
-exceeds fusion's on the same directions", "the equal-grade branch holds a larger share
-of failures than of directions". Definitions (docs/statistics.md#claims):
-
-- **H1** comparisons a profile declares (``[claims.<name>]`` with ranker, versus, measure);
-- **H2** every window ranker against its ``compare_to`` ranker, on strict preference and,
-  for a fully scored window, MRR;
-- **H3** every argmax window ranker on a bounded grade scale: its equal-grade branch;
-- **H3x** (beyond the paper) every expected-grade ranker against its argmax twin on the
-  twin's equal-grade directions.
-
-Each claim is measured by a group-level test (``reports.stats``): its one-sided
-p-values on both sides, its effect with the source-group bootstrap interval beside it,
-and its null spread. A **family** (H1, H2, H3, H3x of the rankers the shipped profiles
-declare; a user's ranker gets its own, ``H2:<ranker>``) is then decided together
-(docs/statistics.md#decisions):
+What the claims are is ``reports.claim_families``; how each is measured, ``reports.claim_measures``. A family
+(H1, H2, H3, H3x, or a user's ranker's own) is decided together:
 
 - every claim contributes two one-sided hypotheses, "holds" (the claimed side) and
   "fails" (the other side), and Holm's procedure runs over all of them, so the chance of
@@ -24,11 +10,8 @@ declare; a user's ranker gets its own, ``H2:<ranker>``) is then decided together
   **inconclusive** otherwise;
 - a claim whose sample has too few source groups for any outcome to reach α/2 is
   *unable to decide*: set aside before its outcomes are read, and left out of the family;
-- every p-value is the decision test's (``reports.stats.mean_test``), valid for the mean
-  difference and not only for exchangeable rankers; with fewer than 40 differing groups it
-  includes a bound-aware test (docs/statistics.md#weak-null); an H3 claim whose rarest
-  branch × outcome cell expects fewer than ``MIN_CELL`` directions is flagged and cannot
-  reach a verdict (docs/statistics.md#h3);
+- with fewer than 40 differing groups the decision test includes a bound-aware test
+  (docs/statistics.md#weak-null); a flagged claim (H3's rare cell) cannot reach a verdict;
 - power is reported beside the verdict, never mixed into it: the MDE at the level
   Holm's first step applies, α / (2 m) for m decidable claims, and the directions that
   would give 80% power at the observed effect (docs/statistics.md#power).
@@ -40,262 +23,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-import numpy as np
-import pandas as pd
-
-from fixtures.settings import SEED
-from rankers.registry import RankerDecl
-from reports.bootstrap import N_RESAMPLES, Ratio, RatioDifference, group_bootstrap
-from reports.comparisons import compare_on
-from reports.measures import PAIRED_MEASURES, outcome_columns, paired_measure
-from reports.stats import (ALPHA, MIN_DIFFERING, POWER, directions_needed, group_effect, holm,
-                           minimum_detectable_effect, smallest_p)
+from reports.claim_families import ClaimDefinition
+from reports.claim_measures import ClaimTest
+from reports.measures import PAIRED_MEASURES
+from reports.group_tests import MIN_DIFFERING, smallest_p
+from reports.stats import ALPHA, POWER, directions_needed, holm, minimum_detectable_effect
 
 Status = Literal["holds", "fails", "inconclusive"]
-Side = Literal[">", "<"]
-#: comparison: ranker vs versus on a measure; tie_branch: H3; tie_resolution: H3x (on the twin's equal-grade directions).
-Kind = Literal["comparison", "tie_branch", "tie_resolution"]
 #: Columns of a claims table row (``ClaimResult.row``).
 CLAIM_COLUMNS = ("claim", "family", "ranker", "versus", "measure", "claimed", "status", "reason", "effect", "lo", "hi",
                  "unit", "p_value", "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level",
                  "directions_needed", "n", "n_groups", "differing_groups", "discordant", "family_hypotheses",
                  "measured")
-#: H3: a claim whose rarest branch × outcome cell expects fewer directions than this is flagged (chosen by
-#: simulation, docs/statistics.md#h3).
-MIN_CELL = 5.0
 #: Digits an effect is written with, per unit (from the paired measures' Table II records).
 DIGITS = {m.unit: m.digits for m in PAIRED_MEASURES}
 
-
-# ---- definitions -------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ClaimDefinition:
-    """One claim: ``ranker`` vs ``versus`` on ``measure`` (a comparison, or H3x on the twin's equal-grade
-    directions) or a ranker's tie branch (H3)."""
-
-    name: str
-    family: str
-    kind: Kind
-    ranker: str
-    versus: str = ""
-    measure: str = ""
-    side: Side = ">"
-
-    def __post_init__(self) -> None:
-        if self.side not in (">", "<"):
-            raise ValueError(f"claim {self.name!r}: side must be '>' or '<'; got {self.side!r}")
-
-    @property
-    def claimed(self) -> str:
-        """The claim itself, e.g. ``> 0``."""
-        return f"{self.side} 0"
-
-
-def family_name(family: str, ranker: str, builtin: bool) -> str:
-    """A claim's family: the study's own (``H2``) for the shipped profiles' rankers, else one per ranker."""
-    return family if builtin else f"{family}:{ranker}"
-
-
-def same_scorer(a: RankerDecl, b: RankerDecl) -> bool:
-    """Two window declarations that read the same judgments: kind and options alike except the grade rule."""
-    return a.kind == b.kind and a.scorer_options == b.scorer_options
-
-
-def h2_claims(windows: Sequence[RankerDecl]) -> dict[str, tuple[str, str, str]]:
-    """H2: every window ranker vs its baseline (``compare_to``) -> (ranker, versus, measure)."""
-    out: dict[str, tuple[str, str, str]] = {}
-    for decl in windows:
-        if decl.baseline and decl.baseline != decl.name:
-            out[f"h2_{decl.name}_strict_gt_{decl.baseline}"] = (decl.name, decl.baseline, "strict")
-            if not decl.designated_only:
-                out[f"h2_{decl.name}_mrr_gt_{decl.baseline}"] = (decl.name, decl.baseline, "mrr")
-    return out
-
-
-def h3_claims(windows: Sequence[RankerDecl]) -> dict[str, str]:
-    """H3: every argmax window ranker on a bounded grade scale -> its name."""
-    return {f"h3_{d.name}_tie_branch_concentrates_failures": d.name for d in windows
-            if d.max_score is not None and d.reading != "expected"}
-
-
-def tie_twins(windows: Sequence[RankerDecl]) -> dict[str, tuple[str, str]]:
-    """H3x: each expected-grade ranker and its argmax twin on the same directions -> (expected, argmax).
-
-    The twin shares scorer, population, mode, reference and tie-breaker, so the two differ
-    only in how a judgment becomes a score.
-    """
-    out: dict[str, tuple[str, str]] = {}
-    for d in windows:
-        if d.reading != "expected":
-            continue
-        for t in windows:
-            if (t.reading != "expected" and same_scorer(d, t) and t.population == d.population
-                    and t.mode == d.mode and t.reference == d.reference and t.tie_breaker == d.tie_breaker):
-                out[f"h3_{d.name}_resolves_ties_of_{t.name}"] = (d.name, t.name)
-                break
-    return out
-
-
-def designated_twins(windows: Sequence[RankerDecl]) -> dict[str, tuple[str, str]]:
-    """Each designated-pair ranker and a fully windowed twin (same scorer and grade rule): id -> (designated, window).
-
-    Only for kinds whose designated outcomes equal the window's (pointwise judges); a pairwise or listwise
-    judgment of the pair alone is another measurement than the pair's order in the judged window.
-    """
-    out: dict[str, tuple[str, str]] = {}
-    for d in windows:
-        if not d.designated_only or not d.spec.pointwise:
-            continue
-        for w in windows:
-            if (not w.designated_only and same_scorer(d, w) and d.reading == w.reading
-                    and w.reference == d.reference and w.tie_breaker == d.tie_breaker):
-                out[f"{d.name}-vs-{w.name}"] = (d.name, w.name)
-    return out
-
-
-@dataclass(frozen=True)
-class DeclaredComparison:
-    """A comparison claim as a profile declares it (H1 and any a user adds)."""
-
-    name: str
-    family: str
-    ranker: str
-    versus: str
-    measure: str
-    side: Side
-    builtin: bool
-
-
-def claim_definitions(comparisons: Sequence[DeclaredComparison], windows: Sequence[RankerDecl],
-                      builtin_rankers: frozenset[str]) -> dict[str, ClaimDefinition]:
-    """Every claim the declarations imply, by name, each in its family (see the module doc)."""
-    out: dict[str, ClaimDefinition] = {}
-    for c in comparisons:
-        paired_measure(c.measure)  # an unknown measure is an error here, before any work
-        out[c.name] = ClaimDefinition(c.name, family_name(c.family or "declared", c.ranker, c.builtin),
-                                      "comparison", c.ranker, c.versus, c.measure, c.side)
-    for name, (ranker, versus, measure) in h2_claims(windows).items():
-        out[name] = ClaimDefinition(name, family_name("H2", ranker, ranker in builtin_rankers), "comparison", ranker,
-                                    versus, measure)
-    for name, ranker in h3_claims(windows).items():
-        out[name] = ClaimDefinition(name, family_name("H3", ranker, ranker in builtin_rankers), "tie_branch", ranker,
-                                    measure="tie_branch_share")
-    for name, (expected, argmax) in tie_twins(windows).items():
-        out[name] = ClaimDefinition(name, family_name("H3x", expected, expected in builtin_rankers),
-                                    "tie_resolution", expected, argmax, "strict")
-    return out
-
-
-# ---- measurement -------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ClaimTest:
-    """A claim measured on its sample, before its family is known: effect, interval, both one-sided p-values.
-
-    ``n_groups`` counts the source groups of the sample (its design), ``differing_groups`` those
-    whose contribution is non-zero (the effective sample), ``discordant`` the directions whose
-    outcomes differ (H3: the directions of its rarest branch × outcome cell); ``guarded`` says the
-    bound-aware test took part; ``flag`` is why the sample cannot support a verdict (H3's rare
-    cell), empty when it can; ``null_sd`` is the effect's sign-flip null SD, in the effect's unit.
-    """
-
-    definition: ClaimDefinition
-    effect: float
-    lo: float
-    hi: float
-    null_sd: float
-    p_greater: float
-    p_less: float
-    n: int
-    n_groups: int
-    unit: str
-    measured: str = ""
-    differing_groups: int = 0
-    discordant: int = 0
-    guarded: bool = False
-    flag: str = ""
-
-    @property
-    def p_claimed(self) -> float:
-        return self.p_greater if self.definition.side == ">" else self.p_less
-
-    @property
-    def p_opposite(self) -> float:
-        return self.p_less if self.definition.side == ">" else self.p_greater
-
-
-def _rates(outcomes: pd.DataFrame) -> str:
-    cols = outcome_columns(outcomes)
-    text = f"strict {int(cols['strict'].sum())}/{len(outcomes)} ({100.0 * cols['strict'].mean():.2f}%)"
-    return text + (f", MRR {np.mean(1.0 / cols['rank_pos']):.4f}" if "rank_pos" in cols else "")
-
-
-def measure_comparison(definition: ClaimDefinition, first: pd.DataFrame, second: pd.DataFrame,
-                       directions_annotated: pd.DataFrame, seed: int = SEED, note: str = "") -> ClaimTest:
-    """``ranker`` minus ``versus`` on the claim's measure over the same directions (``second`` restricted to them)."""
-    measure = paired_measure(definition.measure)
-    if len(first) == 0:
-        return not_measured(definition, note or "no direction to compare on", measure.unit)
-    diff = compare_on(measure, first, second, directions_annotated, seed=seed,
-                      names=(definition.ranker, definition.versus))
-    if diff is None:
-        return not_measured(definition, f"{measure.name} needs full-pool ranks of both rankers", measure.unit)
-    measured = (f"{definition.ranker}: {_rates(first)}; {definition.versus} on the same {len(second)} directions: "
-                f"{_rates(second)}" + (f"; {note}" if note else ""))
-    return ClaimTest(definition, diff.effect, diff.lo, diff.hi, diff.null_sd, diff.test.p_greater, diff.test.p_less,
-                     diff.n, diff.n_groups, measure.unit, measured, diff.differing_groups, diff.discordant,
-                     diff.test.guarded)
-
-
-def measure_tie_branch(definition: ClaimDefinition, per_direction: pd.DataFrame, groups: np.ndarray,
-                       seed: int = SEED, n_resamples: int = N_RESAMPLES) -> ClaimTest:
-    """H3: the equal-score branch's share of non-successes minus its share of directions, in points.
-
-    With e = 1 in the equal-score branch and f = 1 for a non-success, the difference is
-    θ = Σef/Σf − Σe/n = Σ(e − ē)(f − f̄) / Σf: the branch and failure are associated. The
-    group contributions u_g = Σ_{i∈g} (e_i − ē)(f_i − f̄) are tested by sign flips and the
-    skew-corrected t (the estimating equation of θ = 0 summed per group; docs/statistics.md#h3),
-    and the share difference's bootstrap interval is reported beside it. When the rarest cell of
-    branch × outcome expects fewer than ``MIN_CELL`` directions (n × min(ē, 1 − ē) × min(f̄, 1 − f̄)),
-    the claim is flagged: its few directions carry the whole statistic.
-    """
-    equal = (per_direction["branch"] == "equal_score").to_numpy(dtype=float)
-    failed = (~per_direction["strict"].to_numpy(dtype=bool)).astype(float)
-    n, n_fail = len(equal), float(failed.sum())
-    n_eq = int(equal.sum())
-    labels = np.asarray(groups)
-    if n == 0 or n_fail == 0:
-        return not_measured(definition, f"{definition.ranker}: {n} directions, {int(n_fail)} non-successes: "
-                                        "the shares are undefined", "pts", n, len(pd.unique(labels)))
-    u = (equal - equal.mean()) * (failed - failed.mean())
-    tested = group_effect(u, labels, 100.0 / n_fail, seed=seed, min_differing=0)
-    e_bar, f_bar = equal.mean(), failed.mean()
-    expected_cell = n * min(e_bar, 1 - e_bar) * min(f_bar, 1 - f_bar)
-    cells = [int(((equal == e) & (failed == f)).sum()) for e in (0, 1) for f in (0, 1)]
-    flag = (f"its rarest branch × outcome cell expects {expected_cell:.1f} directions (< {MIN_CELL:g}): too few to "
-            "decide the association" if expected_cell < MIN_CELL else "")
-    values = {"eq_fail": equal * failed, "fail": failed, "eq": equal, "n": np.ones(n)}
-    try:
-        ci = group_bootstrap(values, labels, {"h3": RatioDifference(Ratio("eq_fail", "fail"), Ratio("eq", "n"))},
-                             n_resamples, seed)["h3"]
-        lo, hi = 100 * ci.lo, 100 * ci.hi
-    except ValueError:  # a resample without a non-success: the interval is undefined, the test is not
-        lo = hi = float("nan")
-    measured = (f"{definition.ranker}: equal-score branch {n_eq}/{n} directions ({100 * n_eq / n:.2f}%), "
-                f"{int((equal * failed).sum())}/{int(n_fail)} non-successes "
-                f"({100 * (equal * failed).sum() / n_fail:.2f}%)")
-    return ClaimTest(definition, tested.effect, lo, hi, tested.null_sd, tested.test.p_greater, tested.test.p_less, n,
-                     tested.n_groups, "pts", measured, tested.differing, min(cells), False, flag)
-
-
-def not_measured(definition: ClaimDefinition, why: str, unit: str, n: int = 0, n_groups: int = 0) -> ClaimTest:
-    """A claim its sample cannot measure (no direction, no failure, no ranks): counted, never decided."""
-    nan = float("nan")
-    return ClaimTest(definition, nan, nan, nan, nan, nan, nan, n, n_groups, unit, why)
-
-
-# ---- decisions ---------------------------------------------------------------------------------------------------
 
 def decidable(n_groups: int, alpha: float = ALPHA) -> bool:
     """Whether any outcome of a sample of ``n_groups`` source groups could reach α / 2 (design alone)."""

@@ -46,7 +46,7 @@ DIRECTION_BASE_COLUMNS = ("qid", "pair_id", "direction", "split", "group", "pref
                           "eligible", "conflict", "covered")
 RANKER_FIELDS = {"strict": "boolean", "rank_pos": "Int64", "rank_neg": "Int64", "tie": "boolean", "fallback": "boolean"}
 TABLE3_COLUMNS = ("scorer", "n", "l1_strict", "l1_strict_pct", "l1_ties", "l1_unavailable", "l2_strict", "l2_strict_pct")
-#: ``nevir_paired.csv``: one row per pair-only (L1) scorer (``reports.measures.given_pair_paired``).
+#: ``nevir_paired.csv``: one row per pair-only (L1) scorer (``reports.pairs.given_pair_paired``).
 NEVIR_PAIRED_COLUMNS = ("scorer", "pairs", "paired", "paired_pct", "paired_lo", "paired_hi", "tied_pairs",
                         "paired_random_pct", "paired_random_lo", "paired_random_hi")
 #: Fewer directions than this leave a source-group bootstrap too few groups to resample: its interval is printed

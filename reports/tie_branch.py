@@ -17,9 +17,6 @@ import numpy as np
 import pandas as pd
 
 BRANCHES = ("equal_score", "different_score", "outside_window_or_fallback")
-TIE_BRANCH_COLUMNS = ("scorer", "branch", "parent", "directions", "of_directions", "directions_pct", "non_successes",
-                      "of_non_successes", "non_successes_pct", "accuracy_pct", "tie_break_accuracy_pct", "double_max",
-                      "double_max_pct")
 
 
 def tie_branches(eligible: pd.DataFrame, outcomes: pd.DataFrame, reference_ranks: pd.DataFrame,

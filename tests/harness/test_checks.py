@@ -9,12 +9,14 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-import harness.claims as claims
-from harness.claims import check_claim, check_gates, definitions
+import harness.checks as checks
+from harness.checks import check_claim, check_gates
+from harness.claims import definitions
 from harness.profile import load_profile
 from harness.profile_records import ProfileError
 from harness.profile_terms import PROFILE_DIR
-from reports.hypotheses import ClaimTest, decide_family
+from reports.claim_measures import ClaimTest
+from reports.hypotheses import decide_family
 from reports.report_md import inherited_misses, lost_expectations, undecidable_on_subset
 
 EMBEDDED = (PROFILE_DIR / "embedded.toml").resolve()
@@ -144,7 +146,7 @@ def verdict(profile, name: str, p_greater: float, p_less: float):
 
 def test_an_inherited_expectation_that_moved_is_reported_not_failed(chain) -> None:
     profile, report = load_profile(str(chain.user)), Report()
-    with pytest.warns(claims.InheritedCheckMissed, match=r"now FAILS .* but specs/profiles/embedded.toml records "
+    with pytest.warns(checks.InheritedCheckMissed, match=r"now FAILS .* but specs/profiles/embedded.toml records "
                                                          r"'holds'.*inherited from specs/profiles/embedded.toml"):
         check_claim(profile, report, "test", verdict(profile, "h1_e0_mrr_lt_fusion", 0.0001, 1.0), subset=False)
     row = report.rows[-1]
@@ -153,7 +155,7 @@ def test_an_inherited_expectation_that_moved_is_reported_not_failed(chain) -> No
     strict = load_profile(str(chain.strict))
     with pytest.raises(pytest.fail.Exception, match="records 'holds'.*review specs/profiles/embedded.toml"):
         check_claim(strict, report, "test", verdict(strict, "h1_e0_mrr_lt_fusion", 0.0001, 1.0), subset=False)
-    with pytest.warns(claims.InconclusiveClaim):  # inherited and undecided: never fails, even as CI's gate
+    with pytest.warns(checks.InconclusiveClaim):  # inherited and undecided: never fails, even as CI's gate
         check_claim(profile, report, "test", verdict(profile, "h1_e0_mrr_lt_fusion", 0.5, 0.5), subset=False,
                     gate=True)
     assert report.rows[-1]["check"] == "undecided"
@@ -166,7 +168,7 @@ def test_a_declared_expect_is_checked_on_a_subset_run(chain) -> None:
                                                     rf"{chain.user} records 'holds'"):
         check_claim(profile, report, "test", verdict(profile, "h2_mine_mrr_gt_fusion", 1.0, 0.0001), subset=True)
     assert (report.rows[-1]["declaration"], report.rows[-1]["check"]) == ("declared", "missed")
-    with pytest.warns(claims.NotDecidableOnSubset, match="expects 'holds' \\(reviewed on the full run\\), not decidable"):
+    with pytest.warns(checks.NotDecidableOnSubset, match="expects 'holds' \\(reviewed on the full run\\), not decidable"):
         check_claim(profile, report, "test", verdict(profile, "h2_mine_mrr_gt_fusion", 0.5, 0.5), subset=True,
                     gate=True)
     assert report.rows[-1]["check"] == "not decidable on this subset"
@@ -199,7 +201,7 @@ def test_gates_record_every_row_and_fail_only_on_what_the_run_declares(chain) ->
     assert [(r["claim"], r["status"], r["check"]) for r in report.rows] == [
         ("gate:fallback_pct_max:mine", "fails", "missed"), ("gate:strict_pct_min:mine", "holds", "met"),
         ("gate:mrr_min:mine", "fails", "missed")]
-    with pytest.warns(claims.InheritedCheckMissed, match=r"gate fallback_pct_max \(ce\): measured 3, limit 2 "
+    with pytest.warns(checks.InheritedCheckMissed, match=r"gate fallback_pct_max \(ce\): measured 3, limit 2 "
                                                          r"\(\[gates.ce\] fallback_pct_max in .*study.toml\)"):
         check_gates(profile, report, "test", [(profile.gate("fallback_pct_max", "ce"), 3.0)], subject="ce")
     embedded = load_profile("embedded")  # the study's own run: its global fallback gate fails it

@@ -8,10 +8,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import harness.checks as checks
 import harness.claims as claims
-from harness.claims import ClaimBook, check_claim, definitions, selected_claims
+from harness.checks import check_claim
+from harness.claims import ClaimBook, definitions, selected_claims
 from harness.profile import load_profile
-from reports.hypotheses import ClaimTest, decide_family
+from reports.claim_measures import ClaimTest
+from reports.hypotheses import decide_family
 
 
 def test_the_embedded_profile_declares_four_families() -> None:
@@ -107,7 +110,7 @@ def test_check_claim_asserts_only_reviewed_decisive_expectations() -> None:
         check_claim(profile, report, "test", result(1.0, 0.0001), subset=False)
     with pytest.raises(pytest.fail.Exception, match="now HOLDS"):
         check_claim(profile, report, "test", result(0.0001, 1.0), subset=False)
-    with pytest.warns(claims.InconclusiveClaim, match="reviewed as 'fails' but is now inconclusive"):
+    with pytest.warns(checks.InconclusiveClaim, match="reviewed as 'fails' but is now inconclusive"):
         check_claim(profile, report, "test", result(0.5, 0.5), subset=False)
     check_claim(profile, report, "confirmation", result(0.0001, 1.0), subset=False)  # no expectation: reported
     row = report.rows[-1]
@@ -144,14 +147,14 @@ def test_a_pin_fails_only_on_a_change_beyond_its_margin(monkeypatch, recwarn) ->
     for decision in ("changed within margin", "margin unreachable", "unchanged"):
         verdict = ChangeVerdict(decision, "paired", 50.5, 50.0, 0.5, n=150, certifiable=18.5, differing_groups=3,
                                 discordant=4)
-        monkeypatch.setattr(claims, "pin_verdict", lambda ev, pin, v=verdict: v)
-        claims.check_pin(ev, report, pin)
-    assert not [w for w in recwarn if issubclass(w.category, claims.UndeterminedPin)]
+        monkeypatch.setattr(checks, "pin_verdict", lambda ev, pin, v=verdict: v)
+        checks.check_pin(ev, report, pin)
+    assert not [w for w in recwarn if issubclass(w.category, checks.UndeterminedPin)]
     assert [r["status"] for r in rows] == ["changed within margin", "margin unreachable", "unchanged"]
     assert rows[1]["differing_groups"] == 3 and "certify: ±18.5" in rows[1]["measured"]
-    monkeypatch.setattr(claims, "pin_verdict", lambda ev, pin: ChangeVerdict("undetermined", "paired", 51, 50, 1))
-    with pytest.warns(claims.UndeterminedPin):
-        claims.check_pin(ev, report, pin)
-    monkeypatch.setattr(claims, "pin_verdict", lambda ev, pin: ChangeVerdict("changed", "paired", 60, 50, 10))
+    monkeypatch.setattr(checks, "pin_verdict", lambda ev, pin: ChangeVerdict("undetermined", "paired", 51, 50, 1))
+    with pytest.warns(checks.UndeterminedPin):
+        checks.check_pin(ev, report, pin)
+    monkeypatch.setattr(checks, "pin_verdict", lambda ev, pin: ChangeVerdict("changed", "paired", 60, 50, 10))
     with pytest.raises(pytest.fail.Exception, match="pinned grader.strict_pct changed.*specs/profiles/embedded.toml"):
-        claims.check_pin(ev, report, pin)
+        checks.check_pin(ev, report, pin)

@@ -34,7 +34,9 @@ from scipy.stats import kstest
 from fixtures.settings import SEED
 from fixtures.study import build_study
 from reports.history import decide_change
-from reports.hypotheses import ClaimDefinition, ClaimTest, decide_family, measure_tie_branch
+from reports.claim_families import ClaimDefinition
+from reports.claim_measures import ClaimTest, measure_tie_branch
+from reports.hypotheses import decide_family
 from reports.stats import ALPHA, equivalence, group_effect, holm, paired_difference
 
 #: Simulated runs per scenario: the false-claim rate's SE is sqrt(0.05 × 0.95 / 1000) ≈ 0.69 points.

@@ -11,7 +11,8 @@ from scipy.stats import norm, permutation_test
 from fixtures.populations import annotate_population
 from reports.comparisons import PAIRWISE_COLUMNS, compare, compare_on, pairwise_table
 from reports.measures import summarize
-from reports.stats import holm, mean_test
+from reports.group_tests import mean_test
+from reports.stats import holm
 
 Z = norm.ppf(0.975) + norm.ppf(0.80)
 

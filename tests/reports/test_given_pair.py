@@ -7,7 +7,7 @@ import pytest
 
 from fixtures.populations import annotate_population
 from fixtures.reference import PublishedResult
-from reports.measures import given_pair_paired
+from reports.pairs import given_pair_paired
 from reports.reference import COLUMNS, beside_published
 from reports.tables import pair_only_outcomes
 

@@ -1,4 +1,4 @@
-"""Claims decided by one-sided group tests (``reports.stats.mean_test``) with Holm in their family, every case by hand."""
+"""Claims decided by one-sided group tests (``reports.group_tests.mean_test``) with Holm in their family, every case by hand."""
 from __future__ import annotations
 
 import math
@@ -10,10 +10,12 @@ from scipy.stats import norm, permutation_test
 
 from rankers.kinds import kind
 from rankers.registry import RankerDecl
-from reports.hypotheses import (CLAIM_COLUMNS, ClaimDefinition, ClaimResult, ClaimTest, DeclaredComparison,
-                                check_verdict, claim_definitions, decidable, decide_family, format_interval,
-                                format_p, measure_comparison, measure_tie_branch, not_measured, robust_to_noise)
-from reports.stats import holm, mean_test, sign_flip_test, skew_corrected_p
+from reports.claim_families import ClaimDefinition, DeclaredComparison, claim_definitions
+from reports.claim_measures import ClaimTest, measure_comparison, measure_tie_branch, not_measured
+from reports.hypotheses import (CLAIM_COLUMNS, ClaimResult, check_verdict, decidable, decide_family, format_interval,
+                                format_p, robust_to_noise)
+from reports.group_tests import mean_test, sign_flip_test, skew_corrected_p
+from reports.stats import holm
 
 NAN = float("nan")
 

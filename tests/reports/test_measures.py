@@ -13,9 +13,10 @@ from scipy.stats import norm
 
 from reports import measures
 from reports.bootstrap import Ratio, group_bootstrap
-from reports.measures import (BASELINE_MEASURES, DIRECTION_MEASURES, INTERVAL_MEASURES, PAIR_MEASURES,
-                              PAIRED_MEASURES, TABLE2_COLUMNS, TABLE2_INTERVAL_COLUMNS, TABLE2_ROW_COLUMNS,
-                              corrections_regressions, direction_outcomes, paired_measure, summarize)
+from reports.columns import PairMeasure
+from reports.measures import (BASELINE_MEASURES, DIRECTION_MEASURES, INTERVAL_MEASURES, PAIRED_MEASURES, TABLE2,
+                              TABLE2_COLUMNS, TABLE2_INTERVAL_COLUMNS, TABLE2_ROW_COLUMNS, paired_measure, summarize)
+from reports.outcomes import corrections_regressions, direction_outcomes
 
 
 def toy_directions() -> pd.DataFrame:
@@ -170,7 +171,8 @@ def test_vectorized_outcomes_match_a_plain_loop():
 
 
 def test_every_table2_column_has_one_definition():
-    names = [m.name for m in (*DIRECTION_MEASURES, *PAIR_MEASURES, *BASELINE_MEASURES, *INTERVAL_MEASURES)]
+    pairs = [m for m in TABLE2 if isinstance(m, PairMeasure)]
+    names = [m.name for m in (*DIRECTION_MEASURES, *pairs, *BASELINE_MEASURES, *INTERVAL_MEASURES)]
     assert len(names) == len(set(names))
     assert ["ranker", *sorted(names)] == ["ranker", *sorted(TABLE2_ROW_COLUMNS[1:])]
     assert TABLE2_ROW_COLUMNS == (*TABLE2_COLUMNS, *TABLE2_INTERVAL_COLUMNS)
@@ -338,7 +340,7 @@ def test_paired_measures_are_looked_up_by_name_or_by_the_column_they_decide():
 
 def test_seed_average_is_the_share_of_seeds_and_the_mean_reciprocal_rank() -> None:
     """Two directions, three seeds, by hand: strict 2/3 and 0/3; 1/rank means (1 + 1/2 + 1/4)/3 and 1/3."""
-    from reports.measures import seed_average
+    from reports.outcomes import seed_average
 
     seeds = [pd.DataFrame({"qid": ["a", "b"], "rank_pos": [1, 3], "rank_neg": [2, 1], "strict": [True, False],
                            "tie": [False, False], "fallback": [False, False]}),

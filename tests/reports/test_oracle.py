@@ -11,8 +11,9 @@ import pytest
 
 from fixtures.populations import annotate_population
 from rankers.base import rank_by_keys, single_score_ranking
-from reports.measures import direction_outcomes, summarize
 from rankers.trec import write_qrels, write_run
+from reports.measures import summarize
+from reports.outcomes import direction_outcomes
 
 MEASURES = [ir_measures.RR, ir_measures.Success @ 1, ir_measures.Success @ 3, ir_measures.Success @ 10,
             ir_measures.nDCG @ 10]

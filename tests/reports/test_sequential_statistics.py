@@ -21,7 +21,8 @@ from fixtures.data import load_split
 from fixtures.groups import PREFIX_RULES, source_groups
 from reports.sequential import (anytime_p, direction_differences, holm_decided, holm_last_axis, plan,
                                 sequential_test, simulate_sequential)
-from reports.stats import ALPHA, holm, minimum_detectable_effect, sign_flip_test
+from reports.group_tests import sign_flip_test
+from reports.stats import ALPHA, holm, minimum_detectable_effect
 
 BATCH = 4  # source groups per look
 FIXED = 150  # the fixed design compared with: the CPU grader's designated-pair sample

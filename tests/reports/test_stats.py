@@ -8,9 +8,10 @@ import pytest
 from scipy.stats import norm, permutation_test
 
 from reports.bootstrap import Ratio, group_bootstrap
-from reports.stats import (BETS, MIN_DIFFERING, bounded_mean_p, certifiable_margin, directions_needed, equivalence,
-                           group_effect, holm, mean_test, minimum_detectable_effect, paired_difference,
-                           sign_flip_test, skew_corrected_p, smallest_p, z_sum)
+from reports.group_tests import (BETS, MIN_DIFFERING, bounded_mean_p, mean_test, sign_flip_test, skew_corrected_p,
+                                 smallest_p)
+from reports.stats import (certifiable_margin, directions_needed, equivalence, group_effect, holm,
+                           minimum_detectable_effect, paired_difference, z_sum)
 
 Z = norm.ppf(0.975) + norm.ppf(0.80)
 

@@ -6,6 +6,11 @@ import pandas as pd
 
 from reports.tie_branch import tie_branch_table, tie_branches
 
+#: tie_branch.csv's columns, in order (docs/protocol.md#outputs).
+TIE_BRANCH_COLUMNS = ("scorer", "branch", "parent", "directions", "of_directions", "directions_pct", "non_successes",
+                      "of_non_successes", "non_successes_pct", "accuracy_pct", "tie_break_accuracy_pct", "double_max",
+                      "double_max_pct")
+
 ELIGIBLE = pd.DataFrame({
     "qid": ["a", "b", "c", "d", "e"],
     "preferred_pid": ["p1", "p1", "p1", "p1", "p1"],
@@ -59,7 +64,7 @@ def test_expected_grade_splits_by_hand():
 
 def test_every_row_states_its_denominators() -> None:
     """Branch rows and the expected-grade rows divide by the same population and say by what."""
-    from reports.tie_branch import TIE_BRANCH_COLUMNS, expected_grade_rows
+    from reports.tie_branch import expected_grade_rows
 
     per = tie_branches(ELIGIBLE, OUTCOMES, RANKS, SCORES, fallback=frozenset(), k=2)
     rows = tie_branch_table(per, "grader", 4.0)

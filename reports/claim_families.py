@@ -1,0 +1,146 @@
+"""The study's hypotheses as claims: which claims a profile's declarations imply, each in its family.
+
+A claim says an effect lies on one side of 0: "E0's strict preference exceeds fusion's on the same directions",
+"the equal-grade branch holds a larger share of failures than of directions". Definitions
+(docs/statistics.md#claims):
+
+- **H1** comparisons a profile declares (``[claims.<name>]`` with ranker, versus, measure);
+- **H2** every window ranker against its ``compare_to`` ranker, on strict preference and,
+  for a fully scored window, MRR;
+- **H3** every argmax window ranker on a bounded grade scale: its equal-grade branch;
+- **H3x** (beyond the paper) every expected-grade ranker against its argmax twin on the
+  twin's equal-grade directions.
+
+A **family** (H1, H2, H3, H3x of the rankers the shipped profiles declare; a user's ranker gets its own,
+``H2:<ranker>``) is decided together (``reports.hypotheses``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from rankers.registry import RankerDecl
+from reports.measures import paired_measure
+
+Side = Literal[">", "<"]
+#: comparison: ranker vs versus on a measure; tie_branch: H3; tie_resolution: H3x (on the twin's equal-grade directions).
+Kind = Literal["comparison", "tie_branch", "tie_resolution"]
+
+
+@dataclass(frozen=True)
+class ClaimDefinition:
+    """One claim: ``ranker`` vs ``versus`` on ``measure`` (a comparison, or H3x on the twin's equal-grade
+    directions) or a ranker's tie branch (H3)."""
+
+    name: str
+    family: str
+    kind: Kind
+    ranker: str
+    versus: str = ""
+    measure: str = ""
+    side: Side = ">"
+
+    def __post_init__(self) -> None:
+        if self.side not in (">", "<"):
+            raise ValueError(f"claim {self.name!r}: side must be '>' or '<'; got {self.side!r}")
+
+    @property
+    def claimed(self) -> str:
+        """The claim itself, e.g. ``> 0``."""
+        return f"{self.side} 0"
+
+
+def family_name(family: str, ranker: str, builtin: bool) -> str:
+    """A claim's family: the study's own (``H2``) for the shipped profiles' rankers, else one per ranker."""
+    return family if builtin else f"{family}:{ranker}"
+
+
+def same_scorer(a: RankerDecl, b: RankerDecl) -> bool:
+    """Two window declarations that read the same judgments: kind and options alike except the grade rule."""
+    return a.kind == b.kind and a.scorer_options == b.scorer_options
+
+
+def h2_claims(windows: Sequence[RankerDecl]) -> dict[str, tuple[str, str, str]]:
+    """H2: every window ranker vs its baseline (``compare_to``) -> (ranker, versus, measure)."""
+    out: dict[str, tuple[str, str, str]] = {}
+    for decl in windows:
+        if decl.baseline and decl.baseline != decl.name:
+            out[f"h2_{decl.name}_strict_gt_{decl.baseline}"] = (decl.name, decl.baseline, "strict")
+            if not decl.designated_only:
+                out[f"h2_{decl.name}_mrr_gt_{decl.baseline}"] = (decl.name, decl.baseline, "mrr")
+    return out
+
+
+def h3_claims(windows: Sequence[RankerDecl]) -> dict[str, str]:
+    """H3: every argmax window ranker on a bounded grade scale -> its name."""
+    return {f"h3_{d.name}_tie_branch_concentrates_failures": d.name for d in windows
+            if d.max_score is not None and d.reading != "expected"}
+
+
+def tie_twins(windows: Sequence[RankerDecl]) -> dict[str, tuple[str, str]]:
+    """H3x: each expected-grade ranker and its argmax twin on the same directions -> (expected, argmax).
+
+    The twin shares scorer, population, mode, reference and tie-breaker, so the two differ
+    only in how a judgment becomes a score.
+    """
+    out: dict[str, tuple[str, str]] = {}
+    for d in windows:
+        if d.reading != "expected":
+            continue
+        for t in windows:
+            if (t.reading != "expected" and same_scorer(d, t) and t.population == d.population
+                    and t.mode == d.mode and t.reference == d.reference and t.tie_breaker == d.tie_breaker):
+                out[f"h3_{d.name}_resolves_ties_of_{t.name}"] = (d.name, t.name)
+                break
+    return out
+
+
+def designated_twins(windows: Sequence[RankerDecl]) -> dict[str, tuple[str, str]]:
+    """Each designated-pair ranker and a fully windowed twin (same scorer and grade rule): id -> (designated, window).
+
+    Only for kinds whose designated outcomes equal the window's (pointwise judges); a pairwise or listwise
+    judgment of the pair alone is another measurement than the pair's order in the judged window.
+    """
+    out: dict[str, tuple[str, str]] = {}
+    for d in windows:
+        if not d.designated_only or not d.spec.pointwise:
+            continue
+        for w in windows:
+            if (not w.designated_only and same_scorer(d, w) and d.reading == w.reading
+                    and w.reference == d.reference and w.tie_breaker == d.tie_breaker):
+                out[f"{d.name}-vs-{w.name}"] = (d.name, w.name)
+    return out
+
+
+@dataclass(frozen=True)
+class DeclaredComparison:
+    """A comparison claim as a profile declares it (H1 and any a user adds)."""
+
+    name: str
+    family: str
+    ranker: str
+    versus: str
+    measure: str
+    side: Side
+    builtin: bool
+
+
+def claim_definitions(comparisons: Sequence[DeclaredComparison], windows: Sequence[RankerDecl],
+                      builtin_rankers: frozenset[str]) -> dict[str, ClaimDefinition]:
+    """Every claim the declarations imply, by name, each in its family (see the module doc)."""
+    out: dict[str, ClaimDefinition] = {}
+    for c in comparisons:
+        paired_measure(c.measure)  # an unknown measure is an error here, before any work
+        out[c.name] = ClaimDefinition(c.name, family_name(c.family or "declared", c.ranker, c.builtin),
+                                      "comparison", c.ranker, c.versus, c.measure, c.side)
+    for name, (ranker, versus, measure) in h2_claims(windows).items():
+        out[name] = ClaimDefinition(name, family_name("H2", ranker, ranker in builtin_rankers), "comparison", ranker,
+                                    versus, measure)
+    for name, ranker in h3_claims(windows).items():
+        out[name] = ClaimDefinition(name, family_name("H3", ranker, ranker in builtin_rankers), "tie_branch", ranker,
+                                    measure="tie_branch_share")
+    for name, (expected, argmax) in tie_twins(windows).items():
+        out[name] = ClaimDefinition(name, family_name("H3x", expected, expected in builtin_rankers),
+                                    "tie_resolution", expected, argmax, "strict")
+    return out

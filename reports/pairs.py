@@ -1,0 +1,87 @@
+"""NevIR's paired aggregation: a complete pair (both directions eligible) counts when both of its directions are
+strict (docs/protocol.md#measures), and a pair-only scorer's paired accuracy on the given pair under each tie rule
+(docs/protocol.md#given-pair-paired). Pairs, not directions, are resampled here, each with its source group.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fixtures.populations import eligible_directions
+from fixtures.settings import SEED
+from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
+
+
+def pair_population(dirs: pd.DataFrame, strict: np.ndarray, groups: str) -> pd.DataFrame:
+    """One row per complete pair: both (strict in both directions) and the pair's source group."""
+    complete = dirs["complete"].to_numpy(dtype=bool)
+    frame = pd.DataFrame({"split": dirs["split"].to_numpy()[complete], "pair_id": dirs["pair_id"].to_numpy()[complete],
+                          "strict": strict[complete].astype(int), "group": dirs[groups].to_numpy()[complete]})
+    pairs = frame.groupby(["split", "pair_id"], sort=True).agg(hits=("strict", "sum"), group=("group", "first"),
+                                                               groups=("group", "nunique"))
+    split_pairs = pairs[pairs["groups"] > 1]
+    if len(split_pairs):
+        raise ValueError(f"pair {split_pairs.index[0]} spans {int(split_pairs['groups'].iat[0])} source groups in "
+                         f"column {groups!r}; a pair's directions must share a group")
+    return pairs.assign(both=(pairs["hits"] == 2).astype(float))
+
+
+def paired_accuracy(dirs: pd.DataFrame, strict: np.ndarray, groups: str, n_resamples: int,
+                    seed: int) -> dict[str, float | int]:
+    """Table II's paired, paired_n and paired_pct over the complete pairs of ``dirs`` (aligned with ``strict``),
+    and paired_pct's interval when there is a pair: the complete pairs resampled with their groups."""
+    pairs = pair_population(dirs, strict, groups) if len(dirs) else pd.DataFrame({"both": []})
+    row: dict[str, float | int] = {"paired": int(pairs["both"].sum()), "paired_n": int(len(pairs))}
+    row["paired_pct"] = 100.0 * row["paired"] / row["paired_n"] if row["paired_n"] else float("nan")
+    if row["paired_n"]:
+        ci = group_bootstrap({"both": pairs["both"].to_numpy(), "pairs": np.ones(len(pairs))}, pairs["group"].to_numpy(),
+                             {"paired_pct": Ratio("both", "pairs")}, n_resamples, seed)["paired_pct"]
+        row["paired_pct_lo"], row["paired_pct_hi"] = 100 * ci.lo, 100 * ci.hi
+    return row
+
+
+#: NevIR's paired accuracy on the given pair (docs/protocol.md#given-pair-paired), under each tie rule: ``fail``, a
+#: tied direction is wrong (this suite's strict rule); ``random``, a tied direction is right with probability 1/2 and
+#: the pair's credit is the product of its two directions' (the expectation over uniformly random tie orders, each
+#: query ranked on its own: MTEB's recall@1 over the two passages leaves a tie in arbitrary order).
+GIVEN_PAIR_TIE_RULES = ("fail", "random")
+
+
+def given_pair_paired(pair_outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, groups: str = "group",
+                      n_resamples: int = N_RESAMPLES, seed: int = SEED) -> dict[str, object]:
+    """Paired accuracy of a pair-only scorer (``reports.tables.pair_only_outcomes`` rows) over the complete pairs
+    of its directions, under both tie rules, each with its source-group bootstrap interval (percent).
+
+    Pairs with a tied direction are counted (``tied_pairs``): they are where the two rules differ.
+    """
+    q = eligible_directions(directions_annotated).set_index("qid")
+    frame = pair_outcomes.set_index("qid")
+    unknown = frame.index.difference(q.index)
+    if len(unknown):
+        raise ValueError(f"pair-only outcomes hold qids outside the eligible directions, e.g. {unknown[:3].tolist()}")
+    dirs = q.loc[frame.index]
+    complete = dirs["complete"].to_numpy(dtype=bool)
+    strict = frame["strict"].to_numpy(dtype=bool)
+    tie = frame["tie"].to_numpy(dtype=bool)
+    per = pd.DataFrame({"pair_id": dirs["pair_id"].to_numpy(), "group": dirs[groups].to_numpy(),
+                        "fail": strict.astype(float), "random": strict + 0.5 * tie, "tie": tie})[complete]
+    pairs = per.groupby("pair_id", sort=True).agg(fail=("fail", "prod"), random=("random", "prod"),
+                                                  tied=("tie", "any"), group=("group", "first"),
+                                                  directions=("fail", "size"))
+    if (pairs["directions"] != 2).any():
+        raise ValueError(f"pair {pairs.index[pairs['directions'] != 2][0]!r} is marked complete without two directions")
+    row: dict[str, object] = {"pairs": int(len(pairs)), "paired": int(pairs["fail"].sum()),
+                              "tied_pairs": int(pairs["tied"].sum())}
+    for rule in GIVEN_PAIR_TIE_RULES:
+        suffix = "" if rule == "fail" else f"_{rule}"
+        row[f"paired{suffix}_pct"] = 100.0 * float(pairs[rule].mean()) if len(pairs) else float("nan")
+        row[f"paired{suffix}_lo"] = row[f"paired{suffix}_hi"] = float("nan")
+    if len(pairs):
+        ones = np.ones(len(pairs))
+        boot = group_bootstrap({"fail": pairs["fail"].to_numpy(), "random": pairs["random"].to_numpy(), "pairs": ones},
+                               pairs["group"].to_numpy(),
+                               {rule: Ratio(rule, "pairs") for rule in GIVEN_PAIR_TIE_RULES}, n_resamples, seed)
+        for rule in GIVEN_PAIR_TIE_RULES:
+            suffix = "" if rule == "fail" else f"_{rule}"
+            row[f"paired{suffix}_lo"], row[f"paired{suffix}_hi"] = 100 * boot[rule].lo, 100 * boot[rule].hi
+    return row
