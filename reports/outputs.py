@@ -10,20 +10,20 @@ and publishing refuses to copy one that changed after that.
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pandas as pd
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, write_sealed
+from fixtures.identity import bytes_digest
 from rankers.base import Ranking
 from rankers.trec import write_run
 
 
 def _frame_digest(frame: pd.DataFrame) -> str:
-    h = hashlib.sha256(repr(list(frame.columns)).encode())
-    h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
-    return h.hexdigest()[:24]
+    """The frame's column names and row hashes: a stash name changes with either."""
+    rows = pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()
+    return bytes_digest(repr(list(frame.columns)).encode() + rows)[:24]
 
 
 def _intact(path: Path) -> bool:
