@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from fixtures.artifacts import atomic_write, atomic_write_text
+from fixtures.code import code_digest
 from reports.browser import screenshot
 from reports.explore_data import ExploreInputs, page_data
 from reports.record import Artifact, SplitRecord
@@ -136,10 +137,11 @@ def explore_page(inputs: ExploreInputs) -> str:
 
 
 def _data_key(record: SplitRecord, tables: Mapping[str, pd.DataFrame], figures: Sequence[Path]) -> str:
-    """What the page's data depend on: this code, the tables, the profile, the figures and the artifact files (their
-    names are content digests or frozen snapshot identities; sizes are added as a check). Not the run id or commit."""
-    h = hashlib.sha256(record.split.encode())
-    for asset in (Path(__file__), *sorted(ASSETS.iterdir())):
+    """What the page's data depend on: the code that makes them (this module and every project module it imports,
+    ``fixtures.code``), the page's assets, the tables, the profile, the figures and the artifact files (their names
+    are content digests or frozen snapshot identities; sizes are added as a check). Not the run id or commit."""
+    h = hashlib.sha256(record.split.encode() + code_digest(__name__).encode())
+    for asset in sorted(ASSETS.iterdir()):
         h.update(asset.read_bytes())
     for name in PAGE_TABLES:  # only what the page reads: other tables hold run-specific timings
         if name in tables:

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from fixtures.artifacts import write_sealed
+from fixtures.code import _closure
 from reports import explore, explore_data
 from reports.explore import ASSETS, load_inputs, render, write_explore
 from reports.explore_data import page_data, top_of
@@ -230,3 +231,8 @@ def test_a_rerun_on_the_same_results_reuses_the_pages_data_and_stamps_its_own_ru
     changed = rerun.with_table("table2", rerun.tables["table2"].assign(strict=[3, 1]))
     with pytest.raises(pytest.fail.Exception, match="recomputed"):
         write_explore(second, changed, run_id="run-2", cache_dir=cache)
+    # The code that makes the data is the module's whole import closure (the payload lives in explore_data).
+    assert "reports.explore_data" in _closure(("reports.explore",))[0]
+    monkeypatch.setattr(explore, "code_digest", lambda name: "another version of the page's code")
+    with pytest.raises(pytest.fail.Exception, match="recomputed"):
+        write_explore(second, rerun, run_id="run-2", cache_dir=cache)
