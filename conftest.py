@@ -90,7 +90,7 @@ def _stage_timings(request: pytest.FixtureRequest):
         recorder = ReportRecorder(request.node)
         params = getattr(getattr(request.node, "callspec", None), "params", {})
         splits = [params["split"]] if "split" in params else list(request.config.stash[SETTINGS].splits)
-        for record in request.getfixturevalue("evaluation").drain_stages():
+        for record in request.getfixturevalue("evaluation").clock.drain():
             row = {**{k: v for k, v in record.items() if k != "split"}, "stage": f"{record['stage']} ({record['split']})"}
             for split in splits:  # Train/development stages belong to every evaluated split's manifest
                 recorder.stage(split, row)

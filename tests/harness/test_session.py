@@ -20,10 +20,10 @@ def test_a_stage_is_timed_without_the_stages_it_triggered(tmp_path: Path) -> Non
         time.sleep(0.05)
         with ev.stage("train", "train_cross_encoder"):
             time.sleep(0.3)
-    inner, outer = ev.drain_stages()
+    inner, outer = ev.clock.drain()
     assert inner["stage"] == "train_cross_encoder" and inner["seconds"] >= 0.3
     assert outer["stage"] == "rank_ce" and 0.05 <= outer["seconds"] < 0.3 <= outer["with_nested_s"]
-    assert ev.drain_stages() == []
+    assert ev.clock.drain() == []
     assert not (tmp_path / "results").exists()  # getters compute; only the publishing step writes results
 
 

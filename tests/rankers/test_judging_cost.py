@@ -170,7 +170,8 @@ def test_max_judge_minutes_stops_an_over_budget_stage_before_it_judges(tmp_path)
     from types import SimpleNamespace
 
     from fixtures.settings import Settings
-    from harness.session import Evaluation, OverBudget
+    from harness.judging import OverBudget
+    from harness.session import Evaluation
 
     buffer = io.StringIO()
     progress.configure(buffer)

@@ -1,0 +1,90 @@
+"""A window ranker's judgments in the session: what it judges, judged once per run, within its stated budget.
+
+``WindowJudging`` is the part of the session (``harness.session.Evaluation``) that hands a window
+ranker's inputs (its reference's top-20 window per query, or each direction's designated pair)
+to its kind, once per (split, ranker, scope) across pytest-xdist workers, after printing what the
+stage will cost and stopping one over ``--max-judge-minutes`` (docs/protocol.md#judging-cost).
+"""
+from __future__ import annotations
+
+import functools
+
+from filelock import FileLock
+
+from fixtures import progress
+from fixtures.populations import eligible_directions
+from harness.memo import digest
+from rankers.kinds.base import KindBuildError
+from rankers.registry import RankerDecl
+from rankers.scorers.base import TextScorer
+from rankers.window import TextInput, pair_inputs, window_inputs
+
+#: What a window ranker judges: its reference's top-20 window per query, or each direction's two designated passages.
+SCOPES = ("window", "pair")
+
+
+class OverBudget(KindBuildError):
+    """A judging stage's estimate exceeds ``--max-judge-minutes``; it stopped before judging (its rows fail)."""
+
+
+class WindowJudging:
+    """The session's window judgments (mixed into ``Evaluation``, whose data and bookkeeping they read)."""
+
+    def scorer(self, name: str) -> TextScorer:
+        """The text scorer of a window ranker (declarations with the same options share one); for benchmarks."""
+        decl = self.decl(name)
+        if not decl.is_window:
+            raise ValueError(f"{self.where(decl)} is a full-pool ranker; it has no text scorer")
+        return decl.spec.scorer(decl, self.context)
+
+    def inputs(self, split: str, name: str, scope: str) -> list[TextInput]:
+        """What a window ranker judges in one scope: its reference's top 20 per query, or the designated pairs."""
+        decl = self.decl(name)
+        corpus = self.study.corpus_for(split)
+        if scope == "window":
+            return window_inputs(self._reference(split, decl, "reference"), self.queries(split), corpus)
+        if scope == "pair":
+            return pair_inputs(eligible_directions(self.directions_for(split, name)), corpus)
+        raise KeyError(f"unknown scoring scope {scope!r}; expected one of {SCOPES}")
+
+    @functools.cache
+    def text_scores(self, split: str, name: str, scope: str):
+        """A window ranker's judgments of one scope's inputs, made (or read from its cache) by its kind."""
+        decl = self.decl(name)
+        inputs = self.inputs(split, name, scope)
+        identity = self._declared(decl, "cannot identify its judgments", lambda: decl.spec.identity(decl, self.context))
+        # One judging run per (identity, split, scope, inputs) across xdist workers: the second waits, then reads.
+        lock = self.settings.cache("scores") / f".{split}-{scope}-{digest([identity, [i[:2] for i in inputs]])}.lock"
+        desc = f"score {name} {scope} {split}"
+        with FileLock(str(lock)), self.stage(split, f"score_{name}_{scope}", inputs=len(inputs)) as record:
+            self._within_budget(decl, inputs, desc)
+            scored = decl.spec.judge(decl, self.context, inputs, desc=desc)
+            record.update(unique=scored.n_unique, scored_now=scored.n_scored, retried=scored.n_retried,
+                          rejected=scored.n_rejected, unavailable=scored.n_unavailable, capped=scored.n_capped)
+        return scored
+
+    def _within_budget(self, decl: RankerDecl, inputs: list[TextInput], desc: str) -> None:
+        """Print what the stage will cost before it judges, and stop it when it exceeds ``--max-judge-minutes``
+        (docs/protocol.md#judging-cost). Without history, and with a limit, a few judgments are timed first."""
+        limit = self.settings.max_judge_minutes
+        plan = self._declared(decl, "cannot plan its judgments", lambda: decl.spec.plan(decl, self.context, inputs))
+        if plan is None:
+            return
+        if limit is not None and plan.to_judge and plan.seconds_per_judgment is None and plan.probe is not None:
+            progress.note(f"plan {desc}: no stored judgment of this judge yet; timing a few before the estimate")
+            self._declared(decl, "cannot time its judgments", plan.probe)
+            plan = decl.spec.plan(decl, self.context, inputs)
+        if plan.to_judge:  # a warm stage (everything cached) stays quiet
+            progress.note(plan.line(desc))
+        if limit is not None and plan.estimate_s is not None and plan.estimate_s > 60 * limit:
+            raise OverBudget(f"{self.where(decl)}: {desc} is estimated at {plan.estimate_s / 60:.1f} min "
+                             f"({plan.to_judge:,} judgments at {plan.seconds_per_judgment:.3g} s), over "
+                             f"--max-judge-minutes {limit:g}: stopped before judging, so none of its rows is "
+                             "evaluated (raise the limit, or judge on a faster server)")
+
+    @functools.cache
+    def window_scores(self, split: str, name: str, scope: str | None = None) -> dict[tuple[str, str], float]:
+        """(qid, pid) -> the score the window rule reads: its kind's reading of its window's or pairs' judgments
+        (``scope`` "pair" reads the designated pairs' of any window ranker, as Table III's pair-only row does)."""
+        decl = self.decl(name)
+        return decl.spec.read(decl, self.text_scores(split, name, scope or ("pair" if decl.designated_only else "window")))
