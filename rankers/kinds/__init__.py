@@ -1,4 +1,7 @@
-"""The ranker kinds, looked up by name: each module of this package defines one kind (or a family).
+"""The ranker kinds, looked up by name: each kind module of this package defines one kind (or a family).
+
+What the kinds share registers none: what a kind is and the registry (``base``), the pointwise window kind
+(``pointwise``), the LLM kinds' backend options (``llm``), requirements and judging plans.
 
 Adding a kind is adding a module here that subclasses ``PoolKind`` or a ``WindowKind`` and calls
 ``register``; the profile checks, the session, every spec, table, claim and benchmark pick it up
@@ -10,7 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from rankers.kinds.base import Kind, registered
+from rankers.kinds.base import RankerKind, registered
 
 _loaded = False
 
@@ -25,12 +28,12 @@ def _load() -> None:
         _loaded = True
 
 
-def kinds() -> dict[str, Kind]:
+def kinds() -> dict[str, RankerKind]:
     """Every known kind by name."""
     _load()
     return {k.name: k for k in registered()}
 
 
-def kind(name: object) -> Kind | None:
+def kind(name: object) -> RankerKind | None:
     """The kind of that name, or None."""
     return kinds().get(name) if isinstance(name, str) else None

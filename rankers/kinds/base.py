@@ -1,4 +1,4 @@
-"""What a ranker kind is: one object that knows everything about itself.
+"""What a ranker kind is: one object that knows everything about itself, and the registry of kinds by name.
 
 A kind (``kind = "..."`` in a profile's ``[rankers.<name>]`` table) declares its option
 schema, checks option values when the profile is read, checks what must answer before any work
@@ -15,43 +15,39 @@ Two shapes, one base class each:
   so a warm run reads the ranking instead of recomputing it;
 - :class:`WindowKind`: reorders the reference's top-20 window by the window rule
   (``rankers.window``) from text judgments it makes with ``judge``: one score per (query,
-  passage) input, cached under a key the kind names. :class:`PointwiseKind` judges each input
-  on its own through the shared score cache; a kind that judges a whole ordered window or pairs
+  passage) input, cached under a key the kind names. ``rankers.kinds.pointwise.PointwiseKind`` judges each
+  input on its own through the shared score cache; a kind that judges a whole ordered window or pairs
   of passages overrides ``judge`` and names its own cache key (see ``docs/protocol.md#listwise``).
 
-The harness looks kinds up by name (``rankers.kinds.kind``) and never branches on one.
+The harness looks kinds up by name (``rankers.kinds.kind``) and never branches on one. What a machine must
+have is in ``rankers.kinds.requirements``, what judging will cost in ``rankers.kinds.plan``.
 """
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
-from fixtures.artifacts import sha256_file
 from fixtures.code import code_identity
-from fixtures.models import model_fingerprint, model_problem
+from fixtures.models import model_problem
 from fixtures.study import Study
 from rankers.base import Ranking
+from rankers.kinds.plan import JudgePlan
+from rankers.kinds.requirements import CUDA, Requirement
 from rankers.scorers.base import TextScorer
 
-T = TypeVar("T")
 #: A declaration's population when it is evaluated on every eligible direction.
 ALL = "all"
 #: Markers a declaration may carry: pytest marks that select or skip its specs.
 MARKS = ("llm", "gpu", "slow")
 MODES = ("window", "designated")
-#: Inputs per committed chunk for scorers that do not choose their own (a multiple of the window, 20).
-CHUNK = 60
-#: Options that say how judgments are stored, not how they are made: they stay out of a scorer's identity.
-STORAGE_OPTIONS = ("max_reply_chars",)
 
-_registry: dict[str, Kind] = {}
+_registry: dict[str, RankerKind] = {}
 
 
 class DeclarationError(ValueError):
@@ -60,36 +56,6 @@ class DeclarationError(ValueError):
 
 class KindBuildError(RuntimeError):
     """A declared ranker could not be built; the message names the declaration."""
-
-
-# ---- requirements ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """Something this machine must have for a declared ranker to run; its absence skips the ranker's rows."""
-
-    what: str
-    met: Callable[[], bool]
-    hint: str
-
-    @property
-    def reason(self) -> str:
-        return f"{self.what} is not available here: {self.hint}"
-
-
-def needs_module(module: str, what: str, hint: str) -> Requirement:
-    """An importable package (looked up, not imported)."""
-    return Requirement(what, lambda: importlib.util.find_spec(module) is not None, hint)
-
-
-def _cuda() -> bool:
-    import torch  # heavy: only when a declared ranker needs CUDA
-
-    return bool(torch.cuda.is_available())
-
-
-CUDA = Requirement("a CUDA device", _cuda, "run on a machine with an NVIDIA GPU (torch.cuda.is_available() is False)")
 
 
 # ---- the declaration ---------------------------------------------------------------------------
@@ -106,7 +72,7 @@ class RankerDecl:
 
     name: str
     kind: str
-    spec: Kind = field(compare=False, repr=False)
+    spec: RankerKind = field(compare=False, repr=False)
     options: Mapping[str, Any] = field(default_factory=dict)
     label: str = ""
     population: str = ALL
@@ -178,72 +144,10 @@ class Context:
     subset: bool
 
 
-# ---- what judging will cost --------------------------------------------------------------------
-
-#: Characters per token assumed for a plan's prompt-token estimate (English BPE text runs at about 4).
-CHARS_PER_TOKEN = 4
-#: Judgments a plan makes to time a judge the cache holds no history of (committed: the stage reuses them); three,
-#: so the median leaves out the first, which also pays for loading an in-process model.
-PROBE_JUDGMENTS = 3
-
-
-@dataclass(frozen=True)
-class JudgePlan:
-    """What one judging stage will cost, known before it judges (docs/protocol.md#judging-cost).
-
-    ``judgments``: distinct judgments the stage needs, ``cached`` of them already stored; ``prompt_tokens``: an
-    estimate for those still to judge (their texts' characters / :data:`CHARS_PER_TOKEN`, the prompt template
-    not counted); ``seconds_per_judgment``: the median measured share of wall-clock of the judge's latest stored
-    judgments (``history`` of them), None without history; ``probe`` judges and commits a few of the missing
-    judgments to make that history.
-    """
-
-    judgments: int
-    cached: int
-    prompt_tokens: int
-    seconds_per_judgment: float | None
-    history: int
-    probe: Callable[[], None] | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def to_judge(self) -> int:
-        return self.judgments - self.cached
-
-    @property
-    def estimate_s(self) -> float | None:
-        """Seconds the stage is expected to judge for (0 when everything is cached; None: no estimate)."""
-        if not self.to_judge:
-            return 0.0
-        return None if self.seconds_per_judgment is None else self.to_judge * self.seconds_per_judgment
-
-    def line(self, what: str) -> str:
-        """The plan as one terminal line, e.g. ``plan score lw window test: 52 judgments (40 to judge, 12
-        cached), ~96,000 prompt tokens, about 23 min (34.5 s a judgment, median of 12 stored)``."""
-        head = f"plan {what}: {self.judgments:,} judgments ({self.to_judge:,} to judge, {self.cached:,} cached)"
-        if not self.to_judge:
-            return head
-        head += f", ~{self.prompt_tokens:,} prompt tokens"
-        if self.seconds_per_judgment is None:
-            return head + ", time unknown (no stored judgment of this judge yet)"
-        minutes = self.estimate_s / 60
-        return head + (f", about {minutes:.1f} min ({self.seconds_per_judgment:.3g} s a judgment, median of "
-                       f"{self.history:,} stored)")
-
-
-def timed_history(cache: Any, model_key: str) -> tuple[float | None, int]:
-    """(median seconds per judgment, judgments it is read from) of a judge's stored history; (None, 0) without."""
-    seconds = sorted(cache.history(model_key))
-    if not seconds:
-        return None, 0
-    mid = len(seconds) // 2
-    median = seconds[mid] if len(seconds) % 2 else (seconds[mid - 1] + seconds[mid]) / 2
-    return median, len(seconds)
-
-
 # ---- kinds ---------------------------------------------------------------------------------------
 
 
-class Kind:
+class RankerKind:
     """A ranker kind: option schema, checks, requirements, identity; a subclass says how it ranks or judges."""
 
     name: ClassVar[str]
@@ -372,85 +276,17 @@ def contact_all(decls: Iterable[RankerDecl], where: Callable[[RankerDecl], str])
     return {d.name: message for d, message in zip(decls, results) if message is not None}
 
 
-class PoolKind(Kind):
+class PoolKind(RankerKind):
     """Orders every query's full pool; memoized by default under the pool, the data and the kind's code."""
 
     def memo_key(self, decl: RankerDecl, ctx: Context, split: str) -> dict[str, Any] | None:
         return {"pool": ctx.pool_digest(split), "data": ctx.study.data_provenance(), **self.code()}
 
 
-class WindowKind(Kind):
+class WindowKind(RankerKind):
     """Reorders the reference's window from text judgments (``judge``); the window rule does the rest."""
 
     window = True
-
-
-class PointwiseKind(WindowKind):
-    """Judges each (query, passage) input on its own, through the shared score cache.
-
-    A subclass builds the scorer (``build``); this class shares one scorer between declarations
-    with the same options, stands in for it lazily (a warm run reads its cache key from the memo
-    and never loads the model), and scores what the cache lacks.
-    """
-
-    pointwise = True
-
-    def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
-        raise NotImplementedError
-
-    def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
-        """Code, libraries, options and the bytes of a local model: everything that decides the scorer's key."""
-        identity: dict[str, Any] = {"kind": self.name, "options": decl.scorer_options, **self.code()}
-        files = local_files(str(decl.options.get("model", "")), ctx.cache())
-        if files is not None:
-            identity["model_files"] = files
-        return identity
-
-    def scorer(self, decl: RankerDecl, ctx: Context) -> TextScorer:
-        key = (decl.kind, tuple(sorted((k, repr(v)) for k, v in decl.scorer_options.items())))
-
-        def build() -> TextScorer:
-            try:
-                return ctx.shared(key, lambda: self.build(decl, ctx))
-            except Exception as exc:  # any failure of a declared scorer is reported against its declaration
-                raise KindBuildError(f"{ctx.where(decl)}: cannot build its scorer: {type(exc).__name__}: {exc}") \
-                    from exc
-
-        try:
-            identity = self.identity(decl, ctx)
-        except Exception as exc:  # e.g. a model folder that cannot be read
-            raise KindBuildError(f"{ctx.where(decl)}: cannot identify its scorer: {type(exc).__name__}: {exc}") \
-                from exc
-        model_key = ctx.memo("scorer-key", identity, lambda: build().model_key)
-        return ctx.shared(("lazy", *key), lambda: LazyScorer(model_key, build,
-                                                             lambda: ctx.forget("scorer-key", identity)))
-
-    def scorer_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """All but the storage options (``max_reply_chars``): two declarations differing only there share judgments."""
-        return {k: v for k, v in options.items() if k not in STORAGE_OPTIONS}
-
-    def plan_inputs(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]]) -> JudgePlan:
-        """The plan of judging ``inputs`` one by one: the distinct inputs the cache lacks (or holds unavailable),
-        their texts' tokens, and the judge's history; ``probe`` scores :data:`PROBE_JUDGMENTS` of them."""
-        from rankers.scorers.cache import ScoreCache, cache_keys, score_with_cache  # sqlite store, no model
-
-        cache = ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
-        scorer = self.scorer(decl, ctx)
-        rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in inputs]
-        unique = dict(zip(cache_keys(scorer.model_key, rows), rows))
-        found, _ = cache.lookup(unique)
-        missing = [row for key, row in unique.items() if key not in found or not found[key].available]
-        seconds, history = timed_history(cache, scorer.model_key)
-        return JudgePlan(len(unique), len(unique) - len(missing),
-                         sum(len(qt) + len(pt) for _, _, qt, pt in missing) // CHARS_PER_TOKEN, seconds, history,
-                         probe=lambda: score_with_cache(scorer, missing[:PROBE_JUDGMENTS], cache, progress=False))
-
-    def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
-        from rankers.scorers.cache import MAX_REPLY_CHARS, ScoreCache, score_with_cache  # sqlite store, no model
-
-        cache = ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
-        return score_with_cache(self.scorer(decl, ctx), inputs, cache, batch_size=CHUNK, desc=desc,
-                                max_reply_chars=int(decl.options.get("max_reply_chars", MAX_REPLY_CHARS)))
 
 
 class LazyScorer:
@@ -470,30 +306,10 @@ class LazyScorer:
         return getattr(real, name)
 
 
-def check_reply_cap(options: Mapping[str, Any], where: str) -> None:
-    """``max_reply_chars``, where declared, is a positive integer (characters of a reply stored per input)."""
-    value = options.get("max_reply_chars")
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise DeclarationError(f"{where}: max_reply_chars must be a positive integer (characters of a reply "
-                               f"stored per input), got {value!r}")
-
-
-def local_files(value: str, cache_dir: Path | None = None) -> object | None:
-    """The content identity of a local model folder (per-file digests) or file (sha256); None for a hub name."""
-    if not value:
-        return None
-    local = Path(value).expanduser()
-    if local.is_dir():
-        return model_fingerprint(str(local.resolve()), cache_dir)
-    if local.is_file():
-        return sha256_file(local)
-    return None
-
-
 # ---- the registry --------------------------------------------------------------------------------
 
 
-def register(kind: Kind) -> Kind:
+def register(kind: RankerKind) -> RankerKind:
     """Make a kind known by its name (each module of ``rankers.kinds`` registers its own; a test may add one)."""
     if kind.name in _registry and type(_registry[kind.name]) is not type(kind):
         raise ValueError(f"kind {kind.name!r} is registered twice: {type(_registry[kind.name]).__qualname__} and "
@@ -502,5 +318,10 @@ def register(kind: Kind) -> Kind:
     return kind
 
 
-def registered() -> Iterator[Kind]:
+def registered() -> Iterator[RankerKind]:
     return iter(list(_registry.values()))
+
+
+#: The former name of :class:`RankerKind`, still read by ``tests/support/kinds.py`` (``reports.hypotheses.Kind``
+#: is a claim's kind, not this).
+Kind = RankerKind

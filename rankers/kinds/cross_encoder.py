@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from fixtures.models import require_model
-from rankers.kinds.base import CUDA, Context, KindBuildError, PointwiseKind, RankerDecl, Requirement, register
+from rankers.kinds.base import Context, KindBuildError, RankerDecl, register
+from rankers.kinds.pointwise import PointwiseKind
+from rankers.kinds.requirements import CUDA, Requirement
 from rankers.scorers.base import TextScorer
 
 TRAINED = "trained"

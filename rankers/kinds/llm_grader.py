@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fixtures.models import require_model
-from rankers.kinds.base import (CUDA, Context, DeclarationError, JudgePlan, PointwiseKind, RankerDecl, Requirement,
-                                check_reply_cap, needs_module, register)
+from rankers.kinds.base import Context, DeclarationError, RankerDecl, register
+from rankers.kinds.llm import BACKEND_OPTIONS, LLMBackendKind, check_backend, check_server
+from rankers.kinds.plan import JudgePlan
+from rankers.kinds.pointwise import PointwiseKind, check_reply_cap
 from rankers.scorers.base import TextScorer
 
 _NUM = (int, float)
@@ -31,24 +32,16 @@ _NUM = (int, float)
 GRADER_KEYS = ("prompt", "passage_tokens", "query_tokens", "near_tie_margin")
 #: How a judgment becomes the window rule's score: the argmax grade, or the expected grade E[g].
 GRADES = ("argmax", "expected")
-BACKENDS = ("llamacpp", "vllm", "openai")
 #: Top alternatives per token that ``logprobs = true`` asks a server for (the grade digit is nearly always among them).
 DEFAULT_LOGPROBS = 5
 #: The most alternatives OpenAI-compatible servers return per token.
 MAX_LOGPROBS = 20
-LLAMA_CPP = needs_module("llama_cpp", "llama-cpp-python",
-                         "the CPU grader was not set up; `bash .ci/setup` installs it")
-VLLM = needs_module("vllm", "vllm", "pip install -e \".[gpu]\" on a GPU machine")
 
 
-class LLMGrader(PointwiseKind):
+class LLMGrader(LLMBackendKind, PointwiseKind):
     name = "llm_grader"
-    options = {"backend": (str,), "model": (str,), "url": (str, list), "grade": (str,), "prompt": (str,),
-               "passage_tokens": (int,), "query_tokens": (int,), "near_tie_margin": _NUM, "n_threads": (int,),
-               "max_model_len": (int,), "max_tokens": (int,), "thinking": (bool,), "temperature": _NUM,
-               "seed": (int,), "concurrency": (int,), "timeout_s": _NUM, "logprobs": (int, bool),
-               "max_reply_chars": (int,), "extra_body": (dict,)}
-    required = ("backend", "model")
+    options = {**BACKEND_OPTIONS, "logprobs": (int, bool), "grade": (str,), "prompt": (str,), "passage_tokens": (int,),
+               "query_tokens": (int,), "near_tie_margin": _NUM, "max_reply_chars": (int,)}
     max_score = 4.0
     doc = ("an LLM asked for an integer grade 0-4 (llamacpp, vllm or any OpenAI-compatible server: model = the "
            "server's model name/alias, logprobs = top alternatives per token, true = 5)")
@@ -56,10 +49,7 @@ class LLMGrader(PointwiseKind):
     def check(self, options, where: str) -> None:
         if options.get("grade", "argmax") not in GRADES:
             raise DeclarationError(f"{where}: grade must be 'argmax' or 'expected', got {options['grade']!r}")
-        if options["backend"] not in BACKENDS:
-            raise DeclarationError(f"{where}: backend must be one of {list(BACKENDS)}, got {options['backend']!r}")
-        if options["backend"] == "openai" and not options.get("url"):
-            raise DeclarationError(f"{where}: backend 'openai' needs 'url' (an OpenAI-compatible /v1 base URL)")
+        check_backend(options, where)
         model = str(options.get("model", ""))
         if options["backend"] == "openai" and (model.startswith(("/", ".", "~")) or model.endswith(".gguf")):
             raise DeclarationError(f"{where}: for backend 'openai', model is the name the server serves the model "
@@ -70,19 +60,7 @@ class LLMGrader(PointwiseKind):
             raise DeclarationError(f"{where}: logprobs is the number of top alternatives per generated token the "
                                    f"server returns (an integer 0-{MAX_LOGPROBS}; true = {DEFAULT_LOGPROBS}, "
                                    f"false = 0), got {logprobs!r}")
-        if options["backend"] != "openai" and "extra_body" in options:
-            raise DeclarationError(f"{where}: 'extra_body' applies to backend 'openai' only (backend is "
-                                   f"{options['backend']!r})")
-        if options["backend"] != "openai" and options.get("url"):
-            raise DeclarationError(f"{where}: 'url' applies to backend 'openai' only (backend is "
-                                   f"{options['backend']!r})")
-        if options.get("url"):
-            from rankers.scorers.http import base_urls  # http client only when a server is declared
-
-            try:
-                base_urls(options["url"], "grader")
-            except ValueError as exc:
-                raise DeclarationError(f"{where}: {exc}") from None
+        check_server(options, where, "grader", url_needs_server=True)
         check_reply_cap(options, where)
 
     def contact(self, options, where: str) -> None:
@@ -96,9 +74,6 @@ class LLMGrader(PointwiseKind):
                 check_reachable(url, "/models", "grader")
         except ValueError as exc:
             raise DeclarationError(f"{where}: {exc}") from None
-
-    def requirements(self, options) -> tuple[Requirement, ...]:
-        return {"llamacpp": (LLAMA_CPP,), "vllm": (VLLM, CUDA)}.get(options.get("backend"), ())
 
     def models(self, options) -> tuple[str, ...]:
         return ("model",) if options.get("backend") == "vllm" else ()
@@ -131,23 +106,10 @@ class LLMGrader(PointwiseKind):
 
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         from rankers.scorers.grader import LLMGrader as Grader  # grader stack only when a grader is declared
-        from rankers.scorers.llm import make_backend  # runtimes load lazily inside
-        from rankers.scorers.llm.generation import GenerationSettings  # settings record, no runtime
 
         options = decl.scorer_options
         grading = {k: options.pop(k) for k in GRADER_KEYS if k in options}
-        settings, options = GenerationSettings.split_options(options)
-        backend, model, url = options.pop("backend"), str(options.pop("model")), options.pop("url", None)
-        if backend == "llamacpp":
-            from fixtures.gguf import gguf_model  # joins the GGUF parts on first use
-
-            gguf = gguf_model(model.removeprefix("builtin:"), ctx.cache())
-            engine = make_backend(backend, model=gguf.path, revision=gguf.sha256, settings=settings, **options)
-        elif backend == "openai":  # the profile check made sure it has a url
-            engine = make_backend(backend, model=model, base_url=url, settings=settings, **options)
-        else:
-            engine = make_backend(backend, model=require_model(model, decl.name), settings=settings, **options)
-        return Grader(engine, **grading)
+        return Grader(self.make_backend(decl, ctx, options), **grading)
 
 
 register(LLMGrader())

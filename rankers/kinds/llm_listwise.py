@@ -10,11 +10,11 @@ reference's order under them. ``order_check = N`` also judges N windows per spli
 measure how much the model's answer depends on the input order (``reports/order_bias.py``).
 
 Backends: ``llamacpp`` (a GGUF in-process, greedy decoding), ``vllm``, ``openai`` (any OpenAI-compatible
-server at ``url``): the grader's backends and generation settings (``rankers/scorers/llm/``); and
+server at ``url``): the grader's backends and generation settings (``rankers.kinds.llm``); and
 ``rerankers``: the listwise types of the ``rerankers`` library (``model_type = "rankgpt"`` through LiteLLM,
 ``"rankllm"`` through rank_llm), which rank on their own and report no repairs.
 
-This module also holds what the pairwise kind shares with it: the backend options and their checks.
+This module also holds what the pairwise kind shares with it: the judge's options, their checks and the judging.
 """
 from __future__ import annotations
 
@@ -22,27 +22,23 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rankers.kinds.base import (CHARS_PER_TOKEN, CUDA, PROBE_JUDGMENTS, Context, DeclarationError, JudgePlan,
-                                RankerDecl, Requirement, WindowKind, needs_module, register, timed_history)
+from rankers.kinds.base import Context, DeclarationError, RankerDecl, WindowKind, register
+from rankers.kinds.llm import BACKEND_OPTIONS, BACKENDS, LLMBackendKind, check_backend, check_server
+from rankers.kinds.plan import CHARS_PER_TOKEN, PROBE_JUDGMENTS, JudgePlan, timed_history
+from rankers.kinds.requirements import Requirement, needs_module
 from rankers.scorers.judgments import Request, drive, group_windows, judge_now, plan_requests, scored_inputs
 from rankers.scorers.listwise import TOKENS_PER_ID, ListwiseJudge, RerankersListJudge, sliding_windows
 from rankers.window import WINDOW_K
 
-_NUM = (int, float)
-BACKENDS = ("llamacpp", "vllm", "openai")
-LLAMA_CPP = needs_module("llama_cpp", "llama-cpp-python", "the CPU grader was not set up; `bash .ci/setup` installs it")
-VLLM = needs_module("vllm", "vllm", "pip install -e \".[gpu]\" on a GPU machine")
 RERANKERS = needs_module("rerankers", "the rerankers package", "pip install -e \".[rerankers]\"")
 #: What the ``rerankers`` library's listwise types import to run (looked up, never imported here).
 RERANKERS_TYPES = {"rankgpt": needs_module("litellm", "litellm (rerankers' RankGPT client)",
                                            "pip install litellm, and give the API's key in options"),
                    "rankllm": needs_module("rank_llm", "rank_llm (rerankers' RankLLM models)",
                                            "pip install rank-llm on a GPU machine")}
-#: Options every LLM judge takes: the backend, its model and the grader's generation settings.
-LLM_OPTIONS = {"backend": (str,), "model": (str,), "url": (str, list), "prompt": (str,), "passage_tokens": (int,),
-               "query_tokens": (int,), "window": (int,), "n_threads": (int,), "max_model_len": (int,),
-               "max_tokens": (int,), "thinking": (bool,), "temperature": _NUM, "seed": (int,), "concurrency": (int,),
-               "timeout_s": _NUM, "logprobs": (int,), "extra_body": (dict,)}
+#: Options every LLM judge takes: the backend's, the prompt's budgets and the window it judges.
+LLM_OPTIONS = {**BACKEND_OPTIONS, "prompt": (str,), "passage_tokens": (int,), "query_tokens": (int,),
+               "window": (int,)}
 #: Options that shape the algorithm or the report, not a judgment's prompt or reading.
 ALGORITHM_KEYS = ("window", "sub_window", "step", "order_check", "algorithm", "passes")
 
@@ -54,33 +50,17 @@ def positive(options: Mapping[str, Any], key: str, where: str, most: int | None 
         raise DeclarationError(f"{where}: {key} must be at least 1{bound}, got {value!r}")
 
 
-class LLMJudgeKind(WindowKind):
+class LLMJudgeKind(LLMBackendKind, WindowKind):
     """A window kind whose judgments are made by an LLM backend on several passages at once."""
 
-    required = ("backend", "model")
     backends: tuple[str, ...] = BACKENDS
 
     def check(self, options, where: str) -> None:
-        if options["backend"] not in self.backends:
-            raise DeclarationError(f"{where}: backend must be one of {list(self.backends)}, got {options['backend']!r}")
-        if options["backend"] == "openai" and not options.get("url"):
-            raise DeclarationError(f"{where}: backend 'openai' needs 'url' (an OpenAI-compatible /v1 base URL)")
-        if options["backend"] != "openai" and "extra_body" in options:
-            raise DeclarationError(f"{where}: 'extra_body' applies to backend 'openai' only (backend is "
-                                   f"{options['backend']!r})")
-        if options.get("url"):
-            from rankers.scorers.http import base_urls  # http client only when a server is declared
-
-            try:
-                base_urls(options["url"], f"{self.name} server")
-            except ValueError as exc:
-                raise DeclarationError(f"{where}: {exc}") from None
+        check_backend(options, where, self.backends)
+        check_server(options, where, f"{self.name} server", url_needs_server=False)
         positive(options, "window", where, WINDOW_K)
         for key in ("passage_tokens", "query_tokens"):
             positive(options, key, where)
-
-    def requirements(self, options) -> tuple[Requirement, ...]:
-        return {"llamacpp": (LLAMA_CPP,), "vllm": (VLLM, CUDA)}.get(options.get("backend"), ())
 
     def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
         return {"kind": self.name, "options": dict(decl.options), **self.code()}
@@ -89,26 +69,12 @@ class LLMJudgeKind(WindowKind):
 
     def backend(self, decl: RankerDecl, ctx: Context, default_max_tokens: int | None = None):
         """The declared LLM backend with the grader's generation settings (``max_tokens`` defaulted by the kind)."""
-        from fixtures.models import require_model  # resolves hub names; no model is loaded here
-        from rankers.scorers.llm import make_backend  # runtimes load lazily inside
-        from rankers.scorers.llm.generation import GenerationSettings  # settings record, no runtime
-
-        options = {k: v for k, v in decl.options.items() if k in LLM_OPTIONS and k not in ("prompt", "passage_tokens",
-                                                                                        "query_tokens", "window")}
+        options = {k: v for k, v in decl.options.items() if k in BACKEND_OPTIONS}
         if options["backend"] == "llamacpp":
             options.setdefault("thinking", False)
         if default_max_tokens is not None and "max_tokens" not in options and options.get("thinking") is False:
             options["max_tokens"] = default_max_tokens  # a thinking model keeps the grader's 6,144-token cap
-        settings, options = GenerationSettings.split_options(options)
-        backend, model, url = options.pop("backend"), str(options.pop("model")), options.pop("url", None)
-        if backend == "llamacpp":
-            from fixtures.gguf import gguf_model  # joins the GGUF parts on first use
-
-            gguf = gguf_model(model.removeprefix("builtin:"), ctx.cache())
-            return make_backend(backend, model=gguf.path, revision=gguf.sha256, settings=settings, **options)
-        if backend == "openai":
-            return make_backend(backend, model=model, base_url=url, settings=settings, **options)
-        return make_backend(backend, model=require_model(model, decl.name), settings=settings, **options)
+        return self.make_backend(decl, ctx, options)
 
     def make_judge(self, decl: RankerDecl, ctx: Context):
         raise NotImplementedError

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rankers.base import Ranking
-from rankers.kinds.base import Context, KindBuildError, PointwiseKind, RankerDecl, register
+from rankers.kinds.base import Context, KindBuildError, RankerDecl, register
+from rankers.kinds.pointwise import PointwiseKind
 from rankers.scorers.base import TextScorer
 
 

@@ -10,8 +10,8 @@ scores' identity (the model and its revision are), so moving the server keeps th
 """
 from __future__ import annotations
 
-from rankers.kinds.base import (Context, DeclarationError, PointwiseKind, RankerDecl, check_reply_cap,
-                                register)
+from rankers.kinds.base import Context, DeclarationError, RankerDecl, register
+from rankers.kinds.pointwise import PointwiseKind, check_reply_cap
 from rankers.scorers.base import TextScorer
 
 _NUM = (int, float)

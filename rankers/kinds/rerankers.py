@@ -8,8 +8,9 @@ without scores: they are declared as ``kind = "llm_listwise"`` with ``backend = 
 from __future__ import annotations
 
 from fixtures.models import require_model
-from rankers.kinds.base import (Context, DeclarationError, PointwiseKind, RankerDecl, Requirement, needs_module,
-                                register)
+from rankers.kinds.base import Context, DeclarationError, RankerDecl, register
+from rankers.kinds.pointwise import PointwiseKind
+from rankers.kinds.requirements import Requirement, needs_module
 from rankers.scorers.base import TextScorer
 
 #: ``model_type`` values whose ``model`` is a Hugging Face name or a local folder.

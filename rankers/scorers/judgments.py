@@ -20,7 +20,6 @@ committed round (docs/protocol.md#judging-cost).
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import nullcontext
@@ -30,7 +29,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import pandas as pd
 
-from fixtures.corpus import text_hash
+from fixtures.identity import text_digest
 from fixtures.progress import stage
 from rankers.scorers.base import streams
 from rankers.scorers.cache import CachedScore, CacheKey, ScoreCache, ScoredInputs
@@ -97,7 +96,8 @@ Algorithm = Generator[list[Request], list[Outcome], WindowResult]
 
 
 def _digest(parts: Iterable[str]) -> str:
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+    """The digest of ordered parts joined by the unit separator (never inside a pid or a hex digest)."""
+    return text_digest("\x1f".join(parts))
 
 
 def request_key(model_key: str, request: Request, hashes: dict[str, str] | None = None) -> CacheKey:
@@ -106,7 +106,7 @@ def request_key(model_key: str, request: Request, hashes: dict[str, str] | None 
 
     def h(text: str) -> str:
         if text not in hashes:
-            hashes[text] = text_hash(text)
+            hashes[text] = text_digest(text)
         return hashes[text]
 
     pids = request.pids

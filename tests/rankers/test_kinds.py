@@ -188,13 +188,13 @@ def test_every_server_kind_refuses_an_unreachable_url_before_any_work() -> None:
 
 
 def test_a_reachable_server_passes_and_any_kind_with_a_url_is_checked() -> None:
-    from rankers.kinds.base import Kind
+    from rankers.kinds.base import RankerKind
     from tests.support.faulty_chat_server import cycle, faulty_chat_server
     from tests.support.kinds import registered
     from tests.support.loopback import free_port
     from tests.support.rerank_server import contract_rerank_server
 
-    class Remote(Kind):  # a kind some researcher adds, with a server of its own
+    class Remote(RankerKind):  # a kind some researcher adds, with a server of its own
         name = "remote_test_kind"
         options = {"url": (str,)}
 

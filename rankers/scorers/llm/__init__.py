@@ -1,24 +1,46 @@
 """The grader's LLM backends, built by name with the shared generation settings.
 
-- ``openai``: any OpenAI-compatible server (``openai_compatible``);
+- ``llamacpp``: in-process llama-cpp-python on a GGUF file, the embedded CPU default
+  (``llamacpp_backend``): it reads the logits of the five grade tokens instead of generating;
 - ``vllm``: in-process vLLM on a GPU (``vllm_backend``; the paper: Qwen3-14B-AWQ, thinking mode,
   temperature 0, 8,192-token context, 6,144-token output cap);
-- ``llamacpp``: in-process llama-cpp-python on a GGUF file, the embedded CPU default
-  (``llamacpp_backend``): it reads the logits of the five grade tokens instead of generating.
+- ``openai``: any OpenAI-compatible server (``openai_compatible``).
 
-Each runtime imports its heavy library only when it first generates.
+:data:`BACKENDS` is the one list of backend names: the LLM kinds check declarations against it
+(``rankers.kinds.llm``). Importing this package loads no backend module: each runtime's module is imported
+when a backend of that name is built, and its heavy library only when it first generates.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rankers.scorers.llm.generation import GenerationSettings, LLMBackend
-from rankers.scorers.llm.llamacpp_backend import LlamaCppBackend
-from rankers.scorers.llm.openai_compatible import OpenAIBackend
-from rankers.scorers.llm.vllm_backend import VLLMBackend
 
-BACKENDS = {"openai": OpenAIBackend, "vllm": VLLMBackend, "llamacpp": LlamaCppBackend}
+
+def _llamacpp(model: str | Path, settings: GenerationSettings | None, **options: Any) -> LLMBackend:
+    from rankers.scorers.llm.llamacpp_backend import LlamaCppBackend  # this runtime's module only when declared
+
+    return LlamaCppBackend(model, settings=settings, **options)
+
+
+def _vllm(model: str | Path, settings: GenerationSettings | None, **options: Any) -> LLMBackend:
+    from rankers.scorers.llm.vllm_backend import VLLMBackend  # this runtime's module only when declared
+
+    return VLLMBackend(str(model), settings=settings, **options)
+
+
+def _openai(model: str | Path, settings: GenerationSettings | None, **options: Any) -> LLMBackend:
+    from rankers.scorers.llm.openai_compatible import OpenAIBackend  # this runtime's module only when declared
+
+    if "base_url" not in options:
+        raise ValueError("the openai grader backend needs base_url (an OpenAI-compatible /v1 endpoint)")
+    return OpenAIBackend(options.pop("base_url"), str(model), settings=settings, **options)
+
+
+#: Backend name -> its builder, in the order a declaration's error message lists them.
+BACKENDS: dict[str, Callable[..., LLMBackend]] = {"llamacpp": _llamacpp, "vllm": _vllm, "openai": _openai}
 
 
 def make_backend(backend: str, *, model: str | Path, settings: GenerationSettings | None = None,
@@ -33,12 +55,6 @@ def make_backend(backend: str, *, model: str | Path, settings: GenerationSetting
     if backend not in BACKENDS:
         raise ValueError(f"unknown LLM backend {backend!r}; expected one of {sorted(BACKENDS)}")
     try:
-        if backend == "openai":
-            if "base_url" not in backend_options:
-                raise ValueError("the openai grader backend needs base_url (an OpenAI-compatible /v1 endpoint)")
-            return OpenAIBackend(backend_options.pop("base_url"), str(model), settings=settings, **backend_options)
-        if backend == "vllm":
-            return VLLMBackend(str(model), settings=settings, **backend_options)
-        return LlamaCppBackend(model, settings=settings, **backend_options)
+        return BACKENDS[backend](model, settings, **backend_options)
     except TypeError as exc:  # an option the backend does not take
         raise ValueError(f"LLM backend {backend!r}: {exc}") from None
