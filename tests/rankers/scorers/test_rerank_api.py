@@ -160,9 +160,12 @@ def test_timeout_retries_and_bounded_concurrency():
         assert len(server.requests) == 1  # retries are off by default
         RerankAPIScorer(server.base_url, "m", retries=2).score([("q", "a")])
         assert len(server.requests) == 4
-    with contract_rerank_server(length_score, fault="slow", slow_s=0.3) as server:
+    with contract_rerank_server(length_score, fault="pairs", slow_s=30.0) as server:  # answers two at a time
         batch = RerankAPIScorer(server.base_url, "m", concurrency=2).score([(f"q{i}", "a") for i in range(6)])
     assert server.peak == 2 and np.isfinite(batch.scores).all()
+    with contract_rerank_server(length_score, fault="pairs", slow_s=0.5) as server:  # never two: each alone
+        RerankAPIScorer(server.base_url, "m", concurrency=1).score([(f"q{i}", "a") for i in range(2)])
+    assert server.peak == 1
 
 
 def test_window_falls_back_for_the_queries_the_server_failed(tmp_path):
