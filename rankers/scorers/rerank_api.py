@@ -45,7 +45,8 @@ import httpx
 import numpy as np
 
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.http import Dispatcher, EndpointPool, base_urls, endpoint_record, run_sync
+from rankers.scorers.endpoints import Dispatcher, EndpointPool, endpoint_record
+from rankers.scorers.http import base_urls, run_sync
 from rankers.scorers.prompts.hostile import ESCAPE_VERSION, escape_control
 
 #: Route and request body per flavour (see the module docstring).

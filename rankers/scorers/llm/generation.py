@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from rankers.scorers.http import endpoint_record
+from rankers.scorers.endpoints import endpoint_record
 from rankers.scorers.prompts import GradePrompt
 
 
@@ -118,7 +118,7 @@ class Generation:
     #: Probabilities of a closed set of answers read from their tokens' logits (the pairwise judge's "A"/"B").
     choice_probs: tuple[float, ...] | None = None
     #: For a server: the base URL that answered, and the (URL, reason) of those the request was sent to first and
-    #: that were taken out (``rankers.scorers.http.EndpointPool``).
+    #: that were taken out (``rankers.scorers.endpoints.EndpointPool``).
     endpoint: str | None = None
     resent_from: tuple[tuple[str, str], ...] = ()
 

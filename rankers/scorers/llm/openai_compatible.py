@@ -14,7 +14,8 @@ from typing import Any
 
 import httpx
 
-from rankers.scorers.http import EndpointPool, run_sync
+from rankers.scorers.endpoints import EndpointPool
+from rankers.scorers.http import run_sync
 from rankers.scorers.llm.generation import Generation, GenerationSettings, TokenLogprob, settings_key
 from rankers.scorers.prompts import GradePrompt
 from rankers.scorers.prompts.hostile import ESCAPE_VERSION
