@@ -320,8 +320,3 @@ def register(kind: RankerKind) -> RankerKind:
 
 def registered() -> Iterator[RankerKind]:
     return iter(list(_registry.values()))
-
-
-#: The former name of :class:`RankerKind`, still read by ``tests/support/kinds.py`` (``reports.hypotheses.Kind``
-#: is a claim's kind, not this).
-Kind = RankerKind

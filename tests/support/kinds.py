@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from rankers.kinds import base
 
-K = TypeVar("K", bound=base.Kind)
+K = TypeVar("K", bound=base.RankerKind)
 
 
 @contextmanager
