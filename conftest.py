@@ -30,7 +30,7 @@ from harness.claims import (check_claim_names, designated_twins, h2_claims, h3_c
 from harness.options import (OptionError, add_options, needed, read_profile, read_settings,  # noqa: E402
                              resolve_before_work, use_pythonpath)
 from harness.profile_records import Profile  # noqa: E402
-from rankers.registry import RankerDecl  # noqa: E402
+from rankers.declarations import RankerDecl  # noqa: E402
 
 pytest_plugins = ["reports.plugin"]
 

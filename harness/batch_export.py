@@ -16,7 +16,7 @@ from typing import Any
 from fixtures.corpus import text_hash
 from fixtures.identity import json_digest
 from harness.session import Evaluation
-from rankers.registry import RankerDecl
+from rankers.declarations import RankerDecl
 from rankers.scorers.cache import MAX_REPLY_CHARS, CacheKey, ScoreCache
 from rankers.scorers.judgments import pending_requests
 

@@ -45,7 +45,7 @@ from harness.options import OptionError, argument_parser, path_option, read_prof
     settings_from
 from harness.session import Evaluation
 from rankers.base import Ranking
-from rankers.registry import FUSION
+from rankers.declarations import FUSION
 from rankers.window import WINDOW_K
 from rankers.trec import write_qrels, write_run
 from reports.transaction import StagedRun

@@ -15,7 +15,7 @@ from fixtures import progress
 from fixtures.populations import eligible_directions
 from harness.memo import digest
 from rankers.kinds.base import KindBuildError
-from rankers.registry import RankerDecl
+from rankers.declarations import RankerDecl
 from rankers.scorers.base import TextScorer
 from rankers.window import TextInput, pair_inputs, window_inputs
 

@@ -32,7 +32,7 @@ from fixtures.settings import (DEFAULT_SPLITS, EVALUABLE_SPLITS, PROJECT_ROOT, S
                                default_cache_dir)
 from harness.profile import load_profile
 from harness.profile_records import Profile, ProfileError
-from rankers.registry import RankerDecl
+from rankers.declarations import RankerDecl
 from reports.history import saved_run, saved_runs
 
 GROUP = ("nevir", "Preference Is Not Position evaluation")

@@ -18,7 +18,7 @@ import pandas as pd
 from fixtures.perturbation import RELATIVE_NOISE
 from harness.claims import ClaimBook, claim_book
 from harness.session import Evaluation
-from rankers.registry import ALL
+from rankers.declarations import ALL
 from reports.hypotheses import ClaimDefinition, ClaimResult, robust_to_noise
 from reports.measures import seed_average
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.profile_terms import QUALITY_GATES
-from rankers.registry import RankerDecl
+from rankers.declarations import RankerDecl
 
 
 class ProfileError(ValueError):

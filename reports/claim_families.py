@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rankers.registry import RankerDecl
+from rankers.declarations import RankerDecl
 from reports.measures import paired_measure
 
 Side = Literal[">", "<"]

@@ -11,7 +11,7 @@ import pytest
 from fixtures import code
 from rankers.kinds import kind
 from rankers.kinds.base import DeclarationError, RankerDecl
-from rankers.registry import parse_declaration
+from rankers.declarations import parse_declaration
 
 
 def test_the_grader_needs_llama_cpp_only_on_the_cpu_backend(monkeypatch: pytest.MonkeyPatch) -> None:

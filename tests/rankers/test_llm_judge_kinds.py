@@ -13,7 +13,7 @@ from harness.profile import load_profile
 from harness.profile_records import ProfileError
 from rankers.kinds import kind
 from rankers.kinds.base import Context, RankerDecl
-from rankers.registry import DeclarationError, parse_declaration
+from rankers.declarations import DeclarationError, parse_declaration
 from tests.support.chat_server import chat_reply, chat_server
 
 WHERE = "mine.toml [rankers.x]"

@@ -13,7 +13,7 @@ import pytest
 
 from rankers.base import single_score_ranking
 from rankers.kinds.base import DeclarationError, KindBuildError
-from rankers.registry import parse_declaration
+from rankers.declarations import parse_declaration
 from rankers.scorers.python_scorer import factory_problem
 
 WHERE = "mine.toml [rankers.x]"

@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import norm, permutation_test
 
 from rankers.kinds import kind
-from rankers.registry import RankerDecl
+from rankers.declarations import RankerDecl
 from reports.claim_families import ClaimDefinition, DeclaredComparison, claim_definitions
 from reports.claim_measures import ClaimTest, measure_comparison, measure_tie_branch, not_measured
 from reports.hypotheses import (CLAIM_COLUMNS, ClaimResult, check_verdict, decidable, decide_family, format_interval,

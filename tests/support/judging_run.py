@@ -15,7 +15,7 @@ import pandas as pd
 
 from fixtures.study import build_study
 from rankers.kinds.base import Context
-from rankers.registry import parse_declaration
+from rankers.declarations import parse_declaration
 
 WHERE = "judging.toml [rankers.judge]"
 #: Windows judged (Test directions: the kinds read the data to find a qid's split) and passages per window.

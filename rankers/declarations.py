@@ -18,7 +18,7 @@ from typing import Any
 from rankers.kinds import kind, kinds
 from rankers.kinds.base import ALL, MARKS, MODES, DeclarationError, RankerDecl
 
-__all__ = ["ALL", "DeclarationError", "RankerDecl", "check_registry", "parse_declaration"]
+__all__ = ["ALL", "DeclarationError", "RankerDecl", "check_declarations", "parse_declaration"]
 
 _NUM = (int, float)
 COMMON = {"kind": (str,), "label": (str,), "population": (str,), "order": _NUM, "marks": (list,),
@@ -71,7 +71,7 @@ def parse_declaration(name: str, table: Mapping[str, Any], where: str) -> Ranker
                       tie_breaker=table.get("tie_breaker"), mode=mode)
 
 
-def check_registry(rankers: Mapping[str, RankerDecl], samples: Mapping[str, object], where: str) -> None:
+def check_declarations(rankers: Mapping[str, RankerDecl], samples: Mapping[str, object], where: str) -> None:
     """The reference ranker is declared; referenced rankers exist and are full-pool rankers over all of Q_c;
     samples exist."""
     if FUSION not in rankers:
