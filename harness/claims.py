@@ -24,8 +24,6 @@ import pandas as pd
 import pytest
 
 from fixtures.populations import eligible_directions
-# The specs read the checks from here, with the claim book they check.
-from harness.checks import check_claim, check_gates, check_pin, record_single_seed
 from harness.profile_records import Profile
 from harness.profile_terms import PROFILE_DIR
 from rankers.window import WINDOW_K

@@ -20,7 +20,7 @@ from harness.claims import ClaimBook, claim_book
 from harness.session import Evaluation
 from rankers.declarations import ALL
 from reports.hypotheses import ClaimDefinition, ClaimResult, robust_to_noise
-from reports.measures import seed_average
+from reports.outcomes import seed_average
 
 
 #: What the perturbed retraining saw, in a verdict's words.

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports.measures import COUNT, PAIRED_MEASURES, POPULATION, TABLE2, column
+from reports.measures import PAIRED_MEASURES, TABLE2, column
+from reports.columns import COUNT, POPULATION
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "specs" / "profiles"
 TOP_LEVEL = ("profile", "models", "samples", "rankers", "claims", "gates", "pins", "margins")

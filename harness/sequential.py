@@ -27,7 +27,8 @@ from reports.comparisons import group_labels
 from reports.cost import stage_cost
 from reports.claim_families import ClaimDefinition
 from reports.hypotheses import format_interval, format_p
-from reports.measures import outcome_columns, paired_measure
+from reports.measures import paired_measure
+from reports.outcomes import outcome_columns
 from reports.sequential import SequentialTest, holm_decided, sequential_test
 
 #: Judging cost columns summed over a look's distinct judgments (``reports.cost.stage_cost``).

@@ -17,7 +17,8 @@ from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES, Ratio, RatioDifference, group_bootstrap
 from reports.claim_families import ClaimDefinition
 from reports.comparisons import compare_on
-from reports.measures import outcome_columns, paired_measure
+from reports.measures import paired_measure
+from reports.outcomes import outcome_columns
 from reports.stats import group_effect
 
 #: H3: a claim whose rarest branch × outcome cell expects fewer directions than this is flagged (chosen by

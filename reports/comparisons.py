@@ -16,7 +16,8 @@ import pandas as pd
 from fixtures.populations import eligible_directions
 from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES
-from reports.measures import PAIRED_MEASURES, PairedMeasure, delta_row, outcome_columns, paired_measure
+from reports.measures import PAIRED_MEASURES, PairedMeasure, delta_row, paired_measure
+from reports.outcomes import outcome_columns
 from reports.group_tests import N_PERMUTATIONS
 from reports.stats import PairedDifference, holm, paired_difference
 

@@ -19,7 +19,8 @@ import pandas as pd
 
 from rankers.base import Ranking
 from rankers.window import WINDOW_K
-from reports.measures import COUNT, PAIRED_MEASURES, POPULATION, TABLE2, BaselineMeasure, shown_in
+from reports.measures import PAIRED_MEASURES, TABLE2, shown_in
+from reports.columns import COUNT, POPULATION, BaselineMeasure
 from reports.sequential import StoppingPoint
 
 

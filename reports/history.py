@@ -41,7 +41,8 @@ import pandas as pd
 
 from fixtures.environment import version_changes
 from fixtures.settings import SEED
-from reports.measures import TABLE2, aggregate, outcome_columns, paired_measure
+from reports.measures import TABLE2, aggregate, paired_measure
+from reports.outcomes import outcome_columns
 from reports.paper import paper_table2
 from reports.record import SplitRecord, profile_of
 from reports.stats import ALPHA, certifiable_margin, equivalence, paired_difference

@@ -18,14 +18,11 @@ import pandas as pd
 
 from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
-# The profile, the session, the specs and the perturbation check read COUNT, a ranking's outcomes and a pair-only
-# scorer's paired accuracy from here, with every other measure name.
-from reports.columns import (COUNT, OUTPUTS, PERCENT, POINTS, POPULATION, RANK, Aggregate, BaselineMeasure,
+from reports.columns import (OUTPUTS, PERCENT, POINTS, POPULATION, RANK, Aggregate, BaselineMeasure,
                              ChangeMeasure, Columns, DirectionMeasure, IntervalMeasure, Measure, Output, PairMeasure,
                              interval_ends, table2_order)
-from reports.outcomes import (aligned_population, baseline_columns, corrections_regressions, direction_outcomes,
-                              outcome_columns, seed_average)
-from reports.pairs import given_pair_paired, paired_accuracy
+from reports.outcomes import aligned_population, baseline_columns, outcome_columns
+from reports.pairs import paired_accuracy
 from reports.stats import PairedDifference, paired_difference
 
 _ALL: frozenset[Output] = frozenset(OUTPUTS)

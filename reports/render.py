@@ -12,7 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from reports.measures import COUNT, POPULATION, BaselineMeasure, Measure, Output, shown_in
+from reports.measures import shown_in
+from reports.columns import COUNT, POPULATION, BaselineMeasure, Measure, Output
 from reports.record import endpoint_summary_of, unavailable_summary
 from reports.tables import RELIABLE_N, interval_note
 

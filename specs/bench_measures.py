@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from rankers.base import Ranking, rank_by_keys
-from reports.measures import direction_outcomes, summarize
+from reports.measures import summarize
+from reports.outcomes import direction_outcomes
 from reports.stats import paired_difference
 from fixtures.populations import annotate_population
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.claims import check_claim, claim_book, record_single_seed, seed_estimand
+from harness.claims import claim_book, seed_estimand
+from harness.checks import check_claim, record_single_seed
 from harness.perturbation import published_result
 from reports.measures import summarize
 

@@ -7,7 +7,8 @@ its side rejects at α 0.05 after Holm within its family; its interval is report
 """
 from __future__ import annotations
 
-from harness.claims import check_claim, claim_book
+from harness.claims import claim_book
+from harness.checks import check_claim
 
 
 def test_h2(evaluation, split, h2_claim, report, request) -> None:

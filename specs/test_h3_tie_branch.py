@@ -12,10 +12,12 @@ import pandas as pd
 
 from fixtures.code import code_digest
 from fixtures.populations import eligible_directions
-from harness.claims import (check_claim, claim_book, designated_twins, expected_grade_counts, h3_claims,
-                            tie_branch_frame, tie_twins)
+from harness.claims import (claim_book, designated_twins, expected_grade_counts, h3_claims, tie_branch_frame,
+                            tie_twins)
+from harness.checks import check_claim
 from reports.cost import replay_rows, stage_cost
-from reports.measures import direction_outcomes, given_pair_paired
+from reports.outcomes import direction_outcomes
+from reports.pairs import given_pair_paired
 from reports.outputs import stash_frame
 from reports.record import Artifact
 from reports.tables import NEVIR_PAIRED_COLUMNS, judgments_table, pair_only_outcomes, pair_only_summary, table3

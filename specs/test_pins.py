@@ -12,7 +12,7 @@ unreachable* (the margin is below what the sample can certify, said in the row) 
 """
 from __future__ import annotations
 
-from harness.claims import check_pin
+from harness.checks import check_pin
 from reports.measures import paired_measure
 
 

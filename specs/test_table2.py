@@ -13,7 +13,7 @@ from pathlib import Path
 from fixtures.artifacts import sha256_file
 from fixtures.code import code_digest
 from fixtures.populations import eligible_directions
-from harness.claims import check_gates
+from harness.checks import check_gates
 from harness.profile_terms import QUALITY_GATES
 from rankers.trec import write_qrels
 from rankers.trec_run import direction_coverage

@@ -185,7 +185,7 @@ def _random_case(seed: int) -> tuple[Ranking, Ranking, dict, pd.DataFrame]:
 def test_designated_outcomes_equal_the_window_rule(seed: int, with_tie_breaker: bool):
     """Strict, tie and fallback from the designated pair alone equal the full window's when only a designated
     score is unavailable (the case both modes see)."""
-    from reports.measures import direction_outcomes
+    from reports.outcomes import direction_outcomes
     from rankers.window import designated_outcomes
 
     reference, tie_breaker, scores, directions = _random_case(seed)
@@ -204,7 +204,7 @@ def test_designated_outcomes_equal_the_window_rule(seed: int, with_tie_breaker: 
 def test_designated_mode_differs_from_the_window_only_where_another_passage_is_unscored():
     """q1: the window falls back for c, a passage neither direction designates; designated mode, which never sees
     c's score, decides by the designated scores. q2: every score available: the two modes agree."""
-    from reports.measures import direction_outcomes
+    from reports.outcomes import direction_outcomes
     from rankers.window import designated_outcomes
 
     scores = {("q1", "a"): 1.0, ("q1", "b"): 3.0, ("q1", "c"): np.nan,

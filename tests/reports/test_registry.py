@@ -9,12 +9,11 @@ import pandas as pd
 import pytest
 
 from harness import profile_terms, session
-from reports import explore_data, history, hypotheses, measures, paper, render
+from reports import columns, explore_data, history, hypotheses, measures, paper, render
 from reports.explore import ASSETS
 from reports.explore_data import table2_columns
-from reports.measures import (OUTPUTS, PAIRED_MEASURES, TABLE2, TABLE2_COLUMNS, TABLE2_INTERVAL_COLUMNS,
-                              TABLE2_ROW_COLUMNS, BaselineMeasure, ChangeMeasure, DirectionMeasure, IntervalMeasure,
-                              column, shown_in)
+from reports.measures import PAIRED_MEASURES, TABLE2, TABLE2_COLUMNS, TABLE2_INTERVAL_COLUMNS, TABLE2_ROW_COLUMNS, column, shown_in
+from reports.columns import OUTPUTS, BaselineMeasure, ChangeMeasure, DirectionMeasure, IntervalMeasure
 
 
 def registry(flag: str) -> tuple[str, ...]:
@@ -25,7 +24,7 @@ def table2_row(name: str = "r", **values: object) -> dict[str, object]:
     """A Table II row with a distinct value in every column, so a column shown twice or not at all is seen."""
     row: dict[str, object] = {"ranker": name, "compare_to": "base", "label": "the ranker"}
     for i, m in enumerate(TABLE2):
-        row[m.name] = 100 + i if m.unit in (measures.COUNT, measures.POPULATION) else 0.5 + i / 1000
+        row[m.name] = 100 + i if m.unit in (columns.COUNT, columns.POPULATION) else 0.5 + i / 1000
     return row | values
 
 

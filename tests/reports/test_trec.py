@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from rankers.base import Ranking, single_score_ranking
-from reports.measures import direction_outcomes, summarize
+from reports.measures import summarize
+from reports.outcomes import direction_outcomes
 from fixtures.populations import annotate_population
 from rankers.trec import TrecFileError, read_qrels, read_run, write_qrels, write_run
 from reports.trec import mrr_from_files
