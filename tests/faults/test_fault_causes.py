@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from fixtures.settings import PROJECT_ROOT
 from tests.support.faulty_chat_server import cycle, faulty_chat_server
@@ -85,7 +84,7 @@ def test_unavailable_judgments_are_counted_by_cause_in_every_output(tmp_path: Pa
         line = f"oa (pair): {entry['unavailable']} of {entry['inputs']} judgments unavailable — "
         assert line in (folder / "report.md").read_text(encoding="utf-8")
         assert f"[{split}] {line}" in out  # at the end of the run, beside the gate that failed
-        assert f"gate fallback_pct_max (oa)" in out
+        assert "gate fallback_pct_max (oa)" in out
     assert counted == expected  # every failure the server served, and nothing else, under its cause
 
 

@@ -15,7 +15,6 @@ On a seeded 100-pair subset (the CI subset's 24 pairs decide no claim: 12 groups
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest

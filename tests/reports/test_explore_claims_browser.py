@@ -7,7 +7,6 @@ The page is the hand-made split of ``tests/reports/test_explore.py`` with claims
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from reports.record import SplitRecord
-from reports.history import (COMPARISON_COLUMNS, compare_tables, compare_with, decide_change, paired_change,
+from reports.history import (COMPARISON_COLUMNS, compare_with, decide_change, paired_change,
                              ranker_outcomes, reviewed_run, run_id, save_to_history, tolerance_change)
 
 N = 400

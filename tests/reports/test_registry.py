@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pandas as pd
-import pytest
 
 from harness import profile_terms, session
 from reports import columns, explore_data, history, hypotheses, measures, paper, render
