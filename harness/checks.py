@@ -26,7 +26,8 @@ import pytest
 from harness.profile_file import shown
 from harness.profile_records import Expectation, Gate, Pin, Profile
 from reports.comparisons import group_labels
-from reports.history import ChangeVerdict, paired_change, ranker_outcomes, reviewed_run, tolerance_change
+from reports.changes import ChangeVerdict, paired_change, tolerance_change
+from reports.history import ranker_outcomes, reviewed_run
 from reports.hypotheses import ClaimResult, check_verdict
 from reports.measures import paired_measure
 

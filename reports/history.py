@@ -6,46 +6,32 @@ large runs or pool), complete or partial: a partial run (``-k``, ``-m``, ...) is
 run id (``-partial-``) and its manifest (``partial``: why), so the researcher's ``-m "not llm"``
 loop has runs to compare with, and a pin's reviewed run is only ever a complete one
 (docs/protocol.md#publishing). Two runs are compared as a paired experiment when they share the pool
-snapshot, so both evaluated the same directions (docs/statistics.md#comparisons):
-
-- **changed**: the two-sided test of the per-direction differences (``reports.stats.mean_test``)
-  rejects at α 0.05 and the TOST does not show the change within the margin;
-- **changed within margin**: both reject: a real change smaller than the margin (passes a pin);
-- **unchanged**: only the two one-sided tests (TOST) reject: |Δ| within the measure's margin
-  declared in the profile (``[margins]``: e.g. 1 point of strict preference, 0.01 MRR);
-- **margin unreachable**: neither, and the margin is below the smallest one the TOST can certify
-  at this sample (``certifiable``): said once, in the row, and not a warning;
-- **undetermined**: neither, with a margin the sample could certify.
-
-Without per-direction outcomes of both runs (an older run, another pool snapshot) the
-comparison is *unpaired*: it says so, and a pin falls back to its tolerance. The paper's
-published values ride along as a labeled reference column for Test.
+snapshot, so both evaluated the same directions; each measure's decision (changed, unchanged, ...)
+is ``reports.changes``'s. Without per-direction outcomes of both runs (an older run, another pool
+snapshot) the comparison is *unpaired*: it says so, and a pin falls back to its tolerance. The
+paper's published values ride along as a labeled reference column for Test.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import secrets
 import shutil
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from fixtures.environment import version_changes
 from fixtures.settings import SEED
-from reports.measures import TABLE2, aggregate, paired_measure
-from reports.outcomes import outcome_columns
+from reports.measures import TABLE2, paired_measure
 from reports.paper import paper_table2
+from reports.changes import ChangeVerdict, paired_change
 from reports.record import SplitRecord, profile_of
-from reports.stats import ALPHA, certifiable_margin, equivalence, paired_difference
 
 HISTORY = ".history"
 KEEP = ("*.csv", "*.json", "*.md", "*.tex")
@@ -56,9 +42,6 @@ FIELDS = ("strict", "rank_pos", "rank_neg", "tie", "fallback")
 COMPARISON_COLUMNS = ("ranker", "measure", "now", "then", "delta", "delta_lo", "delta_hi", "p_changed",
                       "p_unchanged", "margin", "certifiable_margin", "decision", "basis", "n", "differing_groups",
                       "discordant", "paper")
-
-Decision = Literal["changed", "changed within margin", "unchanged", "margin unreachable", "undetermined"]
-
 
 #: The mark of a partial run in its run id.
 PARTIAL_MARK = "partial"
@@ -102,86 +85,6 @@ def save_to_history(results_dir: Path, ident: str, split: str, published: Path) 
             target.parent.rmdir()  # only when empty: this run saved no other split
         raise
     return target
-
-
-@dataclass(frozen=True)
-class ChangeVerdict:
-    """One measure of one ranker, now against then: the decision and the numbers it rests on (Δ = now − then).
-
-    ``basis`` says how it was decided: ``paired`` (the tests above, on ``n`` common
-    directions) or ``tolerance`` (|Δ| against a pin's tolerance, without per-direction outcomes).
-    """
-
-    decision: Decision
-    basis: str
-    now: float
-    then: float
-    delta: float
-    lo: float = float("nan")
-    hi: float = float("nan")
-    p_changed: float = float("nan")
-    p_unchanged: float = float("nan")
-    margin: float = float("nan")
-    n: int = 0
-    certifiable: float = float("nan")
-    differing_groups: int = 0
-    discordant: int = 0
-
-    def message(self) -> str:
-        """Old, new, Δ, interval, p-values, the effective sample and the certifiable margin in one line."""
-        text = f"{self.decision}: then {self.then:.6g}, now {self.now:.6g}, Δ {self.delta:+.6g}"
-        if self.basis == "paired":
-            text += (f" [{self.lo:+.4g}, {self.hi:+.4g}] on {self.n} common directions ({self.differing_groups} "
-                     f"groups and {self.discordant} directions differ); paired p {self.p_changed:.2g}"
-                     + (f", TOST p {self.p_unchanged:.2g} within ±{self.margin:g}" if math.isfinite(self.margin)
-                        else ", no margin declared"))
-            if math.isfinite(self.certifiable) or self.certifiable == float("inf"):
-                text += f"; the smallest margin this sample can certify: ±{self.certifiable:.3g}"
-        else:
-            text += f" ({self.basis})"
-        return text
-
-
-def decide_change(p_changed: float, p_unchanged: float, alpha: float = ALPHA, reachable: bool = True) -> Decision:
-    """The decision of the module doc from the paired p, the TOST p and whether the margin is certifiable here."""
-    if p_changed <= alpha:
-        return "changed within margin" if p_unchanged <= alpha else "changed"
-    if p_unchanged <= alpha:
-        return "unchanged"
-    return "undetermined" if reachable else "margin unreachable"
-
-
-def paired_change(column: str, now: pd.DataFrame, then: pd.DataFrame, labels: np.ndarray, margin: float | None,
-                  seed: int = SEED) -> ChangeVerdict:
-    """A Table II ``column`` of one ranker, now vs then, from per-direction outcomes on the same qids (aligned).
-
-    Values, Δ and its interval are stated in the column's own unit (a count column counts
-    directions); the test and the margin are on the paired measure's scale (points, MRR).
-    """
-    measure = paired_measure(column)
-    if len(now) != len(then) or not np.array_equal(now["qid"].to_numpy(), then["qid"].to_numpy()):
-        raise ValueError("paired_change needs both runs' outcomes on the same directions, in the same order")
-    a, b = outcome_columns(now, "outcomes now"), outcome_columns(then, "outcomes then")
-    x, y = measure.values(a), measure.values(b)
-    diff = paired_difference(x, y, labels, measure.scale, seed=seed)
-    p_unchanged = equivalence(x, y, labels, margin, measure.scale, seed=seed).p if margin else float("nan")
-    # The certifiable margin is needed (and computed) only where the TOST did not certify the declared one.
-    certifiable = (certifiable_margin(labels, diff.null_sd, measure.scale, seed=seed)
-                   if margin and not p_unchanged <= ALPHA else float("nan"))
-    n = len(now)
-    decision = decide_change(diff.test.p_two_sided, p_unchanged if margin else 1.0,
-                             reachable=not margin or not margin < certifiable)
-    return ChangeVerdict(decision, "paired", aggregate(column, a), aggregate(column, b),
-                         *(measure.in_column(column, v, n) for v in (diff.effect, diff.lo, diff.hi)),
-                         diff.test.p_two_sided, p_unchanged, margin if margin else float("nan"), n, certifiable,
-                         diff.differing_groups, diff.discordant)
-
-
-def tolerance_change(now: float, then: float, tolerance: float) -> ChangeVerdict:
-    """A pin without the reviewed run's per-direction outcomes: changed when it moved beyond its tolerance."""
-    moved = not (math.isfinite(now) and abs(now - then) <= tolerance)
-    return ChangeVerdict("changed" if moved else "unchanged", f"tolerance ±{tolerance:g}, unpaired", now, then,
-                         now - then)
 
 
 def ranker_outcomes(directions: pd.DataFrame, ranker: str) -> pd.DataFrame | None:

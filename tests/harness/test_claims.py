@@ -138,7 +138,7 @@ def test_a_claim_whose_ranker_breaks_fails_alone(monkeypatch) -> None:
 def test_a_pin_fails_only_on_a_change_beyond_its_margin(monkeypatch, recwarn) -> None:
     """changed fails; changed within margin and margin unreachable pass without a warning; undetermined warns."""
     from harness.profile_records import Pin
-    from reports.history import ChangeVerdict
+    from reports.changes import ChangeVerdict
 
     rows: list[dict] = []
     report = SimpleNamespace(add=lambda table, split, row: rows.append(row))

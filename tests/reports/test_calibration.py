@@ -33,7 +33,7 @@ from scipy.stats import kstest
 
 from fixtures.settings import SEED
 from fixtures.study import build_study
-from reports.history import decide_change
+from reports.changes import decide_change
 from reports.claim_families import ClaimDefinition
 from reports.claim_measures import ClaimTest, measure_tie_branch
 from reports.hypotheses import decide_family

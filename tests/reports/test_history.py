@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from reports.record import SplitRecord
-from reports.history import (COMPARISON_COLUMNS, compare_with, decide_change, paired_change,
-                             ranker_outcomes, reviewed_run, run_id, save_to_history, tolerance_change)
+from reports.changes import decide_change, paired_change, tolerance_change
+from reports.history import COMPARISON_COLUMNS, compare_with, ranker_outcomes, reviewed_run, run_id, save_to_history
 
 N = 400
 
