@@ -186,6 +186,8 @@ class SplitRecord:
     entries: Mapping[str, Any] = field(default_factory=dict)
     artifacts: tuple[Artifact, ...] = ()
     stages: pd.DataFrame | None = None
+    #: Artifact frames read so far, by name; shared by the records ``with_table`` derives from this one.
+    _frames: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def profile(self) -> Mapping[str, Any]:
@@ -211,7 +213,8 @@ class SplitRecord:
         return decl.label if decl is not None else ranker
 
     def artifact(self, kind: str, ranker: str = "", scope: str = "") -> Artifact | None:
-        return self._by_name.get(Artifact(kind, Path(), ranker, scope).name) if kind in ARTIFACT_KINDS else None
+        """The artifact of that name, None when the run recorded none (an unknown kind is refused)."""
+        return self._by_name.get(Artifact(kind, Path(), ranker, scope).name)
 
     def of_kind(self, kind: str) -> tuple[Artifact, ...]:
         return tuple(a for a in self.artifacts if a.kind == kind)
@@ -219,10 +222,6 @@ class SplitRecord:
     @cached_property
     def _by_name(self) -> dict[str, Artifact]:
         return {a.name: a for a in self.artifacts}
-
-    @cached_property
-    def _frames(self) -> dict[str, pd.DataFrame]:
-        return {}
 
     def frame(self, artifact: Artifact) -> pd.DataFrame:
         """An artifact's frame, read through its seal once per record (callers must not modify it)."""
@@ -245,12 +244,8 @@ class SplitRecord:
         return directions_table(self.frame(population), outcomes)
 
     def with_table(self, name: str, frame: pd.DataFrame) -> SplitRecord:
-        """The record with one more (or another) table; what was read stays read."""
-        record = replace(self, tables={**self.tables, name: frame})
-        record.__dict__["_frames"] = self._frames
-        if name != "table2" and "directions" in self.__dict__:
-            record.__dict__["directions"] = self.__dict__["directions"]
-        return record
+        """The record with one more (or another) table; the artifact frames already read stay read."""
+        return replace(self, tables={**self.tables, name: frame})
 
     def manifest(self, publication: Publication) -> dict[str, Any]:
         """``manifest.json`` before its ``explore`` and ``files`` entries: the recorded entries, stage wall-clock
