@@ -89,9 +89,7 @@ def _write(out: Path, record: SplitRecord, publication: Publication, figure_cach
     figures = write_figures(out, tables, figure_cache)
     if population is not None and "table2" in tables:
         manifest["explore"] = write_explore(out, record, tables, publication.run_id, figures, figure_cache)
-    labels = {r: d.label for r, d in record.declared.items()}
-    if "table2" in tables:
-        labels.update(zip(tables["table2"]["ranker"].astype(str), tables["table2"]["label"].astype(str)))
+    labels = {r: record.label(r) for r in [*record.declared, *record.rankers]}  # Table II's label column's values
     (out / "report.md").write_text(report_markdown(record, tables, labels, figures, publication), encoding="utf-8")
     manifest["files"] = folder_digests(out, skip=lambda p: p.name == "manifest.json")  # all but the manifest
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")
