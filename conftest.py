@@ -147,7 +147,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("pool_ranker", _rankers(d for d in profile.ordered() if not d.is_window))
     if "seeded_ranker" in names:  # learned rankers trained with several seeds
         metafunc.parametrize("seeded_ranker", _rankers(d for d in profile.ordered()
-                                                       if len(d.spec.seeds(d.options, settings.seed)) > 1))
+                                                       if len(d.ranker_kind.seeds(d.options, settings.seed)) > 1))
     if "scored_ranker" in names:  # one per distinct scorer: twins reading the same judgments share it
         distinct: list = []
         for decl in profile.window_rankers():

@@ -108,7 +108,7 @@ def collect(ev: Evaluation, names: Sequence[str]) -> list[JudgeExport]:
                             body, truncated = scorer.backend.request(scorer.grade_prompt(query, passage))
                             judge.add(key, body, truncated)
         else:
-            kind = decl.spec
+            kind = decl.ranker_kind
             model_judge = kind.judge_of(decl, ev.context)
             judge = judges.setdefault(model_judge.model_key, JudgeExport(
                 name, model_judge.model_key, decl.kind, model_judge.backend.model, model_judge.template.key, None, cap))

@@ -35,7 +35,7 @@ class WindowJudging:
         decl = self.decl(name)
         if not decl.is_window:
             raise ValueError(f"{self.where(decl)} is a full-pool ranker; it has no text scorer")
-        return decl.spec.scorer(decl, self.context)
+        return decl.ranker_kind.scorer(decl, self.context)
 
     def inputs(self, split: str, name: str, scope: str) -> list[TextInput]:
         """What a window ranker judges in one scope: its reference's top 20 per query, or the designated pairs."""
@@ -52,13 +52,14 @@ class WindowJudging:
         """A window ranker's judgments of one scope's inputs, made (or read from its cache) by its kind."""
         decl = self.decl(name)
         inputs = self.inputs(split, name, scope)
-        identity = self._declared(decl, "cannot identify its judgments", lambda: decl.spec.identity(decl, self.context))
+        identity = self._declared(decl, "cannot identify its judgments",
+                                  lambda: decl.ranker_kind.identity(decl, self.context))
         # One judging run per (identity, split, scope, inputs) across xdist workers: the second waits, then reads.
         lock = self.settings.cache("scores") / f".{split}-{scope}-{digest([identity, [i[:2] for i in inputs]])}.lock"
         desc = f"score {name} {scope} {split}"
         with FileLock(str(lock)), self.stage(split, f"score_{name}_{scope}", inputs=len(inputs)) as record:
             self._within_budget(decl, inputs, desc)
-            scored = decl.spec.judge(decl, self.context, inputs, desc=desc)
+            scored = decl.ranker_kind.judge(decl, self.context, inputs, desc=desc)
             record.update(unique=scored.n_unique, scored_now=scored.n_scored, retried=scored.n_retried,
                           rejected=scored.n_rejected, unavailable=scored.n_unavailable, capped=scored.n_capped)
         return scored
@@ -67,13 +68,14 @@ class WindowJudging:
         """Print what the stage will cost before it judges, and stop it when it exceeds ``--max-judge-minutes``
         (docs/protocol.md#judging-cost). Without history, and with a limit, a few judgments are timed first."""
         limit = self.settings.max_judge_minutes
-        plan = self._declared(decl, "cannot plan its judgments", lambda: decl.spec.plan(decl, self.context, inputs))
+        plan = self._declared(decl, "cannot plan its judgments",
+                              lambda: decl.ranker_kind.plan(decl, self.context, inputs))
         if plan is None:
             return
         if limit is not None and plan.to_judge and plan.seconds_per_judgment is None and plan.probe is not None:
             progress.note(f"plan {desc}: no stored judgment of this judge yet; timing a few before the estimate")
             self._declared(decl, "cannot time its judgments", plan.probe)
-            plan = decl.spec.plan(decl, self.context, inputs)
+            plan = decl.ranker_kind.plan(decl, self.context, inputs)
         if plan.to_judge:  # a warm stage (everything cached) stays quiet
             progress.note(plan.line(desc))
         if limit is not None and plan.estimate_s is not None and plan.estimate_s > 60 * limit:
@@ -87,4 +89,5 @@ class WindowJudging:
         """(qid, pid) -> the score the window rule reads: its kind's reading of its window's or pairs' judgments
         (``scope`` "pair" reads the designated pairs' of any window ranker, as Table III's pair-only row does)."""
         decl = self.decl(name)
-        return decl.spec.read(decl, self.text_scores(split, name, scope or ("pair" if decl.designated_only else "window")))
+        scope = scope or ("pair" if decl.designated_only else "window")
+        return decl.ranker_kind.read(decl, self.text_scores(split, name, scope))

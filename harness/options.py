@@ -240,6 +240,6 @@ def resolve_before_work(settings: Settings, profile: Profile,
         if any(not r.met() for r in decl.requirements()):
             continue
         problems += [f"{profile.path} [rankers.{decl.name}]: {p}"
-                     for p in decl.spec.preflight(decl.options, settings.splits)]
+                     for p in decl.ranker_kind.preflight(decl.options, settings.splits)]
     if problems:
         raise OptionError("cannot start, nothing was computed:\n  " + "\n  ".join(problems))

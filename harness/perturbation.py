@@ -71,7 +71,7 @@ class PerturbedEvaluation:
 
         def rank():
             with ev.stage(split, f"rank_{name}_seed{seed}_perturbed"):
-                ranking = decl.spec.rank_seed(decl, ev.context, split, seed, perturbed=True)
+                ranking = decl.ranker_kind.rank_seed(decl, ev.context, split, seed, perturbed=True)
             return ranking if decl.population == ALL else ev.restrict(ranking, ev.sample(split, decl.population))
         key = {**ev.ranking_key(split, name), "seed": seed, "perturbation": RELATIVE_NOISE}
         return ev.outcomes_of(split, name, key, lambda: ev.memo.get("ranking", key, rank))

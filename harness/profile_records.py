@@ -181,7 +181,7 @@ class Profile:
         """A ranker's training seeds, ``base_seed`` first; () for a ranker not trained with seeds
         (docs/statistics.md#seeds). Collection reads it before there is a session, the session after."""
         decl = self.rankers[name]
-        return decl.spec.seeds(decl.options, base_seed)
+        return decl.ranker_kind.seeds(decl.options, base_seed)
 
     def window_rankers(self) -> list[RankerDecl]:
         return [d for d in self.ordered() if d.is_window]

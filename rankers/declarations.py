@@ -41,19 +41,20 @@ def parse_declaration(name: str, table: Mapping[str, Any], where: str) -> Ranker
         raise DeclarationError(f"{where}: ranker name {name!r} must be non-empty, without whitespace, '/' or '__'")
     if not isinstance(table, Mapping):
         raise DeclarationError(f"{where}: must be a table of options, got {table!r}")
-    spec = kind(table.get("kind"))
-    if spec is None:
+    ranker_kind = kind(table.get("kind"))
+    if ranker_kind is None:
         raise DeclarationError(f"{where}: unknown kind {table.get('kind')!r}; expected one of {sorted(kinds())}")
-    options = {k: v for k, v in table.items() if k in spec.options}
-    window = spec.is_window(options)
-    allowed = {**COMMON, **(WINDOW_ONLY if spec.window else {}), **spec.options}
+    options = {k: v for k, v in table.items() if k in ranker_kind.options}
+    window = ranker_kind.is_window(options)
+    allowed = {**COMMON, **(WINDOW_ONLY if ranker_kind.window else {}), **ranker_kind.options}
     for key, value in table.items():
         if key not in allowed:
-            raise DeclarationError(f"{where}: unknown key {key!r} for kind {spec.name!r}; allowed: {sorted(allowed)}")
+            raise DeclarationError(f"{where}: unknown key {key!r} for kind {ranker_kind.name!r}; "
+                                   f"allowed: {sorted(allowed)}")
         _check_type(where, key, value, allowed[key])
-    for key in spec.required:
+    for key in ranker_kind.required:
         if key not in table or table[key] in ("", None):
-            raise DeclarationError(f"{where}: kind {spec.name!r} needs {key!r}")
+            raise DeclarationError(f"{where}: kind {ranker_kind.name!r} needs {key!r}")
     marks = tuple(table.get("marks", ()))
     unknown = [m for m in marks if m not in MARKS]
     if unknown:
@@ -63,8 +64,9 @@ def parse_declaration(name: str, table: Mapping[str, Any], where: str) -> Ranker
         raise DeclarationError(f"{where}: mode must be one of {list(MODES)}, got {mode!r}")
     if not window and (mode != "window" or table.get("reference") or table.get("tie_breaker")):
         raise DeclarationError(f"{where}: reference, tie_breaker and mode apply to window rankers only")
-    spec.check(options, where)
-    return RankerDecl(name=name, kind=spec.name, spec=spec, options=options, label=str(table.get("label", "")),
+    ranker_kind.check(options, where)
+    return RankerDecl(name=name, kind=ranker_kind.name, ranker_kind=ranker_kind, options=options,
+                      label=str(table.get("label", "")),
                       population=str(table.get("population", ALL)), order=float(table.get("order", 1000.0)),
                       marks=marks, baseline=table.get("compare_to", FUSION),
                       reference=(table.get("reference") or FUSION) if window else None,

@@ -104,7 +104,7 @@ def designated_twins(windows: Sequence[RankerDecl]) -> dict[str, tuple[str, str]
     """
     out: dict[str, tuple[str, str]] = {}
     for d in windows:
-        if not d.designated_only or not d.spec.pointwise:
+        if not d.designated_only or not d.ranker_kind.pointwise:
             continue
         for w in windows:
             if (not w.designated_only and same_scorer(d, w) and d.reading == w.reading

@@ -62,7 +62,7 @@ def test_table3_pair_only_vs_window(evaluation, split, window_ranker, report) ->
     assert paired["paired"] <= paired["pairs"] and paired["paired_pct"] <= paired["paired_random_pct"]
     assert row["n"] == l2["n"]
     assert row["l1_strict"] + row["l1_ties"] + row["l1_unavailable"] <= row["n"]
-    if not evaluation.decl(window_ranker).spec.pointwise:
+    if not evaluation.decl(window_ranker).ranker_kind.pointwise:
         return  # a listwise or pairwise judgment of the pair alone is not its judgment within the window
     # L1 reads the very scores L2's rule reads: where the window scored both designated passages, equal values.
     per = tie_branch_frame(evaluation, split, window_ranker).set_index("qid")
@@ -80,7 +80,7 @@ def test_cost_and_replays(evaluation, split, window_ranker, report) -> None:
         report.add("cost", split, stage_cost(f"{window_ranker}_{label}", scored.frame, scored.calls),
                    order=decl.order)
         # Every judgment with what its scorer stored (probabilities, margin, reason), for judgments.csv.
-        judgments = judgments_table(scored.frame, window_ranker, stage, decl.spec.read(decl, scored),
+        judgments = judgments_table(scored.frame, window_ranker, stage, decl.ranker_kind.read(decl, scored),
                                     bounded=decl.max_score is not None)
         report.artifact(split, Artifact("judgments", stash_frame(
             evaluation.settings.cache_dir, f"judgments-{window_ranker}-{stage}", judgments), window_ranker, stage))

@@ -63,7 +63,8 @@ class KindBuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class RankerDecl:
-    """One declared ranker. ``options`` are its kind's own settings, exactly as declared; ``spec`` is the kind.
+    """One declared ranker. ``options`` are its kind's own settings, exactly as declared; ``kind`` names its kind
+    and ``ranker_kind`` is that kind (what it checks, needs and computes).
 
     ``baseline`` is the ranker its Δ and claims are against (profile key ``compare_to``), restricted to
     the same directions; ``reference`` is whose top 20 a window ranker reorders; ``tie_breaker`` whose
@@ -72,7 +73,7 @@ class RankerDecl:
 
     name: str
     kind: str
-    spec: RankerKind = field(compare=False, repr=False)
+    ranker_kind: RankerKind = field(compare=False, repr=False)
     options: Mapping[str, Any] = field(default_factory=dict)
     label: str = ""
     population: str = ALL
@@ -85,12 +86,12 @@ class RankerDecl:
 
     @property
     def is_window(self) -> bool:
-        return self.spec.is_window(self.options)
+        return self.ranker_kind.is_window(self.options)
 
     @property
     def scorer_options(self) -> dict[str, Any]:
         """The options that make its judgments (what a twin declaration must share to share them)."""
-        return self.spec.scorer_options(self.options)
+        return self.ranker_kind.scorer_options(self.options)
 
     @property
     def designated_only(self) -> bool:
@@ -98,16 +99,16 @@ class RankerDecl:
 
     @property
     def max_score(self) -> float | None:
-        return self.spec.max_score
+        return self.ranker_kind.max_score
 
     @property
     def reading(self) -> str:
         """How a judgment becomes the window rule's score (``"score"``; a grader's ``"argmax"`` or ``"expected"``)."""
-        return self.spec.reading(self.options)
+        return self.ranker_kind.reading(self.options)
 
     def requirements(self) -> tuple[Requirement, ...]:
         """What this machine needs to run it: its kind's needs, and CUDA when declared with ``marks = ["gpu"]``."""
-        return (*self.spec.requirements(self.options), *((CUDA,) if "gpu" in self.marks else ()))
+        return (*self.ranker_kind.requirements(self.options), *((CUDA,) if "gpu" in self.marks else ()))
 
 
 # ---- what a kind reads -------------------------------------------------------------------------
@@ -264,7 +265,7 @@ def contact_all(decls: Iterable[RankerDecl], where: Callable[[RankerDecl], str])
 
     def run(decl: RankerDecl) -> str | None:
         try:
-            decl.spec.contact(decl.options, where(decl))
+            decl.ranker_kind.contact(decl.options, where(decl))
         except DeclarationError as exc:
             return str(exc)
         except Exception as exc:  # any failure of a declared ranker's check is reported against its declaration

@@ -79,7 +79,7 @@ def test_the_shipped_kinds_are_found_by_name() -> None:
 
 def test_a_kind_defined_in_a_test_is_declared_checked_and_has_requirements(reversed_kind, tmp_path) -> None:
     decl = load_profile(str(_profile(tmp_path))).rankers["upside_down"]
-    assert decl.spec is reversed_kind and not decl.is_window and decl.baseline == "fusion"
+    assert decl.ranker_kind is reversed_kind and not decl.is_window and decl.baseline == "fusion"
     assert [r.reason for r in decl.requirements()] == ["a reversing machine is not available here: this test's "
                                                        "kind never runs"]
     with pytest.raises(ProfileError, match=r"\[rankers.upside_down\]: flip = false is plain fusion"):

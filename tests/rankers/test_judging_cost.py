@@ -112,13 +112,13 @@ def test_the_plan_counts_cache_hits_and_misses_and_reads_the_judges_history(tmp_
         decl = judging_run.declaration("llm_listwise", url)
         ctx = judging_run.context(tmp_path)
         rows = judging_run.inputs()
-        cold = decl.spec.plan(decl, ctx, rows)
+        cold = decl.ranker_kind.plan(decl, ctx, rows)
         assert (cold.judgments, cold.cached, cold.seconds_per_judgment, cold.history) == (4, 0, None, 0)
         # The texts of four windows of three passages, at 4 characters a token.
         chars = sum(len(q) for q in {r[2] for r in rows}) + sum(len(r[3]) for r in rows)
         assert cold.prompt_tokens == chars // 4
         cold.probe()  # three judgments timed and committed
-        warm = decl.spec.plan(decl, ctx, rows)
+        warm = decl.ranker_kind.plan(decl, ctx, rows)
     assert (warm.judgments, warm.cached, warm.to_judge, warm.history) == (4, 3, 1, 3)
     assert warm.seconds_per_judgment is not None and warm.estimate_s == pytest.approx(warm.seconds_per_judgment)
 

@@ -214,8 +214,8 @@ def test_a_reachable_server_passes_and_any_kind_with_a_url_is_checked() -> None:
 def test_a_lambdamart_declaration_trains_five_seeds_unless_it_says_otherwise() -> None:
     """The run's seed first (Table II's row), then the ones after it; other kinds are not trained with seeds."""
     bg8 = parse_declaration("bg8", {"kind": "lambdamart", "background": 8}, "p")
-    assert bg8.spec.seeds(bg8.options, 13) == (13, 14, 15, 16, 17)
+    assert bg8.ranker_kind.seeds(bg8.options, 13) == (13, 14, 15, 16, 17)
     e0 = parse_declaration("e0", {"kind": "lambdamart", "background": 0, "seeds": 1}, "p")
-    assert e0.spec.seeds(e0.options, 13) == (13,)
+    assert e0.ranker_kind.seeds(e0.options, 13) == (13,)
     fusion = parse_declaration("f", {"kind": "fusion"}, "p")
-    assert fusion.spec.seeds(fusion.options, 13) == ()
+    assert fusion.ranker_kind.seeds(fusion.options, 13) == ()

@@ -61,7 +61,7 @@ def test_a_profile_declares_both_kinds_beside_the_embedded_rankers(tmp_path):
                     'window = 5\n[rankers.pw]\nkind = "llm_pairwise"\nbackend = "llamacpp"\n'
                     'model = "builtin:smollm2-135m-instruct"\nmode = "designated"\n', encoding="utf-8")
     profile = load_profile(str(path))
-    assert profile.rankers["lw"].spec is kind("llm_listwise") and profile.rankers["pw"].designated_only
+    assert profile.rankers["lw"].ranker_kind is kind("llm_listwise") and profile.rankers["pw"].designated_only
     path.write_text(path.read_text() + 'sub_window = 3\n', encoding="utf-8")
     with pytest.raises(ProfileError, match=r"\[rankers.pw\]: unknown key 'sub_window'"):
         load_profile(str(path))
@@ -108,8 +108,8 @@ def test_listwise_kind_through_an_openai_compatible_server(tmp_path):
     ranks = {(qid, "p1"): 1, (qid, "p2"): 2, (qid, "p3"): 3}
     with chat_server(_listwise_answer) as (url, bodies):
         decl = _decl(kind="llm_listwise", backend="openai", url=url, model="m", thinking=False, order_check=1)
-        scored = decl.spec.judge(decl, _context(tmp_path, ranks), inputs, desc="test")
-        again = decl.spec.judge(decl, _context(tmp_path, ranks), inputs, desc="test")
+        scored = decl.ranker_kind.judge(decl, _context(tmp_path, ranks), inputs, desc="test")
+        again = decl.ranker_kind.judge(decl, _context(tmp_path, ranks), inputs, desc="test")
     assert scored.scores == {(qid, "p2"): -1.0, (qid, "p3"): -2.0, (qid, "p1"): -3.0}
     assert len(bodies) == 2, "the window and its reversed presentation (order_check = 1); the rerun reads the cache"
     assert again.n_scored == 0 and again.scores == scored.scores
@@ -139,7 +139,7 @@ def test_pairwise_kind_reads_a_servers_letters_and_their_probabilities(tmp_path)
         # One request at a time, so bodies arrive in the order the judge asks (both orders are asked).
         decl = _decl(kind="llm_pairwise", backend="openai", url=url, model="m", thinking=False, mode="designated",
                      concurrency=1)
-        scored = decl.spec.judge(decl, _context(tmp_path, {(qid, "pref"): 7, (qid, "counter"): 3}), inputs, "t")
+        scored = decl.ranker_kind.judge(decl, _context(tmp_path, {(qid, "pref"): 7, (qid, "counter"): 3}), inputs, "t")
     assert scored.scores == {(qid, "pref"): 1.0, (qid, "counter"): 0.0}
     # Shown in the reference's order, never preferred first: the counterpart (rank 3) is passage A first.
     first_sent = re.search(r'<passage id="A">\n(.*?)\n', bodies[0]["messages"][1]["content"]).group(1)

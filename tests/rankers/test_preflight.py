@@ -56,7 +56,7 @@ def test_a_missing_module_or_a_malformed_factory_is_named() -> None:
     assert re.search(r"module 'fh_absent_module' is not found on sys\.path; name the folder .* pythonpath",
                      factory_problem("fh_absent_module:make"))
     assert "module 'fh_absent_pkg.sub' is not found" in factory_problem("fh_absent_pkg.sub:make")
-    assert decl({"kind": "python", "factory": "fh_absent_module:make"}).spec.preflight(
+    assert decl({"kind": "python", "factory": "fh_absent_module:make"}).ranker_kind.preflight(
         {"factory": "fh_absent_module:make"}, ("test",))
 
 
@@ -66,30 +66,30 @@ def test_a_missing_module_or_a_malformed_factory_is_named() -> None:
 def test_a_run_file_is_checked_for_every_evaluated_split(tmp_path: Path) -> None:
     (tmp_path / "test.trec").write_text("q1 Q0 a 1 1.0 s\n")
     d = decl({"kind": "trec_run", "path": str(tmp_path / "{split}.trec")})
-    assert d.spec.preflight(d.options, ("test",)) == []
-    problems = d.spec.preflight(d.options, ("test", "confirmation"))
+    assert d.ranker_kind.preflight(d.options, ("test",)) == []
+    problems = d.ranker_kind.preflight(d.options, ("test", "confirmation"))
     assert len(problems) == 1 and str(tmp_path / "confirmation.trec") in problems[0]
 
 
 def test_a_model_folder_that_does_not_exist_is_named(tmp_path: Path) -> None:
     d = decl({"kind": "cross_encoder", "model": str(tmp_path / "my-ce")})
-    assert d.spec.preflight(d.options, ("test",)) == [
+    assert d.ranker_kind.preflight(d.options, ("test",)) == [
         f"cross_encoder model folder {tmp_path / 'my-ce'} does not exist (model paths resolve relative to the "
         "profile file)"]
     (tmp_path / "my-ce").mkdir()
-    assert d.spec.preflight(d.options, ("test",)) == []
+    assert d.ranker_kind.preflight(d.options, ("test",)) == []
     trained = decl({"kind": "cross_encoder", "model": "trained"})
-    assert trained.spec.models(trained.options) == ()  # trained here: nothing to resolve
+    assert trained.ranker_kind.models(trained.options) == ()  # trained here: nothing to resolve
 
 
 def test_a_hub_model_offline_and_uncached_is_named_with_both_fixes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     d = decl({"kind": "rerankers", "model": "no-such-org/no-such-reranker", "model_type": "cross-encoder"})
-    [problem] = d.spec.preflight(d.options, ("test",))
+    [problem] = d.ranker_kind.preflight(d.options, ("test",))
     assert re.search(r"rerankers model 'no-such-org/no-such-reranker' .*huggingface-cli download "
                      r"no-such-org/no-such-reranker.*allow the hub", problem)
     api = decl({"kind": "rerankers", "model": "cohere", "model_type": "api"})
-    assert api.spec.preflight(api.options, ("test",)) == []  # an API name is the library's business
+    assert api.ranker_kind.preflight(api.options, ("test",)) == []  # an API name is the library's business
 
 
 # ---- server grading options ------------------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def rank(tmp_path: Path, text: str, **options):
     d = decl({"kind": "trec_run", "path": str(run), **options})
     ctx = SimpleNamespace(study=SimpleNamespace(directions=DIRECTIONS), ranking=lambda split, name: REFERENCE,
                           resolve_path=Path, where=lambda decl: WHERE)
-    return d.spec.rank(d, ctx, "test")
+    return d.ranker_kind.rank(d, ctx, "test")
 
 
 def test_qids_outside_the_subset_sample_are_dropped_and_counted(tmp_path: Path) -> None:

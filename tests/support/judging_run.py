@@ -60,7 +60,7 @@ def judge(kind: str, url: str, cache: Path, desc: str = "score judge window test
     rows = inputs()
     if decl.designated_only:  # the designated pair of each window: its first two passages
         rows = [r for r in rows if r[1] in ("p0", "p1")]
-    return decl.spec.judge(decl, context(cache), rows, desc)
+    return decl.ranker_kind.judge(decl, context(cache), rows, desc)
 
 
 if __name__ == "__main__":

@@ -255,8 +255,8 @@ def test_a_multi_passage_judge_takes_extra_body_for_a_server_only(kind: str) -> 
                                 "extra_body": grammar}, "p.toml [rankers.j]")
     decl = parse_declaration("j", {"kind": kind, "backend": "openai", "url": A, "model": "m", "extra_body": grammar},
                              "p.toml [rankers.j]")
-    backend = decl.spec.backend(decl, None)
+    backend = decl.ranker_kind.backend(decl, None)
     body = backend.payload([{"role": "user", "content": "rank"}])
     assert body["grammar"] == grammar["grammar"]
     plain = parse_declaration("j", {"kind": kind, "backend": "openai", "url": A, "model": "m"}, "p.toml [rankers.j]")
-    assert plain.spec.backend(plain, None).model_key != backend.model_key
+    assert plain.ranker_kind.backend(plain, None).model_key != backend.model_key
