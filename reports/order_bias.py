@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import kendalltau
 
 REPAIRS = ("duplicates", "out_of_range", "missing")
 
@@ -31,6 +30,8 @@ def _pair_order(order: tuple[str, ...], first: str, second: str) -> bool | None:
 def _tau(a: tuple[str, ...], b: tuple[str, ...]) -> float:
     if len(a) < 2 or set(a) != set(b):
         return float("nan")
+    from scipy.stats import kendalltau  # only listwise judges have orders to compare: spare every run its import
+
     where = {pid: i for i, pid in enumerate(b)}
     return float(kendalltau(np.arange(len(a)), [where[p] for p in a]).statistic)
 
