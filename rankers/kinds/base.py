@@ -290,6 +290,13 @@ class WindowKind(RankerKind):
     window = True
 
 
+def score_store(ctx: Context):
+    """The run's one score store (``rankers.scorers.store``), shared by every kind that judges and by the session."""
+    from rankers.scorers.cache import ScoreCache  # sqlite store, no model
+
+    return ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
+
+
 class LazyScorer:
     """A declared scorer known by its cache key; anything else (``score``, ``sort_key``) builds the real one."""
 

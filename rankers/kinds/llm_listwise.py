@@ -22,7 +22,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rankers.kinds.base import Context, DeclarationError, RankerDecl, WindowKind, register
+from rankers.kinds.base import Context, DeclarationError, RankerDecl, WindowKind, register, score_store
 from rankers.kinds.llm import BACKEND_OPTIONS, BACKENDS, LLMBackendKind, check_backend, check_server
 from rankers.kinds.plan import CHARS_PER_TOKEN, PROBE_JUDGMENTS, JudgePlan, timed_history
 from rankers.kinds.requirements import Requirement, needs_module
@@ -92,7 +92,7 @@ class LLMJudgeKind(LLMBackendKind, WindowKind):
     def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
         judge = self.judge_of(decl, ctx)
         planned = self.plan(decl, ctx, inputs)
-        driven = drive(judge, self.cache(ctx), self.algorithms(decl, ctx, inputs), desc, planned=planned.to_judge)
+        driven = drive(judge, score_store(ctx), self.algorithms(decl, ctx, inputs), desc, planned=planned.to_judge)
         return scored_inputs(inputs, driven, judge.model_key)
 
     @staticmethod
@@ -103,7 +103,7 @@ class LLMJudgeKind(LLMBackendKind, WindowKind):
     def plan(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]]) -> JudgePlan:
         """Every distinct judgment the windows' algorithms will ask for (docs/protocol.md#judging-cost): later
         rounds counted with placeholder answers; ``probe`` judges :data:`PROBE_JUDGMENTS` of the next steps."""
-        judge, cache = self.judge_of(decl, ctx), self.cache(ctx)
+        judge, cache = self.judge_of(decl, ctx), score_store(ctx)
         cached, todo, pending = plan_requests(judge.model_key, cache, self.algorithms(decl, ctx, inputs),
                                               self.placeholder)
         chars = sum(len(r.query) + sum(len(t) for _, t in r.items) for r in todo.values())
@@ -111,12 +111,6 @@ class LLMJudgeKind(LLMBackendKind, WindowKind):
         first = dict(list(pending.items())[:PROBE_JUDGMENTS])
         return JudgePlan(cached + len(todo), cached, chars // CHARS_PER_TOKEN, seconds, history,
                          probe=lambda: judge_now(judge, cache, first))
-
-    @staticmethod
-    def cache(ctx: Context):
-        from rankers.scorers.cache import ScoreCache  # sqlite store, no model
-
-        return ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
 
     def algorithms(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]]) -> dict:
         """One algorithm per window of ``inputs`` (and per reversed window of the order check), keyed (qid, variant):

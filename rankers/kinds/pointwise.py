@@ -12,7 +12,8 @@ from typing import Any
 
 from fixtures.artifacts import sha256_file
 from fixtures.models import model_fingerprint
-from rankers.kinds.base import Context, DeclarationError, KindBuildError, LazyScorer, RankerDecl, WindowKind
+from rankers.kinds.base import (Context, DeclarationError, KindBuildError, LazyScorer, RankerDecl, WindowKind,
+                                 score_store)
 from rankers.kinds.plan import CHARS_PER_TOKEN, PROBE_JUDGMENTS, JudgePlan, timed_history
 from rankers.scorers.base import TextScorer
 
@@ -69,9 +70,9 @@ class PointwiseKind(WindowKind):
     def plan_inputs(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]]) -> JudgePlan:
         """The plan of judging ``inputs`` one by one: the distinct inputs the cache lacks (or holds unavailable),
         their texts' tokens, and the judge's history; ``probe`` scores :data:`PROBE_JUDGMENTS` of them."""
-        from rankers.scorers.cache import ScoreCache, cache_keys, score_with_cache  # sqlite store, no model
+        from rankers.scorers.cache import cache_keys, score_with_cache  # sqlite store, no model
 
-        cache = ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
+        cache = score_store(ctx)
         scorer = self.scorer(decl, ctx)
         rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in inputs]
         unique = dict(zip(cache_keys(scorer.model_key, rows), rows))
@@ -83,9 +84,9 @@ class PointwiseKind(WindowKind):
                          probe=lambda: score_with_cache(scorer, missing[:PROBE_JUDGMENTS], cache, progress=False))
 
     def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
-        from rankers.scorers.cache import MAX_REPLY_CHARS, ScoreCache, score_with_cache  # sqlite store, no model
+        from rankers.scorers.cache import MAX_REPLY_CHARS, score_with_cache  # sqlite store, no model
 
-        cache = ctx.shared(("score-cache",), lambda: ScoreCache.in_folder(ctx.cache("scores")))
+        cache = score_store(ctx)
         return score_with_cache(self.scorer(decl, ctx), inputs, cache, batch_size=CHUNK, desc=desc,
                                 max_reply_chars=int(decl.options.get("max_reply_chars", MAX_REPLY_CHARS)))
 

@@ -20,6 +20,7 @@ import json
 import os
 import sqlite3
 import time
+import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -54,6 +55,12 @@ CREATE TABLE IF NOT EXISTS scores (
     PRIMARY KEY (model_key, query_sha, pid, passage_sha)
 ) WITHOUT ROWID
 """
+#: The store's generation: an id drawn when the file is made and a count that SQLite's own triggers raise on every
+#: change to ``scores`` (by this suite or by any other writer), so ``generation()`` changes whenever a stored
+#: judgment may have: what a memo of read judgments is keyed by (docs/protocol.md#caches).
+_GENERATION = ("CREATE TABLE IF NOT EXISTS generation (store_id TEXT NOT NULL, changes INTEGER NOT NULL)",
+               *(f"CREATE TRIGGER IF NOT EXISTS scores_{event.lower()} AFTER {event} ON scores "
+                 "BEGIN UPDATE generation SET changes = changes + 1; END" for event in ("INSERT", "UPDATE", "DELETE")))
 #: Size the write-ahead log is truncated back to after a checkpoint (SQLite's ``journal_size_limit``).
 WAL_LIMIT_BYTES = 8 << 20
 #: SQLite primary result codes meaning "these bytes are not a (sound) database".
@@ -116,6 +123,13 @@ class ScoreCache:
             conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
             conn.execute("PRAGMA temp_store = MEMORY")  # the lookup's temporary key table never touches disk
             conn.execute(_SCHEMA)
+            for statement in _GENERATION:
+                conn.execute(statement)
+            if conn.execute("SELECT count(*) FROM generation").fetchone()[0] != 1:
+                with _transaction(conn):  # checked again under the write lock: one process draws the id
+                    if conn.execute("SELECT count(*) FROM generation").fetchone()[0] != 1:
+                        conn.execute("DELETE FROM generation")
+                        conn.execute("INSERT INTO generation VALUES (?, 0)", (uuid.uuid4().hex,))
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(scores)"))
             if columns != _COLUMNS or version not in (0, SCHEMA_VERSION):
@@ -222,6 +236,10 @@ class ScoreCache:
                 conn.executemany("DELETE FROM scores WHERE model_key=? AND query_sha=? AND pid=? AND passage_sha=? "
                                  "AND digest=?", [(*k, d) for k, d in bad])
         self._run(delete)
+
+    def generation(self) -> tuple[str, int]:
+        """(store id, changes so far): equal at two moments only if no stored judgment changed in between."""
+        return self._run(lambda conn: tuple(conn.execute("SELECT store_id, changes FROM generation").fetchone()))
 
     def history(self, model_key: str, limit: int = 200) -> list[float]:
         """Measured seconds per judgment of the latest ``limit`` stored available judgments of ``model_key``: each

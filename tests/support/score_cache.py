@@ -55,7 +55,6 @@ def stored_errors(cache: ScoreCache, keys: Iterable[CacheKey]) -> list[str | Non
 
 def delete_stored(cache: ScoreCache, keys: Iterable[CacheKey]) -> int:
     """Remove stored rows (to test partial rescoring); returns how many went."""
-    with _connect(cache) as conn:
-        before = conn.total_changes
-        conn.executemany("DELETE FROM scores WHERE model_key=? AND query_sha=? AND pid=? AND passage_sha=?", list(keys))
-        return conn.total_changes - before
+    with _connect(cache) as conn:  # rowcount: the rows deleted, not the store's generation count its trigger moves
+        return conn.executemany("DELETE FROM scores WHERE model_key=? AND query_sha=? AND pid=? AND passage_sha=?",
+                                list(keys)).rowcount

@@ -473,3 +473,30 @@ def test_a_dead_server_reads_as_a_connection_error_to_its_address(cache):
     scored = score_with_cache(RerankAPIScorer(f"http://127.0.0.1:{port}", "m", timeout_s=5),
                               make_inputs(4), cache, progress=False)
     assert unavailable_causes(scored.frame) == {f"ConnectError to 127.0.0.1:{port}": 4}
+
+
+def test_the_generation_changes_with_every_change_to_the_stored_scores_and_only_then(tmp_path):
+    """What a memo of judgments read whole from the store is keyed by: reads leave it, any write moves it, even one
+    made by another program on its own connection; a new file is another store."""
+    path = tmp_path / "scores.sqlite"
+    with ScoreCache(path) as cache:
+        empty = cache.generation()
+        inputs = make_inputs(4)
+        score_with_cache(CountingScorer(), inputs, cache, progress=False)
+        written = cache.generation()
+        assert written[0] == empty[0] and written[1] > empty[1]
+        score_with_cache(CountingScorer(), inputs, cache, progress=False)  # every input read from the store
+        assert cache.generation() == written
+        with ScoreCache(path) as other:  # another process's view of the same file
+            assert other.generation() == written
+        assert delete_stored(cache, [cache_key("count-v1", "p0", "query 0", "passage ")]) == 1
+        deleted = cache.generation()
+        assert deleted[1] > written[1]
+        with sqlite3.connect(path) as conn:  # not through the suite: SQLite's triggers still count it
+            conn.execute("UPDATE scores SET score = score + 1 WHERE pid = 'p1'")
+        assert cache.generation()[1] > deleted[1]
+    path.unlink()
+    for extra in tmp_path.glob("scores.sqlite-*"):
+        extra.unlink()
+    with ScoreCache(path) as fresh:
+        assert fresh.generation()[0] != written[0]  # a store made anew, whatever its count
