@@ -13,10 +13,11 @@ from filelock import FileLock
 
 from fixtures import progress
 from fixtures.populations import eligible_directions
-from harness.memo import digest
-from rankers.kinds.base import KindBuildError
+from harness.memo import digest, texts_digest
+from rankers.kinds.base import KindBuildError, score_store
 from rankers.declarations import RankerDecl
 from rankers.scorers.base import TextScorer
+from rankers.scorers.cache import ScoredInputs
 from rankers.window import TextInput, pair_inputs, window_inputs
 
 #: What a window ranker judges: its reference's top-20 window per query, or each direction's two designated passages.
@@ -49,7 +50,11 @@ class WindowJudging:
 
     @functools.cache
     def text_scores(self, split: str, name: str, scope: str):
-        """A window ranker's judgments of one scope's inputs, made (or read from its cache) by its kind."""
+        """A window ranker's judgments of one scope's inputs, made (or read from its cache) by its kind.
+
+        Judgments read whole from the score store (none made now, none unavailable) are final until the store
+        changes, so they are kept in the memo under the judge, the inputs and the store's generation: a warm
+        run reads one file instead of decoding and checking every stored row (docs/protocol.md#caches)."""
         decl = self.decl(name)
         inputs = self.inputs(split, name, scope)
         identity = self._declared(decl, "cannot identify its judgments",
@@ -58,8 +63,13 @@ class WindowJudging:
         lock = self.settings.cache("scores") / f".{split}-{scope}-{digest([identity, [i[:2] for i in inputs]])}.lock"
         desc = f"score {name} {scope} {split}"
         with FileLock(str(lock)), self.stage(split, f"score_{name}_{scope}", inputs=len(inputs)) as record:
-            self._within_budget(decl, inputs, desc)
-            scored = decl.ranker_kind.judge(decl, self.context, inputs, desc=desc)
+            def judge() -> ScoredInputs:
+                self._within_budget(decl, inputs, desc)
+                return decl.ranker_kind.judge(decl, self.context, inputs, desc=desc)
+
+            parts = {"judge": identity, "scope": scope, "inputs": texts_digest(inputs),
+                     "store": score_store(self.context).generation()}
+            scored = self.memo.get("judgments", parts, judge, keep=lambda s: s.n_scored == 0 and s.n_unavailable == 0)
             record.update(unique=scored.n_unique, scored_now=scored.n_scored, retried=scored.n_retried,
                           rejected=scored.n_rejected, unavailable=scored.n_unavailable, capped=scored.n_capped)
         return scored

@@ -39,6 +39,16 @@ def items_digest(items: Iterable[tuple[Any, ...]]) -> str:
     return h.hexdigest()[:24]
 
 
+def texts_digest(rows: Iterable[tuple[str, ...]]) -> str:
+    """Digest of rows of texts in their order (e.g. a judging stage's (qid, pid, query, passage) inputs)."""
+    h = hashlib.sha256()
+    for row in rows:
+        for text in row:
+            h.update(str(text).encode() + b"\0")
+        h.update(b"\1")
+    return h.hexdigest()[:24]
+
+
 class Memo:
     """Pickled values under ``<root>/<label>-<digest of parts>.pkl``, sealed; ``label`` says what a value is."""
 
@@ -48,7 +58,8 @@ class Memo:
     def path(self, label: str, parts: object) -> Path:
         return self.root / f"{label}-{digest(parts)}.pkl"
 
-    def get(self, label: str, parts: object, compute: Callable[[], T]) -> T:
+    def get(self, label: str, parts: object, compute: Callable[[], T], keep: Callable[[T], bool] | None = None) -> T:
+        """The value kept under ``parts``, else ``compute()``, kept unless ``keep`` says it is not final."""
         path = self.path(label, parts)
         if path.is_file():
             try:
@@ -59,5 +70,7 @@ class Memo:
                 warnings.warn(MemoWarning(f"{exc}; recomputing it"), stacklevel=2)
                 discard(path)
         value = compute()
+        if keep is not None and not keep(value):
+            return value
         write_sealed(path, lambda p: p.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
         return value

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.memo import Memo, MemoWarning, digest, items_digest
+from harness.memo import Memo, MemoWarning, digest, items_digest, texts_digest
 from rankers.kinds.base import LazyScorer
 
 
@@ -27,6 +27,26 @@ def test_a_memo_computes_once_per_key_and_recomputes_an_altered_value(tmp_path: 
     with pytest.warns(MemoWarning, match="memo row"):
         assert memo.get("row", {"pool": "abc"}, compute) == {"strict": 1387}
     assert len(calls) == 3
+
+
+def test_a_value_its_keep_test_refuses_is_returned_but_not_kept(tmp_path: Path) -> None:
+    memo, calls = Memo(tmp_path), []
+
+    def compute() -> int:
+        calls.append(1)
+        return len(calls)
+
+    assert memo.get("judgments", {"k": 1}, compute, keep=lambda v: v >= 2) == 1  # not final: computed again
+    assert memo.get("judgments", {"k": 1}, compute, keep=lambda v: v >= 2) == 2
+    assert memo.get("judgments", {"k": 1}, compute, keep=lambda v: v >= 2) == 2 and len(calls) == 2
+
+
+def test_texts_digest_follows_every_text_and_the_row_boundaries() -> None:
+    rows = [("q1", "p1", "query", "passage a"), ("q1", "p2", "query", "passage b")]
+    assert texts_digest(rows) == texts_digest(list(rows))
+    assert texts_digest(rows) != texts_digest([rows[0], ("q1", "p2", "query", "passage c")])
+    assert texts_digest(rows) != texts_digest(rows[::-1])  # order is part of what a stage judges
+    assert texts_digest([("ab", "c")]) != texts_digest([("a", "bc")])
 
 
 def test_digests_ignore_order_where_order_means_nothing() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -84,3 +85,58 @@ def test_outcomes_are_memoized_under_their_ranking_s_key_so_a_warm_run_loads_no_
     assert ranked == [1, 1]  # another ranking, another key
     ev.outcomes_of("test", "mine", None, rank)
     assert ranked == [1, 1, 1]  # a ranking without a key (user code) is never memoized
+
+
+class _FakeJudge:
+    """A pointwise judge (len(query) + len(passage)) that can be told to fail on some passages."""
+
+    model_key = "fake-judge-v1"
+
+    def __init__(self, fail_on: frozenset[str] = frozenset()) -> None:
+        self.fail_on = fail_on
+
+    def score(self, inputs):
+        from rankers.scorers.base import ScoreBatch
+
+        scores = np.array([np.nan if p in self.fail_on else float(len(q) + len(p)) for q, p in inputs])
+        return ScoreBatch(scores, ["boom" if p in self.fail_on else None for _, p in inputs], [{}] * len(inputs),
+                          [None] * len(inputs))
+
+
+def test_window_judgments_read_whole_from_the_store_are_memoized_until_the_store_changes(tmp_path: Path,
+                                                                                        monkeypatch) -> None:
+    """A warm run reads a stage's judgments from one memo file. Judgments made now or unavailable are never kept
+    (the next run judges again), and any change to the store is a new key."""
+    from rankers.kinds.base import score_store
+    from rankers.scorers.cache import score_with_cache
+    from tests.support.score_cache import cache_key, delete_stored
+
+    inputs = [("q1", "a", "query one", "passage a"), ("q1", "b", "query one", "passage bb")]
+    judged: list[int] = []
+    failing = {"passage bb"}
+
+    def judge(decl, ctx, rows, desc):
+        result = score_with_cache(_FakeJudge(frozenset(failing)), rows, score_store(ctx), progress=False)
+        judged.append(result.n_scored)
+        return result
+
+    kind = load_profile("embedded").rankers["ce"].ranker_kind
+    monkeypatch.setattr(kind, "identity", lambda decl, ctx: {"judge": _FakeJudge.model_key})
+    monkeypatch.setattr(kind, "plan", lambda decl, ctx, rows: None)
+    monkeypatch.setattr(kind, "judge", judge)
+
+    def run():
+        ev = Evaluation(Settings(cache_dir=tmp_path / "cache"), load_profile("embedded"))
+        monkeypatch.setattr(ev, "inputs", lambda split, name, scope: inputs)
+        return ev, ev.text_scores("test", "ce", "window")
+
+    run()
+    failing.clear()
+    run()
+    ev, read = run()
+    assert judged == [2, 1, 0]  # one unavailable, then judged again, then read whole from the store
+    _, again = run()
+    assert judged == [2, 1, 0] and again.frame.equals(read.frame) and again.n_unavailable == 0  # from the memo
+    assert delete_stored(score_store(ev.context), [cache_key(_FakeJudge.model_key, "a", "query one", "passage a")])
+    _, after = run()
+    assert judged == [2, 1, 0, 1] and after.scores == read.scores  # the store changed: judged again, not misread
