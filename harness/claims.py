@@ -17,13 +17,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from fixtures.code import code_identity
+from fixtures.identity import frame_digest
 from fixtures.populations import eligible_directions
+from harness.memo import digest
 from harness.profile_records import Profile
 from harness.profile_terms import PROFILE_DIR
 from rankers.window import WINDOW_K
@@ -155,24 +158,41 @@ def seed_note(ev: Evaluation, d: ClaimDefinition, single_seed: bool) -> str:
     return "outcomes averaged over training seeds (" + ", ".join(f"{n}: {k} seeds" for n, k in counts.items()) + ")"
 
 
+def _content(value: object) -> object:
+    """A value as it enters a memo key: a frame by its columns, dtypes and row hashes; an array by its bytes."""
+    if isinstance(value, pd.DataFrame):
+        return digest([[str(c) for c in value.columns], [str(t) for t in value.dtypes], frame_digest(value)])
+    if isinstance(value, np.ndarray):
+        return digest([str(value.dtype), value.shape, value.tolist()])
+    return value
+
+
+def _tested(ev: Evaluation, d: ClaimDefinition, test: Callable[..., ClaimTest], *args: object) -> ClaimTest:
+    """``test(d, *args)``, memoized under the claim, the contents of its inputs and the code of the tests
+    (docs/protocol.md#caches): a warm run reads a claim's intervals and p-values instead of resampling them."""
+    parts = {"claim": dataclasses.asdict(d), "test": test.__name__, "inputs": [_content(a) for a in args],
+             **code_identity(test.__module__)}
+    return ev.memo.get("claim-test", parts, lambda: test(d, *args))
+
+
 def measure(ev: Evaluation, split: str, d: ClaimDefinition, single_seed: bool = False) -> ClaimTest:
     """One claim measured on this run's outcomes; a comparison of seeded rankers on their seed-averaged
     outcomes unless ``single_seed`` (docs/statistics.md#seeds)."""
     seed = ev.settings.seed
     if d.kind == "tie_branch":
         per = tie_branch_frame(ev, split, d.ranker)
-        return measure_tie_branch(d, per, _groups(ev, split, d.ranker, per["qid"]), seed)
+        return _tested(ev, d, measure_tie_branch, per, _groups(ev, split, d.ranker, per["qid"]), seed)
     if d.kind == "tie_resolution":  # H3x: on the argmax twin's equal-grade directions
         per, counts = expected_grade_counts(ev, split, d.ranker, d.versus)
         tied = per.loc[per["branch"] == "equal_score", "qid"]
         note = (f"{len(tied)} equal-grade directions of {d.versus}: the expected grade splits {counts['split']}, "
                 f"right on {counts['split_right']} (the tie-break right on {counts['fusion_right_on_split']} of them)")
-        return measure_comparison(d, ev.outcomes_on(split, d.ranker, tied), ev.outcomes_on(split, d.versus, tied),
-                                  ev.directions_for(split, d.versus), seed, note)
+        return _tested(ev, d, measure_comparison, ev.outcomes_on(split, d.ranker, tied),
+                       ev.outcomes_on(split, d.versus, tied), ev.directions_for(split, d.versus), seed, note)
     averaged = not single_seed and seeded(ev, d)
     first = ev.averaged_outcomes(split, d.ranker) if averaged else ev.outcomes(split, d.ranker)
-    return measure_comparison(d, first, ev.outcomes_on(split, d.versus, first["qid"], averaged=averaged),
-                              ev.directions_for(split, d.ranker), seed, seed_note(ev, d, single_seed) if seeded(ev, d) else "")
+    return _tested(ev, d, measure_comparison, first, ev.outcomes_on(split, d.versus, first["qid"], averaged=averaged),
+                   ev.directions_for(split, d.ranker), seed, seed_note(ev, d, single_seed) if seeded(ev, d) else "")
 
 
 def anytime(ev: Evaluation, split: str, d: ClaimDefinition, test: ClaimTest) -> ClaimTest:

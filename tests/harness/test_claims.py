@@ -158,3 +158,48 @@ def test_a_pin_fails_only_on_a_change_beyond_its_margin(monkeypatch, recwarn) ->
     monkeypatch.setattr(checks, "pin_verdict", lambda ev, pin: ChangeVerdict("changed", "paired", 60, 50, 10))
     with pytest.raises(pytest.fail.Exception, match="pinned grader.strict_pct changed.*specs/profiles/embedded.toml"):
         checks.check_pin(ev, report, pin)
+
+
+def test_a_claim_s_test_is_memoized_under_the_contents_of_its_inputs(tmp_path: Path) -> None:
+    """A warm run reads a claim's interval and p-values instead of resampling them; any change to what the test
+    reads (a value, a column's name) is a new key."""
+    import dataclasses
+    import functools
+
+    import pandas as pd
+
+    from fixtures.populations import annotate_population
+    from harness.memo import Memo
+    from reports.claim_families import ClaimDefinition
+
+    n = 8
+    d = pd.DataFrame({"qid": [f"P{i}_q1" for i in range(n)], "pair_id": [f"P{i}" for i in range(n)], "split": "test",
+                      "preferred_pid": "a", "counterpart_pid": "b", "group": [f"g{i // 2}" for i in range(n)],
+                      "conflict": False})
+    directions = annotate_population(d, pd.DataFrame({"qid": np.repeat(d["qid"], 2), "pid": np.tile(["a", "b"], n)}))
+
+    def outcomes(strict: list[int]) -> pd.DataFrame:
+        ranks = pd.array([pd.NA] * n, dtype="Int64")
+        return pd.DataFrame({"qid": d["qid"], "rank_pos": ranks, "rank_neg": ranks,
+                             "strict": np.asarray(strict, dtype=bool), "tie": False, "fallback": False})
+
+    calls = []
+
+    @functools.wraps(claims.measure_comparison)
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return claims.measure_comparison(*args, **kwargs)
+
+    ev = SimpleNamespace(memo=Memo(tmp_path))
+    claim = ClaimDefinition("c", "H1", "comparison", "a", "b", "strict", ">")
+    a, b = outcomes([1, 1, 1, 1, 1, 1, 0, 1]), outcomes([0, 0, 1, 0, 0, 1, 0, 0])
+    first = claims._tested(ev, claim, counted, a, b, directions, 0, "")
+    again = claims._tested(ev, claim, counted, a.copy(), b.copy(), directions.copy(), 0, "")
+    assert calls == [1] and again == first and first.n == n  # read back: the same test, not resampled
+    flipped = a.copy()
+    flipped.loc[0, "strict"] = False
+    assert claims._tested(ev, claim, counted, flipped, b, directions, 0, "").effect != first.effect
+    claims._tested(ev, claim, counted, a.astype({"tie": int}), b, directions, 0, "")
+    claims._tested(ev, claim, counted, a, b, directions, 1, "")
+    claims._tested(ev, dataclasses.replace(claim, side="<"), counted, a, b, directions, 0, "")
+    assert len(calls) == 5  # another value, another dtype, another seed, another claim: each a new key
