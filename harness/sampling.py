@@ -1,0 +1,85 @@
+"""Which directions each ranker of the session is evaluated on: all eligible ones, or a declared sample of them.
+
+``Sampling`` is the part of the session (``harness.session.Evaluation``) that draws a declaration's sample (seeded
+whole source groups, docs/statistics.md#samples), runs a sequential sample look by look (``harness.sequential``)
+and gives the view of the session one look of it sees.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+from typing import Self
+
+import pandas as pd
+
+from fixtures.populations import eligible_directions
+from fixtures.samples import group_sample
+from harness.sequential import SequentialRun, run_sequential
+from rankers.declarations import ALL
+
+
+class Sampling:
+    """The session's samples (mixed into ``Evaluation``, whose profile, settings and populations they read)."""
+
+    def sample_size(self, name: str) -> int:
+        """A sample's directions per split (0: every eligible direction): the profile's, or ``--grader-sample``'s
+        cap on it (``--grader-sample 0``: no sampling at all)."""
+        size, cap = self.profile.samples[name].directions, self.settings.grader_sample
+        if cap is None:
+            return size
+        if cap == 0 or size == 0:
+            return cap
+        return min(size, cap)
+
+    def sample_seed(self, name: str) -> int:
+        """A sample's seed: its own, else the run's."""
+        seed = self.profile.samples[name].seed
+        return self.settings.seed if seed is None else int(seed)
+
+    @functools.cache
+    def sample(self, split: str, name: str) -> tuple[str, ...]:
+        """A declared sample's qids: seeded whole source groups of Q_c, all eligible when its size is 0.
+
+        Samples with the same seed are nested (a smaller one is a prefix of a larger one). A sequential
+        sample holds the groups judged when it stopped (``sequential``).
+        """
+        if (split, name) in self._prefix:
+            return self._prefix[(split, name)]
+        if self.profile.samples[name].sequential:
+            return self.sequential(split, name).qids
+        q = eligible_directions(self.population(split))
+        size = self.sample_size(name)
+        if not size:
+            return tuple(sorted(q["qid"]))
+        return tuple(group_sample(q, size, seed=self.sample_seed(name)))
+
+    @functools.cache
+    def sequential(self, split: str, name: str) -> SequentialRun:
+        """A sequential sample judged look by look until its claims are decided or its budget is spent."""
+        return run_sequential(self, split, name)
+
+    def prefix_view(self, split: str, name: str, qids: tuple[str, ...]) -> Self:
+        """This session as it would be if sample ``name`` held ``qids`` on ``split``: one look of a sequential sample.
+
+        The view shares the pools, populations, memo, caches and full-population rankings; what
+        depends on the sample (its rankers' inputs, judgments, outcomes) is computed for the view.
+        """
+        view = copy.copy(self)
+        view._prefix = {**self._prefix, (split, name): qids}
+        view._snapshot, view.population = self._snapshot, self.population
+        on_sample = {d.name for d in self.profile.rankers.values() if d.population == name}
+        own_ranking, own_key = view.ranking, view.ranking_key
+        view.ranking = lambda s, n: own_ranking(s, n) if s == split and n in on_sample else self.ranking(s, n)
+        view.ranking_key = lambda s, n: own_key(s, n) if s == split and n in on_sample else self.ranking_key(s, n)
+        view.context = dataclasses.replace(self.context, population=view.population, ranking=view.ranking,
+                                           ranking_key=view.ranking_key)
+        return view
+
+    def directions_for(self, split: str, name: str) -> pd.DataFrame:
+        """The annotated directions a ranker is evaluated on: all of the split, or its sample."""
+        decl = self.decl(name)
+        annotated = self.population(split)
+        if decl.population == ALL:
+            return annotated
+        return annotated[annotated["qid"].isin(self.sample(split, decl.population))].reset_index(drop=True)
