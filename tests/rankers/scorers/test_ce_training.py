@@ -14,7 +14,8 @@ from fixtures.models import splade_tiny_path
 from fixtures.study import build_study
 from rankers.fusion import fusion_scores
 from rankers.scorers import ce_training
-from rankers.scorers.ce_training import Recipe, train_cross_encoder, train_groups
+from rankers.scorers.ce_recipe import Recipe, train_groups
+from rankers.scorers.ce_training import train_cross_encoder
 from rankers.scorers.cross_encoder import CrossEncoderScorer
 
 RECIPE = Recipe(max_length=96, train_max_length=96, negatives=3, negative_depth=5, queries_per_step=4, max_steps=4, eval_every=2,
