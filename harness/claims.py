@@ -24,9 +24,8 @@ import pandas as pd
 import pytest
 
 from fixtures.code import code_identity
-from fixtures.identity import frame_digest
 from fixtures.populations import eligible_directions
-from harness.memo import digest
+from harness.memo import content
 from harness.profile_records import Profile
 from harness.profile_terms import PROFILE_DIR
 from rankers.window import WINDOW_K
@@ -114,7 +113,12 @@ def selected_claims(profile: Profile, items: Iterable[pytest.Item]) -> frozenset
 # ---- measuring and deciding ----------------------------------------------------------------------------------------
 
 def tie_branch_frame(ev: Evaluation, split: str, name: str) -> pd.DataFrame:
-    """A window ranker's directions by branch (equal / different text score / outside the window or fallback)."""
+    """A window ranker's directions by branch (equal / different text score / outside the window or fallback),
+    computed once per session: each H3 claim and its tables read the same frame."""
+    return ev.shared(("tie-branch", split, name), lambda: _tie_branch_frame(ev, split, name)).copy()
+
+
+def _tie_branch_frame(ev: Evaluation, split: str, name: str) -> pd.DataFrame:
     decl = ev.decl(name)
     outcomes = ev.outcomes(split, name)
     return tie_branches(eligible_directions(ev.directions_for(split, name)), outcomes,
@@ -158,19 +162,10 @@ def seed_note(ev: Evaluation, d: ClaimDefinition, single_seed: bool) -> str:
     return "outcomes averaged over training seeds (" + ", ".join(f"{n}: {k} seeds" for n, k in counts.items()) + ")"
 
 
-def _content(value: object) -> object:
-    """A value as it enters a memo key: a frame by its columns, dtypes and row hashes; an array by its bytes."""
-    if isinstance(value, pd.DataFrame):
-        return digest([[str(c) for c in value.columns], [str(t) for t in value.dtypes], frame_digest(value)])
-    if isinstance(value, np.ndarray):
-        return digest([str(value.dtype), value.shape, value.tolist()])
-    return value
-
-
 def _tested(ev: Evaluation, d: ClaimDefinition, test: Callable[..., ClaimTest], *args: object) -> ClaimTest:
     """``test(d, *args)``, memoized under the claim, the contents of its inputs and the code of the tests
     (docs/protocol.md#caches): a warm run reads a claim's intervals and p-values instead of resampling them."""
-    parts = {"claim": dataclasses.asdict(d), "test": test.__name__, "inputs": [_content(a) for a in args],
+    parts = {"claim": dataclasses.asdict(d), "test": test.__name__, "inputs": [content(a) for a in args],
              **code_identity(test.__module__)}
     return ev.memo.get("claim-test", parts, lambda: test(d, *args))
 

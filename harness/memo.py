@@ -16,8 +16,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+import pandas as pd
+
 from fixtures.artifacts import ArtifactCorrupt, check_seal, discard, write_sealed
-from fixtures.identity import json_digest
+from fixtures.identity import frame_digest, json_digest
 
 T = TypeVar("T")
 
@@ -47,6 +50,17 @@ def texts_digest(rows: Iterable[tuple[str, ...]]) -> str:
             h.update(str(text).encode() + b"\0")
         h.update(b"\1")
     return h.hexdigest()[:24]
+
+
+def content(value: object) -> object:
+    """A value as it enters a memo key: a frame by its columns, dtypes, row hashes and attrs (a ranker's outcomes carry
+    its name there); an array by its bytes; anything else as it is (JSON-able)."""
+    if isinstance(value, pd.DataFrame):
+        return digest([[str(c) for c in value.columns], [str(t) for t in value.dtypes], frame_digest(value),
+                       {str(k): v for k, v in value.attrs.items()}])
+    if isinstance(value, np.ndarray):
+        return digest([str(value.dtype), value.shape, value.tolist()])
+    return value
 
 
 class Memo:

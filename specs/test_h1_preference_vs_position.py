@@ -12,7 +12,6 @@ import numpy as np
 from harness.claims import claim_book, seed_estimand
 from harness.checks import check_claim, record_single_seed
 from harness.perturbation import published_result
-from reports.measures import summarize
 
 
 def test_declared_comparison(evaluation, split, comparison, report, request) -> None:
@@ -38,7 +37,7 @@ def test_seed_spread(evaluation, split, seeded_ranker, report) -> None:
     Table II's row; the mean is over the models its claims' seed-averaged outcomes come from."""
     by_seed = evaluation.seed_outcomes(split, seeded_ranker)
     directions = evaluation.directions_for(split, seeded_ranker)
-    rows = {seed: summarize(outcomes, directions, seed=evaluation.settings.seed, ranker=seeded_ranker)
+    rows = {seed: evaluation.summary(outcomes, directions, seed=evaluation.settings.seed, ranker=seeded_ranker)
             for seed, outcomes in by_seed.items()}
     own = evaluation.row(split, seeded_ranker)
     assert rows[evaluation.settings.seed]["strict"] == own["strict"], "the run's seed is Table II's row"

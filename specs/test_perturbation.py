@@ -16,7 +16,6 @@ from fixtures.perturbation import RELATIVE_NOISE, perturb_route_scores
 from fixtures.routes import ROUTES
 from harness.claims import claim_book
 from harness.perturbation import perturbed_book, perturbed_evaluation, published_result, trained
-from reports.measures import summarize
 
 #: The measures of a trained ranker recorded before and after.
 MEASURES = ("strict", "ties", "mrr")
@@ -79,8 +78,8 @@ def test_trained_ranker_is_retrained_on_noisy_routes(evaluation, split, trained_
     if len(seeds) > 1:
         views[f" mean of {len(seeds)} seeds"] = (evaluation.averaged_outcomes, noisy.averaged_outcomes)
     for suffix, (plain, perturbed) in views.items():
-        a = summarize(plain(split, trained_ranker), directions)
-        b = summarize(perturbed(split, trained_ranker), directions)
+        a = evaluation.summary(plain(split, trained_ranker), directions)
+        b = evaluation.summary(perturbed(split, trained_ranker), directions)
         for measure in MEASURES:
             report.add("perturbation", split, _row(trained_ranker, measure + suffix, float(a[measure]),
                                                    float(b[measure])))

@@ -140,3 +140,39 @@ def test_window_judgments_read_whole_from_the_store_are_memoized_until_the_store
     assert delete_stored(score_store(ev.context), [cache_key(_FakeJudge.model_key, "a", "query one", "passage a")])
     _, after = run()
     assert judged == [2, 1, 0, 1] and after.scores == read.scores  # the store changed: judged again, not misread
+
+
+def test_a_summary_is_memoized_under_the_contents_of_what_it_reads(tmp_path: Path, monkeypatch) -> None:
+    """Table II's row, the seed spread and the perturbation table draw their bootstraps once per content."""
+    import functools
+
+    import harness.session as session
+
+    calls, real = [], session.summarize
+
+    @functools.wraps(real)
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    ev = Evaluation(Settings(cache_dir=tmp_path / "cache"), load_profile("embedded"))
+    monkeypatch.setattr(session, "summarize", counted)
+    from fixtures.populations import annotate_population
+
+    planned = pd.DataFrame({"qid": ["q1", "q2"], "pair_id": ["p1", "p2"], "split": "test", "group": ["g1", "g2"],
+                            "preferred_pid": ["a", "b"], "counterpart_pid": ["b", "a"], "conflict": False})
+    directions = annotate_population(planned, pd.DataFrame({"qid": ["q1", "q1", "q2", "q2"], "pid": ["a", "b"] * 2}))
+    outcomes = pd.DataFrame({"qid": ["q1", "q2"], "rank_pos": pd.array([1, 2], dtype="Int64"),
+                             "rank_neg": pd.array([2, 1], dtype="Int64"), "strict": [True, False], "tie": False,
+                             "fallback": False})
+    outcomes.attrs["ranker"] = "mine"  # how a ranker's outcomes name it when no ranker= is passed
+    first = ev.summary(outcomes, directions, seed=13)
+    again = Evaluation(Settings(cache_dir=tmp_path / "cache"), load_profile("embedded")).summary(
+        outcomes.copy(), directions.copy(), seed=13)
+    assert calls == [1] and repr(again) == repr(first) and first["strict"] == 1 and first["ranker"] == "mine"
+    ev.summary(outcomes.assign(strict=[True, True]), directions, seed=13)
+    ev.summary(outcomes, directions, seed=14)
+    theirs = outcomes.copy()
+    theirs.attrs["ranker"] = "theirs"
+    assert ev.summary(theirs, directions, seed=13)["ranker"] == "theirs"  # the same values under another name
+    assert len(calls) == 4  # other outcomes, another seed, another ranker: new keys
