@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import time
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from harness.session import Evaluation
 from rankers.declarations import RankerDecl
 from rankers.scorers.cache import MAX_REPLY_CHARS, CacheKey, ScoreCache
 from rankers.scorers.judgments import pending_requests
+from reports.transaction import StagedRun
 
 FORMAT = "preference-position/openai-batch"
 VERSION = 1
@@ -131,26 +133,30 @@ def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
 
 
 def write_export(ev: Evaluation, out: Path, names: Sequence[str], skipped: dict[str, str]) -> dict[str, Any]:
-    """The export folder, written into a staging folder and swapped in whole (never a folder of two exports)."""
+    """The export's files, staged and swapped in as one transaction, as results publish (``reports.transaction``):
+    ``out`` holds the previous export or this one, never a mix and never nothing; the result files and score cache
+    a user keeps in ``out`` are left alone."""
     judges = collect(ev, names)
-    staging = out.with_name(f".{out.name}.staging-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    # Unique per call, not per second and process: a second export in the same second must not stage into the first.
+    run_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    run = StagedRun(out, run_id, legacy_marker=None)
+    staging = run.folder
     try:
+        files = []
         for judge in judges:
-            _write_jsonl(staging / f"{judge.slug}.jsonl", judge.requests.values())
-            _write_jsonl(staging / f"{judge.slug}.index.jsonl", judge.index.values())
+            for name, rows in ((f"{judge.slug}.jsonl", judge.requests.values()),
+                               (f"{judge.slug}.index.jsonl", judge.index.values())):
+                _write_jsonl(staging / name, rows)
+                files.append(name)
         manifest = {"format": FORMAT, "version": VERSION, "route": ROUTE,
                     "cache_dir": str(ev.settings.cache("scores")), "profile": str(ev.profile.path),
                     "splits": list(ev.settings.splits), "subset_pairs": ev.settings.subset_pairs,
                     "grader_sample": ev.settings.grader_sample, "judges": [j.manifest() for j in judges],
                     "skipped": [{"ranker": r, "reason": why} for r, why in skipped.items()]}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
+        run.commit([*files, "manifest.json"])
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        run.close()
     return manifest
 
 

@@ -30,6 +30,7 @@ import os
 import shutil
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -143,8 +144,8 @@ def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K) -> dict[st
     leaves the previous export whole. Splits of the previous export that this one does not write
     stay, carried into the new one as hard links (copies where the file system has none).
     """
-    run = StagedRun(out, f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}",
-                    legacy_marker="manifest.json")
+    run = StagedRun(out, f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+                    legacy_marker="manifest.json")  # unique per call: two exports in one second stage apart
     try:
         for split in ev.settings.splits:
             (run.folder / split).mkdir()

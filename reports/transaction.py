@@ -75,17 +75,19 @@ class StagedRun:
     """One run being staged under ``<root>/.runs/<run id>``: ``folder`` to write into, ``commit`` to swap it in,
     ``close`` (always) to drop it when it was not committed.
 
-    Opening adopts a legacy layout (folders holding ``legacy_marker``, but those named in ``skip``) and
+    Opening adopts a legacy layout (folders holding ``legacy_marker``, but those named in ``skip``; None: a root
+    whose older layout has no folders to adopt, whose files the first commit replaces by links) and
     removes what killed processes left; it raises ``OSError`` or ``filelock.Timeout`` when ``root`` cannot
     be written, before anything in it changed.
     """
 
-    def __init__(self, root: Path, run_id: str, legacy_marker: str, skip: Iterable[str] = ()) -> None:
+    def __init__(self, root: Path, run_id: str, legacy_marker: str | None, skip: Iterable[str] = ()) -> None:
         self.root, self.run_id = Path(root), run_id
         self.folder = self.root / RUNS / run_id
         self.root.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.root / LOCK)):
-            _adopt_legacy(self.root, legacy_marker, skip)
+            if legacy_marker is not None:
+                _adopt_legacy(self.root, legacy_marker, skip)
             _clean(self.root)
         self.folder.parent.mkdir(parents=True, exist_ok=True)
         self._own = FileLock(str(self.folder) + ".lock", timeout=0)

@@ -214,3 +214,52 @@ def test_ray_data_answers_an_exported_file_as_the_online_path_does(tmp_path):
     with ScoreCache.in_folder(tmp_path / "export" / "scores") as cache:
         again = score_with_cache(online, INPUTS, cache, progress=False)
     assert again.n_scored == 0 and again.scores == live.scores
+
+
+def test_an_export_swaps_in_whole_and_one_stopped_at_its_commit_leaves_the_previous_export(tmp_path, monkeypatch):
+    """The export folder holds the previous export or the new one, never a mix and never nothing (the transaction
+    results publish by); a result file the user keeps in it survives every export."""
+    from types import SimpleNamespace
+
+    import harness.batch_export as batch_export
+    import reports.transaction as transaction
+    from harness.batch_export import JudgeExport, write_export
+
+    def judges(n: int) -> list[JudgeExport]:
+        judge = JudgeExport("g", "judge-key", "llm_grader", "m", "v1", None, 65536, ["grader"])
+        for i in range(n):
+            judge.add(("judge-key", "q", f"p{i}", "t"), {"n": i}, False)
+        return [judge]
+
+    def requests(out: Path) -> list[int]:
+        return [json.loads(line)["body"]["n"] for line in (out / "g.jsonl").read_text().splitlines()]
+
+    ev = SimpleNamespace(profile=SimpleNamespace(path=tmp_path / "mine.toml"),
+                         settings=SimpleNamespace(cache=lambda *parts: tmp_path / "cache" / Path(*parts),
+                                                  splits=("test",), subset_pairs=None, grader_sample=None))
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "g.results.jsonl").write_text("the user's results\n")
+    monkeypatch.setattr(batch_export, "collect", lambda ev, names: judges(2))
+    first = write_export(ev, out, ["grader"], {})
+    assert requests(out) == [0, 1] and json.loads((out / "manifest.json").read_text()) == first
+
+    real = transaction._replace_link
+
+    def stopped(link: Path, target: str) -> None:
+        if link.name == transaction.CURRENT:
+            raise OSError("No space left on device")  # the commit's rename never happens
+        real(link, target)
+
+    monkeypatch.setattr(transaction, "_replace_link", stopped)
+    monkeypatch.setattr(batch_export, "collect", lambda ev, names: judges(3))
+    with pytest.raises(OSError, match="No space left"):
+        write_export(ev, out, ["grader"], {})
+    assert requests(out) == [0, 1] and json.loads((out / "manifest.json").read_text()) == first
+    assert [p.name for p in (out / transaction.RUNS).iterdir() if p.is_dir()] == [transaction.current_run(out)]
+
+    monkeypatch.setattr(transaction, "_replace_link", real)
+    second = write_export(ev, out, ["grader"], {})
+    assert requests(out) == [0, 1, 2] and second["judges"][0]["count"] == 3
+    assert (out / "g.results.jsonl").read_text() == "the user's results\n"
+    assert [p.name for p in (out / transaction.RUNS).iterdir() if p.is_dir()] == [transaction.current_run(out)]
