@@ -15,6 +15,7 @@ from typing import Any
 from fixtures.perturbation import perturb_route_scores
 from rankers.base import Ranking
 from rankers.kinds.base import Context, DeclarationError, PoolKind, RankerDecl, register
+from rankers.lambdamart_rows import variant_name
 
 
 #: Training seeds per variant unless declared: LambdaMART is cheap to train, so the claim is about the procedure.
@@ -67,7 +68,7 @@ class LambdaMART(PoolKind):
     def trained(ctx: Context, background: int, seed: int, perturbed: bool = False):
         """The variant trained with ``seed`` on Train pools with development stopping (cached on disk by its inputs);
         ``perturbed``: on those pools with their route scores moved by floating-point noise."""
-        from rankers.lambdamart import train_ranker, variant_name  # heavy: lightgbm
+        from rankers.lambdamart import train_ranker  # heavy: lightgbm
 
         def pool(split: str):
             return perturb_route_scores(ctx.pool(split), ctx.seed) if perturbed else ctx.pool(split)

@@ -18,8 +18,9 @@ import pytest
 from scipy.stats import chisquare
 
 from rankers.features import pool_features
-from rankers.lambdamart import (MAX_ROUNDS, background_seed, sample_background, source_weights, strict_by_groups,
-                                train_ranker, training_set, variant_name)
+from rankers.lambdamart import MAX_ROUNDS, train_ranker
+from rankers.lambdamart_rows import (background_seed, sample_background, source_weights, strict_by_groups, training_set,
+                                     variant_name)
 
 SPLIT_OF = {"trn": "train", "dev": "development"}
 N = 8  # the paper's background training
@@ -366,3 +367,11 @@ def test_e0_draws_nothing_random_so_its_seeds_give_one_model(data, tmp_path):
     assert _trees(train(0, data, tmp_path / "a", seed=13)) == _trees(train(0, data, tmp_path / "b", seed=14))
     assert _trees(train(N, data, tmp_path / "c", seed=13)) != _trees(train(N, data, tmp_path / "d", seed=14))
 
+
+
+def test_the_trained_model_s_code_key_covers_the_loss_rows() -> None:
+    """A model is keyed by ``code_digest("rankers.lambdamart")``: an edit to which rows enter the loss retrains it."""
+    from fixtures.code import _closure
+
+    project, _ = _closure(("rankers.lambdamart",))
+    assert "rankers.lambdamart_rows" in project and "rankers.features" in project
