@@ -17,7 +17,7 @@ from harness.batch_export import FORMAT, VERSION, BatchError
 from rankers.scorers.base import ScoreBatch
 from rankers.scorers.cache import CacheKey, ScoreCache, store_batch
 from rankers.scorers.grader import read_grades
-from rankers.scorers.judgments import Outcome, store_outcomes
+from rankers.scorers.judgment_records import Outcome, store_outcomes
 from rankers.scorers.listwise import ListwiseJudge
 from rankers.scorers.llm.generation import Generation
 from rankers.scorers.llm.openai_compatible import MalformedReply, parse_chat_reply

@@ -26,7 +26,8 @@ from rankers.kinds.base import Context, DeclarationError, RankerDecl, WindowKind
 from rankers.kinds.llm import BACKEND_OPTIONS, BACKENDS, LLMBackendKind, check_backend, check_server
 from rankers.kinds.plan import CHARS_PER_TOKEN, PROBE_JUDGMENTS, JudgePlan, timed_history
 from rankers.kinds.requirements import Requirement, needs_module
-from rankers.scorers.judgments import Request, drive, group_windows, judge_now, plan_requests, scored_inputs
+from rankers.scorers.judgment_records import Request
+from rankers.scorers.judgments import drive, group_windows, judge_now, plan_requests, scored_inputs
 from rankers.scorers.listwise import TOKENS_PER_ID, ListwiseJudge, RerankersListJudge, sliding_windows
 from rankers.window import WINDOW_K
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from rankers.kinds.base import Context, DeclarationError, RankerDecl, register
 from rankers.kinds.llm_listwise import LLM_OPTIONS, LLMJudgeKind, positive
-from rankers.scorers.judgments import Request
+from rankers.scorers.judgment_records import Request
 from rankers.scorers.pairwise import ANSWER_MAX_TOKENS, PairwiseJudge, allpair, sliding
 from rankers.window import WINDOW_K
 

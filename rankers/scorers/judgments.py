@@ -4,7 +4,7 @@ A pointwise scorer judges one (query, passage); the listwise and pairwise judges
 **ordered** tuple of passages, and their answer depends on every passage and on the order they were shown in
 (``docs/protocol.md#listwise``, ``#pairwise``). So a judgment's cache key names the judge's ``model_key``
 (model, revision, prompt version, settings, parser version), the query text's sha256, the ordered passage ids
-and the ordered passage texts' sha256s. Judgments live in the shared score cache's table
+and the ordered passage texts' sha256s (the records and keys: ``rankers.scorers.judgment_records``). Judgments live in the shared score cache's table
 (``rankers.scorers.cache``: row digests, corruption recovery, WAL) under those keys; an unusable judgment
 (error, timeout, a reply with no usable answer) is stored with its reason and judged again on the next run.
 
@@ -21,109 +21,19 @@ committed round (docs/protocol.md#judging-cost).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fixtures.identity import text_digest
 from fixtures.progress import stage
 from rankers.scorers.base import streams
-from rankers.scorers.cache import CachedScore, CacheKey, ScoreCache, ScoredInputs
-
-
-@dataclass(frozen=True)
-class Request:
-    """One judgment to make: the query and the passages in the order the model sees them, as (pid, text)."""
-
-    query: str
-    items: tuple[tuple[str, str], ...]
-
-    @property
-    def pids(self) -> tuple[str, ...]:
-        return tuple(pid for pid, _ in self.items)
-
-
-class Outcome(NamedTuple):
-    """A judgment as stored: ``result`` is the judge's reading (a permutation, a choice), None when unusable."""
-
-    result: Any
-    error: str | None
-    usage: dict[str, Any]
-    raw: str | None
-    cached: bool  # read from the cache (made by an earlier run), not judged now
-
-    @property
-    def available(self) -> bool:
-        return self.error is None and self.result is not None
-
-
-class Judge(Protocol):
-    """Makes judgments; ``model_key`` names everything that changes one; ``chunk_size`` requests per call."""
-
-    @property
-    def model_key(self) -> str:
-        ...
-
-    @property
-    def chunk_size(self) -> int:
-        ...
-
-    def sort_key(self, request: Request) -> tuple:
-        ...
-
-    def judge(self, requests: Sequence[Request], done: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
-        """Outcomes of ``requests``; ``done(i, outcome)`` as each finishes (a judge may omit ``done``: then its
-        call's outcomes are committed when it returns)."""
-        ...
-
-
-@dataclass(frozen=True)
-class WindowResult:
-    """What an algorithm returns for one window: a score per pid (None when it fell back) and its counts."""
-
-    scores: dict[str, float] | None
-    error: str | None = None
-    order: tuple[str, ...] = ()
-    counts: dict[str, float] = field(default_factory=dict)
-
-
-#: One window's algorithm: yields the requests it needs next, is sent their outcomes, returns its result.
-Algorithm = Generator[list[Request], list[Outcome], WindowResult]
-
-
-def _digest(parts: Iterable[str]) -> str:
-    """The digest of ordered parts joined by the unit separator (never inside a pid or a hex digest)."""
-    return text_digest("\x1f".join(parts))
-
-
-def request_key(model_key: str, request: Request, hashes: dict[str, str] | None = None) -> CacheKey:
-    """(model key, query sha256, ``n:`` + digest of the ordered pids, digest of the ordered text sha256s)."""
-    hashes = {} if hashes is None else hashes
-
-    def h(text: str) -> str:
-        if text not in hashes:
-            hashes[text] = text_digest(text)
-        return hashes[text]
-
-    pids = request.pids
-    return (model_key, h(request.query), f"{len(pids)}:{_digest(pids)}", _digest(h(t) for _, t in request.items))
-
-
-def _stored(outcome: Outcome) -> CachedScore:
-    """An outcome as a score-cache row: score 1 when usable (None otherwise, so the next run judges it again)."""
-    usage = {**outcome.usage, "result": outcome.result}
-    return CachedScore(1.0 if outcome.available else None, outcome.error if not outcome.available else None,
-                       usage, outcome.raw)
-
-
-def store_outcomes(cache: ScoreCache, keys: Sequence[CacheKey], outcomes: Sequence[Outcome]) -> None:
-    """Judgments stored under their keys in one transaction: the one way a judgment enters the cache, judged here
-    or read from a batch file's results (``harness.batch``)."""
-    cache.put_many([(k, _stored(o)) for k, o in zip(keys, outcomes, strict=True)])
+from rankers.scorers.cache import CacheKey, ScoreCache, ScoredInputs
+from rankers.scorers.judgment_records import (Algorithm, Judge, Outcome, Request, WindowResult, ordered_digest,
+                                              read_stored, request_key, store_outcomes)
 
 
 def pending_requests(model_key: str, cache: ScoreCache,
@@ -147,7 +57,7 @@ def pending_requests(model_key: str, cache: ScoreCache,
                 if missing:
                     out.update(missing)
                     break
-                requests = algorithm.send([_read(found[k]) for k in keys])
+                requests = algorithm.send([read_stored(found[k]) for k in keys])
         except StopIteration:
             continue
     return out
@@ -174,7 +84,7 @@ def plan_requests(model_key: str, cache: ScoreCache, algorithms: Mapping[tuple[s
             while True:
                 keys = [request_key(model_key, r, hashes) for r in requests]
                 found, _ = cache.lookup([k for k in keys if k not in todo and k not in cached])
-                cached.update((k, _read(row)) for k, row in found.items() if row.available)
+                cached.update((k, read_stored(row)) for k, row in found.items() if row.available)
                 outcomes = []
                 for key, request in zip(keys, requests):
                     if key in cached:
@@ -199,13 +109,6 @@ def judge_now(judge: Judge, cache: ScoreCache, requests: Mapping[CacheKey, Reque
     outcomes = judge.judge([requests[k] for k in keys])
     share = (time.perf_counter() - started) / max(len(keys), 1)
     store_outcomes(cache, keys, [o._replace(usage={"wall_s": share, **o.usage}) for o in outcomes])
-
-
-def _read(row: CachedScore) -> Outcome:
-    usage = dict(row.usage)
-    result = usage.pop("result", None)
-    return Outcome(result if row.available else None, None if row.available else (row.error or "unavailable"),
-                   usage, row.raw, True)
 
 
 @dataclass(frozen=True)
@@ -269,7 +172,7 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
             for key in wanted:
                 row = found.get(key)
                 if row is not None and row.available:
-                    memo[key] = _read(row)
+                    memo[key] = read_stored(row)
                 else:
                     todo.append(key)
                     n_retried += row is not None
@@ -303,7 +206,7 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
             for name in list(pending):
                 outcomes = [memo[k] for k in keyed[name]]
                 for key, request, o in zip(keyed[name], pending[name], outcomes):
-                    rows.append({"qid": name[0], "variant": name[1], "key": _digest(key)[:32],
+                    rows.append({"qid": name[0], "variant": name[1], "key": ordered_digest(key)[:32],
                                  "pids": request.pids, "cached": o.cached, "available": o.available,
                                  "error": o.error, "input_tokens": _number(o.usage.get("input_tokens")),
                                  "output_tokens": _number(o.usage.get("output_tokens")),

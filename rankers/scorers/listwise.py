@@ -22,7 +22,7 @@ from typing import Any
 
 from fixtures import progress
 from rankers.scorers.base import streams
-from rankers.scorers.judgments import Algorithm, Outcome, Request, WindowResult
+from rankers.scorers.judgment_records import Algorithm, Outcome, Request, WindowResult
 from rankers.scorers.llm.generation import Generation, LLMBackend, answer_text
 from rankers.scorers.prompts.slots import SlotTemplate, load_slot_template
 

@@ -31,7 +31,7 @@ from itertools import combinations
 from typing import Any
 
 from rankers.scorers.base import streams
-from rankers.scorers.judgments import Algorithm, Outcome, Request, WindowResult
+from rankers.scorers.judgment_records import Algorithm, Outcome, Request, WindowResult
 from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob, answer_text
 from rankers.scorers.prompts.slots import SlotTemplate, load_slot_template
 

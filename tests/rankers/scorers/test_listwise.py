@@ -7,7 +7,8 @@ import re
 import pytest
 
 from rankers.scorers.cache import ScoreCache
-from rankers.scorers.judgments import Request, drive, group_windows, request_key, scored_inputs
+from rankers.scorers.judgment_records import Request, request_key
+from rankers.scorers.judgments import drive, group_windows, scored_inputs
 from rankers.scorers.listwise import ListwiseJudge, parse_permutation, sliding_plan, sliding_windows
 from rankers.scorers.prompts import escape_control
 from tests.support.scripted_llm import ScriptedBackend

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from rankers.scorers.cache import ScoreCache
-from rankers.scorers.judgments import Request, drive
+from rankers.scorers.judgment_records import Request
+from rankers.scorers.judgments import drive
 from rankers.scorers.listwise import ListwiseJudge, sliding_windows
 from rankers.scorers.llm.generation import GenerationSettings
 from rankers.scorers.llm.llamacpp_backend import LlamaCppBackend
