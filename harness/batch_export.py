@@ -6,9 +6,6 @@ checks result lines against (``harness.batch_import``; docs/protocol.md#batch-fi
 from __future__ import annotations
 
 import json
-import os
-import time
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +17,7 @@ from harness.session import Evaluation
 from rankers.declarations import RankerDecl
 from rankers.scorers.cache import MAX_REPLY_CHARS, CacheKey, ScoreCache
 from rankers.scorers.judgments import pending_requests
-from reports.transaction import StagedRun
+from reports.transaction import StagedRun, unique_run_id
 
 FORMAT = "preference-position/openai-batch"
 VERSION = 1
@@ -137,9 +134,7 @@ def write_export(ev: Evaluation, out: Path, names: Sequence[str], skipped: dict[
     ``out`` holds the previous export or this one, never a mix and never nothing; the result files and score cache
     a user keeps in ``out`` are left alone."""
     judges = collect(ev, names)
-    # Unique per call, not per second and process: a second export in the same second must not stage into the first.
-    run_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    run = StagedRun(out, run_id, legacy_marker=None)
+    run = StagedRun(out, unique_run_id(), legacy_marker=None)
     staging = run.folder
     try:
         files = []

@@ -30,7 +30,6 @@ import os
 import shutil
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,7 @@ from rankers.base import Ranking
 from rankers.declarations import FUSION
 from rankers.window import WINDOW_K
 from rankers.trec import write_qrels, write_run
-from reports.transaction import StagedRun
+from reports.transaction import StagedRun, unique_run_id
 
 #: The qid, passage-id and corpus rules an outside run must follow (also in ``manifest.json``).
 CONTRACT = {
@@ -144,8 +143,7 @@ def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K) -> dict[st
     leaves the previous export whole. Splits of the previous export that this one does not write
     stay, carried into the new one as hard links (copies where the file system has none).
     """
-    run = StagedRun(out, f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-{uuid.uuid4().hex[:8]}",
-                    legacy_marker="manifest.json")  # unique per call: two exports in one second stage apart
+    run = StagedRun(out, unique_run_id(), legacy_marker="manifest.json")
     try:
         for split in ev.settings.splits:
             (run.folder / split).mkdir()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
+import uuid
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
@@ -20,6 +22,12 @@ from filelock import FileLock, Timeout
 #: Under a root: the staged and committed runs, the symlink naming the committed one, the lock that serializes
 #: swaps and clean-ups.
 RUNS, CURRENT, LOCK = ".runs", ".current", ".publish.lock"
+
+
+def unique_run_id() -> str:
+    """A run id for a staging that names no run of its own (an export): UTC second, pid and a random part, so two
+    stagings in one second and process never share a folder."""
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def current_run(root: Path) -> str | None:
