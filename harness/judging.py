@@ -59,15 +59,16 @@ class WindowJudging:
         inputs = self.inputs(split, name, scope)
         identity = self._declared(decl, "cannot identify its judgments",
                                   lambda: decl.ranker_kind.identity(decl, self.context))
+        texts = texts_digest(inputs)
         # One judging run per (identity, split, scope, inputs) across xdist workers: the second waits, then reads.
-        lock = self.settings.cache("scores") / f".{split}-{scope}-{digest([identity, [i[:2] for i in inputs]])}.lock"
+        lock = self.settings.cache("scores") / f".{split}-{scope}-{digest([identity, texts])}.lock"
         desc = f"score {name} {scope} {split}"
         with FileLock(str(lock)), self.stage(split, f"score_{name}_{scope}", inputs=len(inputs)) as record:
             def judge() -> ScoredInputs:
                 self._within_budget(decl, inputs, desc)
                 return decl.ranker_kind.judge(decl, self.context, inputs, desc=desc)
 
-            parts = {"judge": identity, "scope": scope, "inputs": texts_digest(inputs),
+            parts = {"judge": identity, "scope": scope, "inputs": texts,
                      "store": score_store(self.context).generation()}
             scored = self.memo.get("judgments", parts, judge, keep=lambda s: s.n_scored == 0 and s.n_unavailable == 0)
             record.update(unique=scored.n_unique, scored_now=scored.n_scored, retried=scored.n_retried,
