@@ -225,14 +225,19 @@ class LlamaCppBackend(SlotJudging):
                 logits, processed = self._evaluate(chunks)
         except BackendUnavailable:
             raise
-        except (RuntimeError, ValueError) as exc:  # a failed decode: this input is unavailable, not the run
-            self._cached = []
-            return Generation(None, None, None, time.perf_counter() - start, error_text(exc))
+        except (RuntimeError, ValueError) as exc:
+            return self._failed(start, exc)
         probs, grade_mass = answer_probs(logits, self._grade_ids)
         grade = int(np.argmax(probs))
         return Generation(GRADE_TOKENS[grade], sum(map(len, chunks)), 0, time.perf_counter() - start,
                           grade_probs=tuple(float(p) for p in probs), truncated=cut,
                           extra={"processed_tokens": float(processed), "grade_mass": grade_mass})
+
+    def _failed(self, start: float, exc: Exception) -> Generation:
+        """A failed decode: this prompt is unavailable, not the run; the cached prefix, possibly half evaluated, is
+        forgotten so the next prompt starts from its first chunk."""
+        self._cached = []
+        return Generation(None, None, None, time.perf_counter() - start, error_text(exc))
 
     def reset_prefix(self) -> None:
         """Forget the cached prefix: the next prompt is evaluated from its first chunk (timings, tests)."""

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from fixtures import progress
-from rankers.scorers.http import error_text
 from rankers.scorers.llm.generation import BackendUnavailable, Generation, settings_key
 from rankers.scorers.llm.llamacpp_text import answer_probs, each_prompt, render_chat_template, split_once, token_text
 from rankers.scorers.prompts.slots import SlotPrompt
@@ -114,9 +113,8 @@ class SlotJudging:
                     logits, processed = self._evaluate(chunks)
             except BackendUnavailable:
                 raise
-            except (RuntimeError, ValueError) as exc:  # this comparison is unavailable, not the run
-                self._cached = []
-                return Generation(None, None, None, time.perf_counter() - start, error_text(exc))
+            except (RuntimeError, ValueError) as exc:
+                return self._failed(start, exc)
             probs, mass = answer_probs(logits, self._choice_ids[key])
             return Generation(choices[int(np.argmax(probs))], sum(map(len, chunks)), 0, time.perf_counter() - start,
                               truncated=cut, choice_probs=tuple(float(p) for p in probs),
@@ -157,9 +155,8 @@ class SlotJudging:
                                                        shape=(llm.n_vocab(),))
             except BackendUnavailable:
                 raise
-            except (RuntimeError, ValueError) as exc:  # this judgment is unavailable, not the run
-                self._cached = []
-                return Generation(None, None, None, time.perf_counter() - start, error_text(exc))
+            except (RuntimeError, ValueError) as exc:
+                return self._failed(start, exc)
             text = llm.detokenize(tokens).decode("utf-8", errors="replace")
             return Generation(text, sum(map(len, chunks)), len(tokens), time.perf_counter() - start, truncated=cut,
                               extra={"processed_tokens": float(processed), "stopped": 1.0 if stopped else 0.0})
