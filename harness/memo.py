@@ -46,9 +46,7 @@ def texts_digest(rows: Iterable[tuple[str, ...]]) -> str:
     """Digest of rows of texts in their order (e.g. a judging stage's (qid, pid, query, passage) inputs)."""
     h = hashlib.sha256()
     for row in rows:
-        for text in row:
-            h.update(str(text).encode() + b"\0")
-        h.update(b"\1")
+        h.update(b"".join(str(text).encode() + b"\0" for text in row) + b"\1")
     return h.hexdigest()[:24]
 
 

@@ -53,15 +53,16 @@ def window_inputs(reference: Ranking, queries: Mapping[str, str], corpus: Mappin
                   k: int = WINDOW_K) -> list[TextInput]:
     """Inputs of every query's head (the reference's top k), ordered by qid then reference rank."""
     head = _head(reference, k).sort_values(["qid", "rank"], kind="mergesort")
-    missing_q = sorted(set(head["qid"]) - set(queries))
+    qids, pids = head["qid"].tolist(), head["pid"].tolist()
+    missing_q = sorted(set(qids) - set(queries))
     if missing_q:
         raise KeyError(f"window_inputs: {len(missing_q)} qids of ranking {reference.name!r} have no query text, "
                        f"e.g. {missing_q[:3]}")
-    missing_p = sorted(set(head["pid"]) - set(corpus))
+    missing_p = sorted(set(pids) - set(corpus))
     if missing_p:
         raise KeyError(f"window_inputs: {len(missing_p)} pids of ranking {reference.name!r} are not in the corpus, "
                        f"e.g. {missing_p[:3]}")
-    return [TextInput(q, p, queries[q], corpus[p]) for q, p in zip(head["qid"], head["pid"])]
+    return [TextInput(q, p, queries[q], corpus[p]) for q, p in zip(qids, pids)]
 
 
 def pair_inputs(directions: pd.DataFrame, corpus: Mapping[str, str]) -> list[TextInput]:

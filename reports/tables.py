@@ -181,12 +181,12 @@ def judgments_table(frame: pd.DataFrame, ranker: str, scope: str, rule_scores: d
     probs = [json.dumps(u["grade_probs"]) if isinstance(u.get("grade_probs"), list) else None for u in usage]
     return pd.DataFrame({
         "ranker": ranker, "scope": scope, "qid": unique["qid"], "pid": unique["pid"], "score": unique["score"],
-        "rule_score": [rule_scores.get((q, p), np.nan) for q, p in zip(unique["qid"], unique["pid"])],
+        "rule_score": [rule_scores.get((q, p), np.nan) for q, p in zip(unique["qid"].tolist(), unique["pid"].tolist())],
         "grade": unique["score"] if bounded else np.nan, "grade_probs": probs,
         "grade_margin": [u.get("grade_margin", np.nan) for u in usage],
         "near_tie": pd.array([None if "near_tie" not in u else bool(u["near_tie"]) for u in usage], dtype="boolean"),
-        "unavailable": unavailable, "reason": [e if u else None for e, u in zip(unique["error"], unavailable)],
+        "unavailable": unavailable, "reason": [e if u else None for e, u in zip(unique["error"].tolist(), unavailable)],
         "seconds": np.asarray(seconds, dtype=float),
         "endpoint": [u.get("endpoint") if isinstance(u.get("endpoint"), str) else None for u in usage],
-        "raw_if_unavailable": [r if u else None for r, u in zip(unique["raw"], unavailable)],
+        "raw_if_unavailable": [r if u else None for r, u in zip(unique["raw"].tolist(), unavailable)],
     }, columns=list(JUDGMENT_COLUMNS))

@@ -95,7 +95,8 @@ class ScoredInputs:
     @property
     def scores(self) -> dict[tuple[str, str], float]:
         """(qid, pid) -> score (NaN when unavailable), the mapping ``window_rerank`` reads."""
-        return dict(zip(zip(self.frame["qid"], self.frame["pid"]), self.frame["score"].astype(float)))
+        f = self.frame
+        return dict(zip(zip(f["qid"].tolist(), f["pid"].tolist()), f["score"].astype(float).tolist()))
 
     @property
     def judged(self) -> pd.DataFrame:

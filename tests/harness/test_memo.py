@@ -1,6 +1,7 @@
 """Content-keyed memos and the lazy scorer stand-in: what lets a warm run skip models entirely."""
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,9 @@ def test_texts_digest_follows_every_text_and_the_row_boundaries() -> None:
     assert texts_digest(rows) != texts_digest([rows[0], ("q1", "p2", "query", "passage c")])
     assert texts_digest(rows) != texts_digest(rows[::-1])  # order is part of what a stage judges
     assert texts_digest([("ab", "c")]) != texts_digest([("a", "bc")])
+    # the stream digested: each text's UTF-8 bytes and NUL, then SOH after each row (by hand)
+    stream = b"q1\0\xc3\xbc\0\1q2\0\0\1"
+    assert texts_digest([("q1", "\u00fc"), ("q2", "")]) == hashlib.sha256(stream).hexdigest()[:24]
 
 
 def test_digests_ignore_order_where_order_means_nothing() -> None:

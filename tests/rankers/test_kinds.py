@@ -107,6 +107,24 @@ def test_a_code_digest_changes_with_an_imported_module_and_not_with_an_unrelated
     assert digest() != first
 
 
+def test_imports_are_found_in_every_statement_block_and_nowhere_else(tmp_path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import a\n"
+        "def f():\n    import b.c\n    return [x for x in ()]\n"
+        "class K:\n    from d import e\n"
+        "try:\n    import g\nexcept ImportError:\n    import h\nelse:\n    import i\nfinally:\n    import j\n"
+        "if True:\n    pass\nelse:\n    import k\n"
+        "while False:\n    import l\n"
+        "with open('x') as fh:\n    import m\n"
+        "match 1:\n    case 1:\n        import n\n"
+        "from . import relative\n"
+        "s = 'import not_code'\n"
+    )
+    code._imports.cache_clear()
+    assert sorted(code._imports(source)) == ["a", "b.c", "d", "d.e", "g", "h", "i", "j", "k", "l", "m", "n"]
+
+
 def _fresh_digests() -> None:
     """What a new process starts with: no digest computed yet."""
     for cached in (code.code_digest, code._closure, code._imports):
