@@ -21,10 +21,10 @@ from importlib import metadata
 from typing import Any
 
 from fixtures import progress
-from rankers.scorers.base import streams
 from rankers.scorers.judgment_records import Algorithm, Outcome, Request, WindowResult
 from rankers.scorers.llm.generation import Generation, LLMBackend, answer_text
-from rankers.scorers.prompts.slots import SlotTemplate, load_slot_template
+from rankers.scorers.llm_judge import LLMJudge, generation_usage
+from rankers.scorers.prompts.slots import SlotPrompt
 
 PROMPT_VERSION = "rankgpt_v1"
 #: Version of the reply reading (the rules above); enters the judge's key with the prompt's.
@@ -105,56 +105,39 @@ def sliding_windows(query: str, items: Sequence[tuple[str, str]], window: int, s
                         tuple(pid for pid, _ in head), counts)
 
 
-class ListwiseJudge:
+class ListwiseJudge(LLMJudge):
     """Permutations from an LLM backend: ``complete`` (llama.cpp greedy decoding) or ``generate`` (a server,
-    vLLM) on the listwise prompt. ``model_key`` joins the backend's identity with the prompt, the budgets and
-    the parser version."""
+    vLLM) on the listwise prompt."""
+
+    KIND = "llm-listwise"
+    PARSE_VERSION = PARSE_VERSION
+    LISTS = True
+    IN_PROCESS_CHUNK = 1
 
     def __init__(self, backend: LLMBackend, prompt: str = PROMPT_VERSION, *, passage_tokens: int = PASSAGE_TOKENS,
                  query_tokens: int = QUERY_TOKENS) -> None:
-        self.backend = backend
-        self.template: SlotTemplate = load_slot_template(prompt)
-        if not self.template.is_list:
-            raise ValueError(f"prompt {prompt!r} is not a listwise template (it has no [item] section)")
-        self.passage_tokens = passage_tokens
-        self.query_tokens = query_tokens
+        super().__init__(backend, prompt, passage_tokens=passage_tokens, query_tokens=query_tokens)
 
-    @property
-    def model_key(self) -> str:
-        key_with = getattr(self.backend, "key_with", None)
-        engine = (key_with({"use": "greedy-permutation", "chunks": "head|slot|...",
-                            "max_tokens": self.backend.settings.output_cap})
-                  if key_with else self.backend.model_key)
-        return (f"llm-listwise|{engine}|prompt={self.template.key}|budget=p{self.passage_tokens},q{self.query_tokens}"
-                f"|{PARSE_VERSION}")
+    def engine(self) -> dict[str, Any]:
+        return {"use": "greedy-permutation", "chunks": "head|slot|...", "max_tokens": self.backend.settings.output_cap}
 
-    @property
-    def chunk_size(self) -> int:
-        return 1 if hasattr(self.backend, "complete") else self.backend.chunk_size
+    def in_process(self) -> Callable[..., list[Generation]] | None:
+        return getattr(self.backend, "complete", None)
 
     def sort_key(self, request: Request) -> tuple:
         return (request.query, request.pids)
 
-    def prompt(self, request: Request):
+    def prompt(self, request: Request) -> SlotPrompt:
         return self.template.list_prompt(request.query, [t for _, t in request.items], self.query_tokens,
                                          self.passage_tokens)
 
-    def judge(self, requests: Sequence[Request], done: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
-        """Permutations of ``requests``; ``done(i, outcome)`` as each finishes where the backend streams."""
-        prompts = [self.prompt(r) for r in requests]
-        call = getattr(self.backend, "complete", None) or self.backend.generate
-        if done is not None and streams(call):
-            generations = call(prompts, done=lambda i, g: done(i, self.outcome(g, len(requests[i].items))))
-        else:
-            generations = call(prompts)
-        return [self.outcome(g, len(r.items)) for g, r in zip(generations, requests)]
+    def read(self, generation: Generation, request: Request) -> Outcome:
+        return self.outcome(generation, len(request.items))
 
     @staticmethod
     def outcome(g: Generation, n: int) -> Outcome:
         """A generation as the permutation of ``n`` listed passages (also a batch file's results, ``harness.batch``)."""
-        usage: dict[str, Any] = {"input_tokens": g.input_tokens, "output_tokens": g.output_tokens,
-                                 "latency_s": float(g.latency_s), "requests": 1, "truncated": int(g.truncated),
-                                 **{k: float(v) for k, v in g.extra.items()}, **g.where()}
+        usage = generation_usage(g)
         if g.error is not None:
             return Outcome(None, f"backend: {g.error}", usage, g.text, False)
         order, counts, reason = parse_permutation(g.text, n)

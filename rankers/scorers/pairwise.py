@@ -24,16 +24,17 @@ Algorithms (:func:`allpair`, :func:`sliding`):
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
-from rankers.scorers.base import streams
 from rankers.scorers.judgment_records import Algorithm, Outcome, Request, WindowResult
 from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob, answer_text
-from rankers.scorers.prompts.slots import SlotTemplate, load_slot_template
+from rankers.scorers.llm_judge import LLMJudge, generation_usage
+from rankers.scorers.prompts.slots import SlotPrompt
 
 PROMPT_VERSION = "prp_v1"
 PARSE_VERSION = "choice1"
@@ -143,57 +144,42 @@ def sliding(query: str, items: Sequence[tuple[str, str]], window: int, passes: i
                         tuple(pid for pid, _ in head), counts)
 
 
-class PairwiseJudge:
+class PairwiseJudge(LLMJudge):
     """Comparisons from an LLM backend: ``choose`` (llama.cpp: the answer tokens' logits) or ``generate``
     (a server, vLLM: the parsed answer, with the letters' probabilities where ``logprobs`` come back)."""
 
+    KIND = "llm-pairwise"
+    PARSE_VERSION = PARSE_VERSION
+    LISTS = False
+    IN_PROCESS_CHUNK = 8
+
     def __init__(self, backend: LLMBackend, prompt: str = PROMPT_VERSION, *, passage_tokens: int = PASSAGE_TOKENS,
                  query_tokens: int = QUERY_TOKENS) -> None:
-        self.backend = backend
-        self.template: SlotTemplate = load_slot_template(prompt)
-        if self.template.is_list:
-            raise ValueError(f"prompt {prompt!r} is a listwise template, not a pairwise one")
-        self.passage_tokens = passage_tokens
-        self.query_tokens = query_tokens
+        super().__init__(backend, prompt, passage_tokens=passage_tokens, query_tokens=query_tokens)
 
-    @property
-    def model_key(self) -> str:
-        key_with = getattr(self.backend, "key_with", None)
-        engine = key_with({"use": "choice-logits", "choices": "A|B", "chunks": "head|slot|..."}) if key_with \
-            else self.backend.model_key
-        return (f"llm-pairwise|{engine}|prompt={self.template.key}|budget=p{self.passage_tokens},q{self.query_tokens}"
-                f"|{PARSE_VERSION}")
+    def engine(self) -> dict[str, Any]:
+        return {"use": "choice-logits", "choices": "A|B", "chunks": "head|slot|..."}
 
-    @property
-    def chunk_size(self) -> int:
-        return 8 if hasattr(self.backend, "choose") else self.backend.chunk_size
+    def in_process(self) -> Callable[..., list[Generation]] | None:
+        choose = getattr(self.backend, "choose", None)
+        return None if choose is None else functools.partial(choose, choices=CHOICES)
 
     def sort_key(self, request: Request) -> tuple:
         """Comparisons sorted by this share prompt prefixes: passage A, then B, then the query (``prp_v1``)."""
         (a, text_a), (b, text_b) = request.items
         return (text_a, text_b, request.query)
 
-    def prompt(self, request: Request):
+    def prompt(self, request: Request) -> SlotPrompt:
         return self.template.pair_prompt(request.query, request.items[0][1], request.items[1][1], self.query_tokens,
                                          self.passage_tokens)
 
-    def judge(self, requests: Sequence[Request], done: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
-        """Choices for ``requests``; ``done(i, outcome)`` as each finishes where the backend streams."""
-        prompts = [self.prompt(r) for r in requests]
-        choose = getattr(self.backend, "choose", None)
-        call = (lambda ps, **kw: choose(ps, CHOICES, **kw)) if choose else self.backend.generate
-        if done is not None and streams(choose or self.backend.generate):
-            generations = call(prompts, done=lambda i, g: done(i, self.outcome(g)))
-        else:
-            generations = call(prompts)
-        return [self.outcome(g) for g in generations]
+    def read(self, generation: Generation, request: Request) -> Outcome:
+        return self.outcome(generation)
 
     @staticmethod
     def outcome(g: Generation) -> Outcome:
         """A generation as a comparison's outcome (also a batch file's results, ``harness.batch``)."""
-        usage: dict[str, Any] = {"input_tokens": g.input_tokens, "output_tokens": g.output_tokens,
-                                 "latency_s": float(g.latency_s), "requests": 1, "truncated": int(g.truncated),
-                                 **{k: float(v) for k, v in g.extra.items()}, **g.where()}
+        usage = generation_usage(g)
         if g.error is not None:
             return Outcome(None, f"backend: {g.error}", usage, g.text, False)
         choice, reason = parse_choice(g.text)
