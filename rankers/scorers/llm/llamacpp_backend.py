@@ -20,8 +20,8 @@ from rankers.scorers.http import error_text
 from rankers.scorers.llm.generation import (GRADE_TOKENS, BackendUnavailable, Generation, GenerationSettings,
                                             settings_key)
 from rankers.scorers.llm.llamacpp_slots import SlotJudging
-from rankers.scorers.llm.llamacpp_text import (answer_probs, each_prompt, render_chat_template, split_once,
-                                               token_text)
+from rankers.scorers.llm.llamacpp_text import (Decoded, answer_probs, each_prompt, render_chat_template,
+                                               split_once, token_text)
 from rankers.scorers.prompts import GradePrompt, PromptTemplate
 
 # llama.cpp's OpenMP threads spin while waiting by default; on a shared CPU (more runnable threads
@@ -218,20 +218,29 @@ class LlamaCppBackend(SlotJudging):
         return each_prompt(prompts, self._one, done)
 
     def _one(self, prompt: GradePrompt) -> Generation:
+        return self._decode(lambda: self.chunks(prompt), self._grade)
+
+    def _grade(self, logits: np.ndarray, run: Decoded) -> Generation:
+        probs, grade_mass = answer_probs(logits, self._grade_ids)
+        return Generation(GRADE_TOKENS[int(np.argmax(probs))], run.prompt_tokens, 0, run.seconds(),
+                          grade_probs=tuple(float(p) for p in probs), truncated=run.cut,
+                          extra={"processed_tokens": float(run.processed), "grade_mass": grade_mass})
+
+    def _decode(self, chunks_of: Callable[[], tuple[list[tuple[int, ...]], bool]],
+                read: Callable[[np.ndarray, Decoded], Generation]) -> Generation:
+        """One prompt judged: its chunks (``chunks_of()``) evaluated, the cached prefix reused, and the logits at its
+        last position read into a generation (``read``), all under one guard: a failed decode is this prompt's
+        unavailable judgment (``_failed``), a backend that is gone stops the run."""
         start = time.perf_counter()
         try:
-            chunks, cut = self.chunks(prompt)
+            chunks, cut = chunks_of()
             with progress.waiting():
                 logits, processed = self._evaluate(chunks)
+                return read(logits, Decoded(sum(map(len, chunks)), cut, processed, start))
         except BackendUnavailable:
             raise
         except (RuntimeError, ValueError) as exc:
             return self._failed(start, exc)
-        probs, grade_mass = answer_probs(logits, self._grade_ids)
-        grade = int(np.argmax(probs))
-        return Generation(GRADE_TOKENS[grade], sum(map(len, chunks)), 0, time.perf_counter() - start,
-                          grade_probs=tuple(float(p) for p in probs), truncated=cut,
-                          extra={"processed_tokens": float(processed), "grade_mass": grade_mass})
 
     def _failed(self, start: float, exc: Exception) -> Generation:
         """A failed decode: this prompt is unavailable, not the run; the cached prefix, possibly half evaluated, is

@@ -6,14 +6,13 @@ prefix of whole chunks gives the logits of an evaluation from scratch (``docs/pr
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from fixtures import progress
-from rankers.scorers.llm.generation import BackendUnavailable, Generation, settings_key
-from rankers.scorers.llm.llamacpp_text import answer_probs, each_prompt, render_chat_template, split_once, token_text
+from rankers.scorers.llm.generation import Generation, settings_key
+from rankers.scorers.llm.llamacpp_text import (Decoded, answer_probs, each_prompt, render_chat_template, split_once,
+                                               token_text)
 from rankers.scorers.prompts.slots import SlotPrompt
 
 
@@ -105,22 +104,13 @@ class SlotJudging:
                 raise ValueError(f"{self.model_path.name}: answers {list(choices)} are not single tokens ({ids})")
             self._choice_ids[key] = [i[0] for i in ids]
 
-        def one(prompt: SlotPrompt) -> Generation:
-            start = time.perf_counter()
-            try:
-                chunks, cut = self.slot_chunks(prompt)
-                with progress.waiting():
-                    logits, processed = self._evaluate(chunks)
-            except BackendUnavailable:
-                raise
-            except (RuntimeError, ValueError) as exc:
-                return self._failed(start, exc)
+        def read(logits: np.ndarray, run: Decoded) -> Generation:
             probs, mass = answer_probs(logits, self._choice_ids[key])
-            return Generation(choices[int(np.argmax(probs))], sum(map(len, chunks)), 0, time.perf_counter() - start,
-                              truncated=cut, choice_probs=tuple(float(p) for p in probs),
-                              extra={"processed_tokens": float(processed), "choice_mass": mass})
+            return Generation(choices[int(np.argmax(probs))], run.prompt_tokens, 0, run.seconds(), truncated=run.cut,
+                              choice_probs=tuple(float(p) for p in probs),
+                              extra={"processed_tokens": float(run.processed), "choice_mass": mass})
 
-        return each_prompt(prompts, one, done)
+        return each_prompt(prompts, lambda prompt: self._decode(lambda: self.slot_chunks(prompt), read), done)
 
     def complete(self, prompts: Sequence[SlotPrompt],
                  done: Callable[[int, Generation], None] | None = None) -> list[Generation]:
@@ -134,31 +124,21 @@ class SlotJudging:
         llama_cpp = self._import_llama()
         vocab = llm._model.vocab
 
-        def one(prompt: SlotPrompt) -> Generation:
-            start = time.perf_counter()
-            try:
-                chunks, cut = self.slot_chunks(prompt)
-                with progress.waiting():
-                    logits, processed = self._evaluate(chunks)
-                    tokens: list[int] = []
-                    stopped = False
-                    while len(tokens) < cap:
-                        token = int(np.argmax(logits))
-                        if llama_cpp.llama_vocab_is_eog(vocab, token):
-                            stopped = True
-                            break
-                        tokens.append(token)
-                        if len(tokens) == cap:
-                            break
-                        llm.eval([token])
-                        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1),
-                                                       shape=(llm.n_vocab(),))
-            except BackendUnavailable:
-                raise
-            except (RuntimeError, ValueError) as exc:
-                return self._failed(start, exc)
+        def read(logits: np.ndarray, run: Decoded) -> Generation:
+            tokens: list[int] = []
+            stopped = False
+            while len(tokens) < cap:
+                token = int(np.argmax(logits))
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    stopped = True
+                    break
+                tokens.append(token)
+                if len(tokens) == cap:
+                    break
+                llm.eval([token])
+                logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
             text = llm.detokenize(tokens).decode("utf-8", errors="replace")
-            return Generation(text, sum(map(len, chunks)), len(tokens), time.perf_counter() - start, truncated=cut,
-                              extra={"processed_tokens": float(processed), "stopped": 1.0 if stopped else 0.0})
+            return Generation(text, run.prompt_tokens, len(tokens), run.seconds(), truncated=run.cut,
+                              extra={"processed_tokens": float(run.processed), "stopped": 1.0 if stopped else 0.0})
 
-        return each_prompt(prompts, one, done)
+        return each_prompt(prompts, lambda prompt: self._decode(lambda: self.slot_chunks(prompt), read), done)

@@ -1,12 +1,29 @@
-"""Text around llama.cpp: a GGUF's chat template rendered, tokens shown as text, answers read from logits."""
+"""Text around llama.cpp: a GGUF's chat template rendered, tokens shown as text, answers read from logits (with what
+evaluating their prompt gave besides them)."""
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rankers.scorers.llm.generation import Generation
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """What evaluating one prompt gave besides its logits: its length, whether data was cut, the tokens evaluated
+    now (the rest came from the cached prefix) and when it started."""
+
+    prompt_tokens: int
+    cut: bool
+    processed: int
+    started: float
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.started
 
 
 def each_prompt(prompts: Sequence[Any], one: Callable[[Any], Generation],
