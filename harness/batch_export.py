@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fixtures.corpus import text_hash
 from fixtures.identity import json_digest
 from harness.session import Evaluation
 from rankers.declarations import RankerDecl
-from rankers.scorers.cache import MAX_REPLY_CHARS, CacheKey, ScoreCache
+from rankers.kinds.base import score_store
+from rankers.scorers.cache import MAX_REPLY_CHARS, CacheKey, cache_keys
 from rankers.scorers.judgments import pending_requests
 from reports.transaction import StagedRun, unique_run_id
 
@@ -83,7 +83,7 @@ def _scopes(decl: RankerDecl) -> tuple[str, ...]:
 
 def collect(ev: Evaluation, names: Sequence[str]) -> list[JudgeExport]:
     """Every cache miss of the named rankers over the run's splits and scopes, grouped by judge key."""
-    cache = ScoreCache.in_folder(ev.settings.cache("scores"))
+    cache = score_store(ev.context)
     judges: dict[str, JudgeExport] = {}
     for name in names:
         decl = ev.profile.rankers[name]
@@ -95,12 +95,10 @@ def collect(ev: Evaluation, names: Sequence[str]) -> list[JudgeExport]:
                 name, scorer.model_key, decl.kind, scorer.backend.model, scorer.prompt.key, scorer.near_tie_margin, cap))
             for split in ev.settings.splits:
                 for scope in _scopes(decl):
+                    rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in ev.inputs(split, name, scope)]
                     unique: dict[CacheKey, tuple[str, str]] = {}
-                    hashes: dict[str, str] = {}
-                    for _, pid, query, passage in ev.inputs(split, name, scope):
-                        qh = hashes.setdefault(query, text_hash(query))
-                        ph = hashes.setdefault(passage, text_hash(passage))
-                        unique.setdefault((scorer.model_key, qh, str(pid), ph), (query, passage))
+                    for key, (_, _, query, passage) in zip(cache_keys(scorer.model_key, rows), rows):
+                        unique.setdefault(key, (query, passage))
                     found, _ = cache.lookup(unique)
                     for key, (query, passage) in unique.items():
                         if key not in found or not found[key].available:
@@ -119,7 +117,6 @@ def collect(ev: Evaluation, names: Sequence[str]) -> list[JudgeExport]:
                         judge.add(key, body, truncated, len(request.items))
         if name not in judge.rankers:
             judge.rankers.append(name)
-    cache.close()
     return list(judges.values())
 
 
