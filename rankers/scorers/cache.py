@@ -166,6 +166,8 @@ def _stored_result(batch: ScoreBatch, i: int, seconds: float) -> CachedScore:
     """
     finite = bool(np.isfinite(batch.scores[i]))
     usage = dict(batch.usage[i]) if batch.usage else {}
+    if not finite and batch.errors[i] is None:
+        usage["cause"] = "non-finite score"
     if np.isfinite(seconds):  # a batch file's result has no time of its own
         usage.setdefault("wall_s", float(seconds))
     if "seconds" not in usage and "latency_s" not in usage:

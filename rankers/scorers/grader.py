@@ -63,7 +63,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from rankers.scorers.base import ScoreBatch, streams
-from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob
+from rankers.scorers.causes import Reason
+from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob, answer_text
 from rankers.scorers.prompts import PASSAGE_TOKENS, QUERY_TOKENS, GradePrompt, PromptTemplate, load_prompt
 
 PROMPT_VERSION = "grade_v2"
@@ -81,37 +82,23 @@ _ANSWER_RE = re.compile(
     r"(\*\*)?([0-4])(?(1)\*\*)(?:\s*/\s*4)?\s*\.?\s*$",
     re.IGNORECASE,
 )
-_THINK_OPEN = "<think>"
-_THINK_CLOSE = "</think>"
 
 
-def _answer_start(text: str) -> tuple[int | None, str | None]:
-    lowered = text.lower()
-    close = lowered.rfind(_THINK_CLOSE)
-    if close >= 0:
-        return close + len(_THINK_CLOSE), None
-    if _THINK_OPEN in lowered:
-        return None, "unterminated <think> block"
-    return 0, None
-
-
-def locate_grade(text: str | None) -> tuple[int | None, int | None, str | None]:
+def locate_grade(text: str | None) -> tuple[int | None, int | None, Reason | None]:
     """Strictly parse one generated grade; returns (grade, offset of its digit in ``text``, None)
     or (None, None, reason)."""
-    if text is None:
-        return None, None, "no output"
-    start, error = _answer_start(text)
-    if start is None:
-        return None, None, error
-    answer = text[start:]
+    answer, reason = answer_text(text)
+    if answer is None or text is None:
+        return None, None, reason
     match = _ANSWER_RE.match(answer)
     if match is None:
         shown = answer.strip()
-        return None, None, f"unparseable answer {shown[:80]!r}" if shown else "empty answer"
-    return int(match.group(2)), start + match.start(2), None
+        return None, None, (Reason("unparseable answer", f"unparseable answer {shown[:80]!r}") if shown
+                            else Reason("empty answer", "empty answer"))
+    return int(match.group(2)), len(text) - len(answer) + match.start(2), None
 
 
-def parse_grade(text: str | None) -> tuple[int | None, str | None]:
+def parse_grade(text: str | None) -> tuple[int | None, Reason | None]:
     """Strictly parse one generated grade; returns (grade, None) or (None, reason)."""
     grade, _, reason = locate_grade(text)
     return grade, reason
@@ -237,6 +224,7 @@ def read_grades(generations: Sequence[Generation], near_tie_margin: float = NEAR
             grade, offset, reason = locate_grade(g.text)
             if grade is None:
                 errors.append(f"parse: {reason}")
+                record["cause"] = reason.cause
             else:
                 scores[i] = grade
                 errors.append(None)
@@ -255,7 +243,7 @@ def _usage(g: Generation) -> dict[str, object]:
     """What a judgment stores beside its grade (see the module docstring)."""
     return {"input_tokens": _count(g.input_tokens), "output_tokens": _count(g.output_tokens),
             "latency_s": float(g.latency_s), "requests": 1.0, "truncated": 1.0 if g.truncated else 0.0,
-            **{k: float(v) for k, v in g.extra.items()}, **g.where()}
+            **{k: float(v) for k, v in g.extra.items()}, **g.where(), **g.failure()}
 
 
 def _count(value: int | None) -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import ipaddress
+import json
 import re
 import ssl
 import threading
@@ -28,6 +29,7 @@ import h11
 import httpx
 
 from fixtures import progress
+from rankers.scorers.causes import exception_cause, host_of, server_cause
 
 T = TypeVar("T")
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?")
@@ -226,6 +228,8 @@ class Reply(NamedTuple):
     error: str | None
     seconds: float
     down: bool = False
+    #: The error's short cause (``rankers.scorers.causes``), set where the error is found.
+    cause: str | None = None
 
 
 async def post_json(transport: httpx.AsyncBaseTransport, url: str, body: dict[str, Any], *, timeout_s: float,
@@ -239,7 +243,8 @@ async def post_json(transport: httpx.AsyncBaseTransport, url: str, body: dict[st
     is the last attempt's.
     """
     suffix = f" ({where})" if where else ""
-    error, down = "not attempted", False
+    host = host_of(url)
+    error, down, cause = "not attempted", False, "not attempted"
     start = time.perf_counter()
     for _ in range(retries + 1):
         start = time.perf_counter()
@@ -252,15 +257,20 @@ async def post_json(transport: httpx.AsyncBaseTransport, url: str, body: dict[st
                     await response.aread()
             if response.status_code != 200:
                 error = f"HTTP {response.status_code}{suffix}: {response.text[:300]}"
+                cause = server_cause(f"HTTP {response.status_code}", host)
                 continue
             return Reply(read(response.json()), None, time.perf_counter() - start)
         except TimeoutError:
             error, down = f"timeout after {timeout_s:g}s{suffix}", True
+            cause = server_cause(f"timeout after {timeout_s:g}s", host, "to")
         except (httpx.HTTPError, OSError) as exc:
             error, down = f"{error_text(exc)}{suffix}", isinstance(exc, (httpx.TransportError, OSError))
+            cause = exception_cause(exc, host)
         except ValueError as exc:  # json.JSONDecodeError included, and a reply off the contract
             error = f"malformed response{suffix}: {error_text(exc)}"
-    return Reply(None, error, time.perf_counter() - start, down)
+            decoding = isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError))
+            cause = server_cause(type(exc).__name__ if decoding else "malformed reply", host)
+    return Reply(None, error, time.perf_counter() - start, down, cause)
 
 
 def base_urls(url: object, what: str = "server") -> list[str]:

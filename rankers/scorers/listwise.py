@@ -21,6 +21,7 @@ from importlib import metadata
 from typing import Any
 
 from fixtures import progress
+from rankers.scorers.causes import Reason, exception_cause
 from rankers.scorers.judgment_records import Algorithm, Outcome, Request, WindowResult
 from rankers.scorers.llm.generation import Generation, LLMBackend, answer_text
 from rankers.scorers.llm_judge import LLMJudge, generation_usage
@@ -38,7 +39,7 @@ _DIGITS = re.compile(r"\d+")
 REPAIRS = ("duplicates", "out_of_range", "missing")
 
 
-def parse_permutation(text: str | None, n: int) -> tuple[list[int] | None, dict[str, int], str | None]:
+def parse_permutation(text: str | None, n: int) -> tuple[list[int] | None, dict[str, int], Reason | None]:
     """A reply as a 0-based permutation of ``n`` items, its repair counts, and why it is unusable (else None).
 
     >>> parse_permutation("[2] > [3] > [2] > [9]", 3)
@@ -59,7 +60,8 @@ def parse_permutation(text: str | None, n: int) -> tuple[list[int] | None, dict[
             order.append(ident - 1)
     if not order:
         shown = answer.strip()
-        return None, counts, f"no identifier in 1..{n} in the reply {shown[:80]!r}" if shown else "empty reply"
+        return None, counts, (Reason("no identifier in range", f"no identifier in 1..{n} in the reply {shown[:80]!r}")
+                              if shown else Reason("empty reply", "empty reply"))
     rest = [i for i in range(n) if i not in order]
     counts["missing"] = len(rest)
     return order + rest, counts, None
@@ -142,7 +144,9 @@ class ListwiseJudge(LLMJudge):
             return Outcome(None, f"backend: {g.error}", usage, g.text, False)
         order, counts, reason = parse_permutation(g.text, n)
         usage.update(counts)
-        return Outcome(order, None if order is not None else f"parse: {reason}", usage, g.text, False)
+        if reason is not None:
+            usage["cause"] = reason.cause
+        return Outcome(order, None if reason is None else f"parse: {reason}", usage, g.text, False)
 
 
 class RerankersListJudge:
@@ -192,9 +196,10 @@ class RerankersListJudge:
             order = [int(r.document.doc_id) for r in ranked.results]
         except Exception as exc:  # one failing list must not lose the run: the window falls back
             return Outcome(None, f"backend: {type(exc).__name__}: {exc}",
-                           {"latency_s": time.perf_counter() - start, "requests": 1}, None, False)
+                           {"latency_s": time.perf_counter() - start, "requests": 1, "cause": exception_cause(exc)},
+                           None, False)
         usage = {"latency_s": time.perf_counter() - start, "requests": 1}
         if sorted(order) != list(range(n)):
-            return Outcome(None, f"parse: the library returned {order}, not a permutation of {n}", usage,
-                           repr(order), False)
+            return Outcome(None, f"parse: the library returned {order}, not a permutation of {n}",
+                           {**usage, "cause": "not a permutation"}, repr(order), False)
         return Outcome(order, None, usage, repr(order), False)

@@ -79,6 +79,7 @@ class LLMJudge:
 
 def generation_usage(g: Generation) -> dict[str, Any]:
     """A generation's usage record as a judgment stores it: tokens, latency, one request, truncation, the backend's
-    extra numbers and where it was made."""
+    extra numbers, where it was made and, for a failed one, its cause."""
     return {"input_tokens": g.input_tokens, "output_tokens": g.output_tokens, "latency_s": float(g.latency_s),
-            "requests": 1, "truncated": int(g.truncated), **{k: float(v) for k, v in g.extra.items()}, **g.where()}
+            "requests": 1, "truncated": int(g.truncated), **{k: float(v) for k, v in g.extra.items()}, **g.where(),
+            **g.failure()}

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from itertools import combinations
 from typing import Any
 
+from rankers.scorers.causes import Reason
 from rankers.scorers.judgment_records import Algorithm, Outcome, Request, WindowResult
 from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob, answer_text
 from rankers.scorers.llm_judge import LLMJudge, generation_usage
@@ -49,7 +50,7 @@ _ANSWER_RE = re.compile(r"^\s*(?:(?:answer|passage|output)\s*[:=]?\s*)?(?:passag
                         re.IGNORECASE)
 
 
-def parse_choice(text: str | None) -> tuple[int | None, str | None]:
+def parse_choice(text: str | None) -> tuple[int | None, Reason | None]:
     """A generated answer as 0 (passage A) or 1 (passage B), or (None, reason).
 
     >>> parse_choice("Passage B"), parse_choice("<think>A or B?</think> A."), parse_choice("A and B")[0]
@@ -61,7 +62,8 @@ def parse_choice(text: str | None) -> tuple[int | None, str | None]:
     match = _ANSWER_RE.match(answer)
     if match is None:
         shown = answer.strip()
-        return None, f"unparseable answer {shown[:80]!r}" if shown else "empty answer"
+        return None, (Reason("unparseable answer", f"unparseable answer {shown[:80]!r}") if shown
+                      else Reason("empty answer", "empty answer"))
     return CHOICES.index(match.group(1).upper()), None
 
 
@@ -184,7 +186,7 @@ class PairwiseJudge(LLMJudge):
             return Outcome(None, f"backend: {g.error}", usage, g.text, False)
         choice, reason = parse_choice(g.text)
         if choice is None:
-            return Outcome(None, f"parse: {reason}", usage, g.text, False)
+            return Outcome(None, f"parse: {reason}", {**usage, "cause": reason.cause}, g.text, False)
         probs = g.choice_probs
         if probs is None and g.token_logprobs:
             probs = choice_probs_from_logprobs(g.token_logprobs)

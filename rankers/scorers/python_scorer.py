@@ -121,9 +121,13 @@ class DeclaredTextScorer:
         if scores.shape != (len(pairs),) or len(errors) != len(pairs):
             raise ScorerDeclarationError(f"{self.label}: score() returned {scores.shape} scores and {len(errors)} "
                                          f"errors for {len(pairs)} inputs")
-        errors = [e if np.isfinite(s) else (e or f"non-finite score {float(s)!r} from {self.spec}")
-                  for s, e in zip(scores, errors)]
-        return ScoreBatch(scores, errors, list(usage), list(raw))
+        usage = list(usage)
+        for i, (s, e) in enumerate(zip(scores, errors)):
+            if not np.isfinite(s) and e is None:  # the suite's own reason, with its cause (the scorer gave none)
+                usage = usage or [{} for _ in pairs]
+                errors[i] = f"non-finite score {float(s)!r} from {self.spec}"
+                usage[i] = {**usage[i], "cause": "non-finite score"}
+        return ScoreBatch(scores, errors, usage, list(raw))
 
 
 @dataclass(frozen=True)

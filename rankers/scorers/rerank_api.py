@@ -45,6 +45,7 @@ import httpx
 import numpy as np
 
 from rankers.scorers.base import ScoreBatch
+from rankers.scorers.causes import Reason
 from rankers.scorers.endpoints import Dispatcher, EndpointPool, endpoint_record
 from rankers.scorers.http import base_urls, run_sync
 from rankers.scorers.prompts.hostile import ESCAPE_VERSION, escape_control
@@ -57,7 +58,7 @@ class RerankServerError(RuntimeError):
     """The server check ``check()`` could not get a valid answer from the server."""
 
 
-def parse_rerank_response(data: Any, n_documents: int) -> tuple[list[float], list[str | None]]:
+def parse_rerank_response(data: Any, n_documents: int) -> tuple[list[float], list[Reason | None]]:
     """Score and error per document index of one response (NaN + reason where unusable).
 
     A response whose shape is wrong, or whose indices cannot be trusted (out of range,
@@ -68,8 +69,9 @@ def parse_rerank_response(data: Any, n_documents: int) -> tuple[list[float], lis
     if not isinstance(items, list):
         raise ValueError(f"response is neither {{'results': [...]}} nor a list: {json.dumps(data)[:200]}")
     scores = [math.nan] * n_documents
-    errors: list[str | None] = [f"server returned no score for this document (index {i} of {n_documents})"
-                                for i in range(n_documents)]
+    errors: list[Reason | None] = [
+        Reason("no score for a document", f"server returned no score for this document (index {i} of {n_documents})")
+        for i in range(n_documents)]
     seen: set[int] = set()
     for item in items:
         if not isinstance(item, dict):
@@ -84,9 +86,10 @@ def parse_rerank_response(data: Any, n_documents: int) -> tuple[list[float], lis
         seen.add(index)
         value = item.get("relevance_score", item.get("score"))
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            errors[index] = f"result {index} has no numeric 'relevance_score'/'score': {value!r:.100}"
+            errors[index] = Reason("no numeric score",
+                                   f"result {index} has no numeric 'relevance_score'/'score': {value!r:.100}")
         elif not math.isfinite(value):
-            errors[index] = f"non-finite score {value!r}"
+            errors[index] = Reason("non-finite score", f"non-finite score {value!r}")
         else:
             scores[index], errors[index] = float(value), None
     return scores, errors
@@ -161,9 +164,11 @@ class RerankAPIScorer:
         results = run_sync(self._request_all([(q, d) for q, d, _ in requests]))
         for (_, docs, positions), (doc_scores, doc_errors, seconds, tokens, where) in zip(requests, results):
             for j, at in enumerate(positions):
+                reason = doc_errors[j]
                 for i in at:
-                    scores[i], errors[i] = doc_scores[j], doc_errors[j]
-                    usage[i] = {"seconds": seconds / len(docs), "request_documents": float(len(docs)), **where}
+                    scores[i], errors[i] = doc_scores[j], None if reason is None else reason.detail
+                    usage[i] = {"seconds": seconds / len(docs), "request_documents": float(len(docs)), **where,
+                                **({} if reason is None else {"cause": reason.cause})}
                     if tokens is not None:
                         usage[i]["input_tokens"] = tokens / len(docs)
         return ScoreBatch(scores, errors, usage, [None if np.isnan(s) else repr(float(s)) for s in scores])
@@ -177,14 +182,14 @@ class RerankAPIScorer:
                                         f"{self.api!r}) gave no usable score: {doc_errors[0]}")
 
     async def _request_all(self, batch: list[tuple[str, list[str]]], pool: EndpointPool | None = None
-                           ) -> list[tuple[list[float], list[str | None], float, float | None, dict[str, Any]]]:
+                           ) -> list[tuple[list[float], list[Reason | None], float, float | None, dict[str, Any]]]:
         pool = pool or self.pool
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         async with pool.dispatcher(headers, self.transport) as dispatcher:
             return await dispatcher.each(len(batch), lambda i: self._request(dispatcher, *batch[i]))
 
     async def _request(self, dispatcher: Dispatcher, query: str, documents: list[str]
-                       ) -> tuple[list[float], list[str | None], float, float | None, dict[str, Any]]:
+                       ) -> tuple[list[float], list[Reason | None], float, float | None, dict[str, Any]]:
         """(scores, errors, seconds, input tokens or None, the endpoint that answered) for one request; never
         raises."""
         n = len(documents)
@@ -192,11 +197,12 @@ class RerankAPIScorer:
         sent = await dispatcher.send(API_ROUTES[self.api], self._body(query, documents),
                                      timeout_s=self.timeout_s, retries=self.retries, read=read)
         where = endpoint_record(sent.endpoint, sent.resent_from)
-        answer, error, seconds, _ = sent.reply
-        if answer is None:
-            return [math.nan] * n, [error] * n, seconds, None, where
-        scores, errors, tokens = answer
-        return scores, errors, seconds, tokens, where
+        reply = sent.reply
+        if reply.value is None:
+            reason = Reason(reply.cause or "no reply", str(reply.error))
+            return [math.nan] * n, [reason] * n, reply.seconds, None, where
+        scores, errors, tokens = reply.value
+        return scores, errors, reply.seconds, tokens, where
 
 
 def _prompt_tokens(data: Any) -> float | None:

@@ -25,6 +25,7 @@ import numpy as np
 
 from fixtures.models import model_fingerprint
 from rankers.scorers.base import ScoreBatch
+from rankers.scorers.causes import Reason, exception_cause
 from rankers.scorers.http import error_text
 
 #: Options that change how fast scores come, never what they are; kept out of ``model_key``.
@@ -88,6 +89,7 @@ class RerankersScorer:
         n = len(inputs)
         scores = np.full(n, np.nan)
         errors: list[str | None] = [None] * n
+        usage: list[dict[str, str]] = [{} for _ in range(n)]
         groups: dict[str, dict[str, list[int]]] = {}
         for i, (query, passage) in enumerate(inputs):
             groups.setdefault(query, {}).setdefault(passage, []).append(i)
@@ -95,32 +97,40 @@ class RerankersScorer:
             docs = list(passages)
             doc_scores, doc_errors = self._rank(query, docs)
             for j, doc in enumerate(docs):
+                reason = doc_errors[j]
                 for i in passages[doc]:
-                    scores[i], errors[i] = doc_scores[j], doc_errors[j]
-        return ScoreBatch(scores, errors, [{} for _ in range(n)],
+                    scores[i] = doc_scores[j]
+                    if reason is not None:
+                        errors[i], usage[i] = reason.detail, {"cause": reason.cause}
+        return ScoreBatch(scores, errors, usage,
                           [None if np.isnan(s) else repr(float(s)) for s in scores])
 
-    def _rank(self, query: str, docs: list[str]) -> tuple[list[float], list[str | None]]:
+    def _rank(self, query: str, docs: list[str]) -> tuple[list[float], list[Reason | None]]:
         """One ``rank`` call for a query's passages; scores by doc id, NaN + reason where unusable."""
         n = len(docs)
         try:
             results = self.ranker.rank(query, docs, doc_ids=list(range(n)))
         except Exception as exc:  # one failing query must not lose the batch: its inputs become unavailable
-            return [np.nan] * n, [f"rerankers {self.ranker_class} failed: {error_text(exc)}"] * n
+            return [np.nan] * n, [Reason(exception_cause(exc),
+                                         f"rerankers {self.ranker_class} failed: {error_text(exc)}")] * n
         if not getattr(results, "has_scores", False):
-            return [np.nan] * n, [f"rerankers {self.ranker_class} returns ranks without scores (listwise); "
-                                  "window reranking needs one pointwise score per passage"] * n
+            return [np.nan] * n, [Reason("ranks without scores",
+                                         f"rerankers {self.ranker_class} returns ranks without scores (listwise); "
+                                         "window reranking needs one pointwise score per passage")] * n
         scores = [np.nan] * n
-        errors: list[str | None] = ["rerankers returned no result for this passage"] * n
+        errors: list[Reason | None] = [Reason("no score for a document",
+                                              "rerankers returned no result for this passage")] * n
         for result in results.results:
             doc_id = result.document.doc_id
             if not isinstance(doc_id, int) or not 0 <= doc_id < n:
-                return [np.nan] * n, [f"rerankers returned unknown document id {doc_id!r}"] * n
+                return [np.nan] * n, [Reason("unknown document id",
+                                             f"rerankers returned unknown document id {doc_id!r}")] * n
             value = np.asarray(result.score, dtype=float) if result.score is not None else np.array(np.nan)
             if value.size != 1:
-                errors[doc_id] = f"score is not one number (shape {value.shape}): a multi-logit head?"
+                errors[doc_id] = Reason("score is not one number",
+                                        f"score is not one number (shape {value.shape}): a multi-logit head?")
             elif not np.isfinite(value.item()):
-                errors[doc_id] = f"non-finite score {value.item()!r}"
+                errors[doc_id] = Reason("non-finite score", f"non-finite score {value.item()!r}")
             else:
                 scores[doc_id], errors[doc_id] = float(value.item()), None
         return scores, errors

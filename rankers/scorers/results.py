@@ -100,7 +100,8 @@ class ScoredInputs:
 
     @property
     def judged(self) -> pd.DataFrame:
-        """One row per distinct judgment with its ``score`` (NaN when unavailable) and ``error``: the unique inputs
+        """One row per distinct judgment with its ``score`` (NaN when unavailable), ``error`` and ``usage`` (where an
+        unavailable one's cause is stored, ``rankers.scorers.causes``): the unique inputs
         of a pointwise scorer, the distinct model judgments (lists, comparisons) of a judge with ``calls``, so
         unavailable judgments are counted in judgments, never in the passage rows a failed window spans."""
         if self.calls is None:
@@ -108,7 +109,7 @@ class ScoredInputs:
         unique = self.calls.drop_duplicates("key")
         return pd.DataFrame({"qid": unique["qid"].to_numpy(), "pid": unique["key"].to_numpy(),
                              "score": np.where(unique["available"].astype(bool), 1.0, np.nan),
-                             "error": unique["error"].to_numpy()})
+                             "error": unique["error"].to_numpy(), "usage": unique["usage"].to_numpy()})
 
     @property
     def n_unavailable(self) -> int:

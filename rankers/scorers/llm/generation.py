@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from rankers.scorers.causes import Reason
 from rankers.scorers.endpoints import endpoint_record
 from rankers.scorers.prompts import GradePrompt
 
@@ -121,11 +122,17 @@ class Generation:
     #: that were taken out (``rankers.scorers.endpoints.EndpointPool``).
     endpoint: str | None = None
     resent_from: tuple[tuple[str, str], ...] = ()
+    #: The error's short cause (``rankers.scorers.causes``), set where the error is found.
+    cause: str | None = None
 
     def where(self) -> dict[str, Any]:
         """What a judgment records about the server that made it, if any: ``endpoint`` and ``resent_from``
         (URL -> why it was taken out)."""
         return endpoint_record(self.endpoint, self.resent_from)
+
+    def failure(self) -> dict[str, str]:
+        """What a judgment records about its failure beside the reason: its cause, where the backend set one."""
+        return {"cause": self.cause} if self.error is not None and self.cause else {}
 
 
 class BackendUnavailable(RuntimeError):
@@ -158,17 +165,17 @@ class LLMBackend(Protocol):
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
-def answer_text(text: str | None) -> tuple[str | None, str | None]:
+def answer_text(text: str | None) -> tuple[str | None, Reason | None]:
     """The answer part of a generated text: what follows the last ``</think>``, or all of it when it has no
     thinking block; (None, reason) when there is no output or the thinking block never closes."""
     if text is None:
-        return None, "no output"
+        return None, Reason("no output", "no output")
     lowered = text.lower()
     close = lowered.rfind(THINK_CLOSE)
     if close >= 0:
         return text[close + len(THINK_CLOSE):], None
     if THINK_OPEN in lowered:
-        return None, "unterminated <think> block"
+        return None, Reason("unterminated <think> block", "unterminated <think> block")
     return text, None
 
 

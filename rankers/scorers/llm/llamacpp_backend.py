@@ -16,6 +16,7 @@ import numpy as np
 
 from fixtures import progress
 from fixtures.artifacts import sha256_file
+from rankers.scorers.causes import exception_cause
 from rankers.scorers.http import error_text
 from rankers.scorers.llm.generation import (GRADE_TOKENS, BackendUnavailable, Generation, GenerationSettings,
                                             settings_key)
@@ -246,7 +247,7 @@ class LlamaCppBackend(SlotJudging):
         """A failed decode: this prompt is unavailable, not the run; the cached prefix, possibly half evaluated, is
         forgotten so the next prompt starts from its first chunk."""
         self._cached = []
-        return Generation(None, None, None, time.perf_counter() - start, error_text(exc))
+        return Generation(None, None, None, time.perf_counter() - start, error_text(exc), cause=exception_cause(exc))
 
     def reset_prefix(self) -> None:
         """Forget the cached prefix: the next prompt is evaluated from its first chunk (timings, tests)."""

@@ -113,7 +113,8 @@ class OpenAIBackend:
                 reply = sent.reply
                 where = {"endpoint": sent.endpoint, "resent_from": sent.resent_from}
                 if reply.value is None:
-                    out = Generation(None, None, None, reply.seconds, reply.error, truncated=truncated, **where)
+                    out = Generation(None, None, None, reply.seconds, reply.error, truncated=truncated, cause=reply.cause,
+                                     **where)
                 else:
                     out = dataclasses.replace(reply.value, latency_s=reply.seconds, truncated=truncated, **where)
                 if done is not None:
@@ -147,7 +148,7 @@ def parse_chat_reply(data: Any, latency_s: float) -> Generation:
         content = f"<think>{reasoning}</think>{content}" if content is not None else f"<think>{reasoning}"
     if content is None:
         return Generation(None, None, None, latency_s,
-                          f"no message content (finish_reason={choice.get('finish_reason')})")
+                          f"no message content (finish_reason={choice.get('finish_reason')})", cause="no message content")
     return Generation(content, _int_or_none(usage.get("prompt_tokens")), _int_or_none(usage.get("completion_tokens")),
                       latency_s, token_logprobs=_reply_logprobs(choice.get("logprobs")))
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fixtures import progress
+from rankers.scorers.causes import exception_cause
 from rankers.scorers.http import error_text
 from rankers.scorers.llm.generation import BackendUnavailable, Generation, GenerationSettings, TokenLogprob
 from rankers.scorers.prompts import GradePrompt
@@ -81,7 +82,8 @@ class VLLMBackend:
                                    chat_template_kwargs=template_kwargs)
         except Exception as exc:  # one failed batch must not lose the run: every input becomes unavailable
             share = (time.perf_counter() - start) / len(prompts)
-            return [Generation(None, None, None, share, error_text(exc), truncated=t) for _, t in prepared]
+            return [Generation(None, None, None, share, error_text(exc), truncated=t, cause=exception_cause(exc))
+                    for _, t in prepared]
         share = (time.perf_counter() - start) / len(prompts)
         return [Generation(out.outputs[0].text, len(out.prompt_token_ids or []), len(out.outputs[0].token_ids), share,
                            token_logprobs=_vllm_logprobs(out.outputs[0]), truncated=t)

@@ -18,6 +18,7 @@ from fixtures.settings import Settings
 from rankers.scorers.base import ScoreBatch
 from rankers.scorers.cache import (SCHEMA_VERSION, CachedScore, ScoreCache, ScoreCacheWarning, capped,
                                    score_with_cache, unavailable_cause, unavailable_causes)
+from rankers.scorers.causes import exception_cause, host_of, server_cause
 from tests.support.score_cache import cache_key, delete_stored, stored_count, stored_errors
 
 
@@ -465,6 +466,37 @@ def test_causes_count_unique_unavailable_inputs_most_frequent_first(cache):
     assert scored.n_unavailable == 3
 
 
+class CausingScorer(CountingScorer):
+    """Fails on some passages with a reason and, on some, the cause it found (the rest say no cause)."""
+
+    def score(self, inputs):
+        batch = super().score(inputs)
+        usage = [{**u, "cause": "server overloaded"} if p.endswith("xx") and np.isnan(s) else u
+                 for u, (_, p), s in zip(batch.usage, inputs, batch.scores)]
+        scores = np.where([p == "passage " for _, p in inputs], np.inf, batch.scores)  # inf: the suite's own reason
+        return ScoreBatch(scores, batch.errors, usage, batch.raw)
+
+
+def test_a_cause_found_with_the_failure_is_stored_and_counted_and_a_reason_without_one_is_read(cache):
+    inputs = make_inputs(6)  # passages "passage " + "x" * i, i = 0..5
+    scorer = CausingScorer(fail_on={"passage " + "x" * i for i in (1, 2, 4)})
+    scored = score_with_cache(scorer, inputs, cache, progress=False)
+    by_pid = dict(zip(scored.frame["pid"], scored.frame["usage"]))
+    assert by_pid["p2"]["cause"] == by_pid["p4"]["cause"] == "server overloaded"  # stored, though its reason is
+    assert "cause" not in by_pid["p1"] and "cause" not in by_pid["p3"]           # "timeout" in all three
+    assert by_pid["p0"]["cause"] == "non-finite score"
+    assert unavailable_causes(scored.frame) == {"server overloaded": 2, "non-finite score": 1, "timeout": 1}
+
+
+def test_exception_and_server_causes_name_the_failure_and_where():
+    assert exception_cause(ConnectionRefusedError(111, "Connection refused"), "127.0.0.1:8011") == \
+        "ConnectionRefusedError to 127.0.0.1:8011"
+    assert exception_cause(RuntimeError("llama_decode returned -1")) == "RuntimeError: llama_decode returned -N"
+    assert exception_cause(ValueError()) == "ValueError"
+    assert server_cause("HTTP 503", "h:1") == "HTTP 503 from h:1" and server_cause("HTTP 503", "") == "HTTP 503"
+    assert host_of("http://127.0.0.1:8011/v1/rerank") == "127.0.0.1:8011"
+
+
 def test_a_dead_server_reads_as_a_connection_error_to_its_address(cache):
     from rankers.scorers.rerank_api import RerankAPIScorer
     from tests.support.loopback import free_port
@@ -473,6 +505,7 @@ def test_a_dead_server_reads_as_a_connection_error_to_its_address(cache):
     scored = score_with_cache(RerankAPIScorer(f"http://127.0.0.1:{port}", "m", timeout_s=5),
                               make_inputs(4), cache, progress=False)
     assert unavailable_causes(scored.frame) == {f"ConnectError to 127.0.0.1:{port}": 4}
+    assert {u["cause"] for u in scored.frame["usage"]} == {f"ConnectError to 127.0.0.1:{port}"}  # stored, not read
 
 
 def test_the_generation_changes_with_every_change_to_the_stored_scores_and_only_then(tmp_path):

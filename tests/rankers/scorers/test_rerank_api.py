@@ -148,7 +148,8 @@ def test_untrustworthy_indices_void_the_whole_response():
     with pytest.raises(ValueError, match="neither"):
         parse_rerank_response({"data": []}, 2)
     scores, errors = parse_rerank_response({"results": [{"index": 1, "relevance_score": "high"}]}, 2)
-    assert np.isnan(scores).all() and "no numeric" in errors[1] and "index 0 of 2" in errors[0]
+    assert np.isnan(scores).all() and "no numeric" in errors[1].detail and "index 0 of 2" in errors[0].detail
+    assert [e.cause for e in errors] == ["no score for a document", "no numeric score"]
 
 
 def test_timeout_retries_and_bounded_concurrency():
