@@ -23,7 +23,7 @@ from typing import Any
 from fixtures import progress
 from rankers.scorers.causes import Reason, exception_cause
 from rankers.scorers.judgment_records import Algorithm, Outcome, Request, WindowResult
-from rankers.scorers.llm.generation import Generation, LLMBackend, answer_text
+from rankers.scorers.llm.generation import Generation, answer_text
 from rankers.scorers.llm_judge import LLMJudge, generation_usage
 from rankers.scorers.prompts.slots import SlotPrompt
 
@@ -115,10 +115,9 @@ class ListwiseJudge(LLMJudge):
     PARSE_VERSION = PARSE_VERSION
     LISTS = True
     IN_PROCESS_CHUNK = 1
-
-    def __init__(self, backend: LLMBackend, prompt: str = PROMPT_VERSION, *, passage_tokens: int = PASSAGE_TOKENS,
-                 query_tokens: int = QUERY_TOKENS) -> None:
-        super().__init__(backend, prompt, passage_tokens=passage_tokens, query_tokens=query_tokens)
+    PROMPT = PROMPT_VERSION
+    PASSAGE_TOKENS = PASSAGE_TOKENS
+    QUERY_TOKENS = QUERY_TOKENS
 
     def engine(self) -> dict[str, Any]:
         return {"use": "greedy-permutation", "chunks": "head|slot|...", "max_tokens": self.backend.settings.output_cap}

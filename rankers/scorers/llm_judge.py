@@ -28,15 +28,21 @@ class LLMJudge:
     LISTS: ClassVar[bool]
     #: How many requests one in-process call takes.
     IN_PROCESS_CHUNK: ClassVar[int]
+    #: The prompt and the data slots' token budgets used unless declared.
+    PROMPT: ClassVar[str]
+    PASSAGE_TOKENS: ClassVar[int]
+    QUERY_TOKENS: ClassVar[int]
 
-    def __init__(self, backend: LLMBackend, prompt: str, *, passage_tokens: int, query_tokens: int) -> None:
+    def __init__(self, backend: LLMBackend, prompt: str | None = None, *, passage_tokens: int | None = None,
+                 query_tokens: int | None = None) -> None:
         self.backend = backend
+        prompt = self.PROMPT if prompt is None else prompt
         self.template: SlotTemplate = load_slot_template(prompt)
         if self.template.is_list != self.LISTS:
             needed = "a listwise template (with an [item] section)" if self.LISTS else "a pairwise template"
             raise ValueError(f"prompt {prompt!r} is not {needed}, as the {self.KIND} judge needs")
-        self.passage_tokens = passage_tokens
-        self.query_tokens = query_tokens
+        self.passage_tokens = self.PASSAGE_TOKENS if passage_tokens is None else passage_tokens
+        self.query_tokens = self.QUERY_TOKENS if query_tokens is None else query_tokens
 
     def engine(self) -> dict[str, Any]:
         """What the in-process engine does for this judge (it enters the engine's part of the key)."""

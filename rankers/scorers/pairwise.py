@@ -33,7 +33,7 @@ from typing import Any
 
 from rankers.scorers.causes import Reason
 from rankers.scorers.judgment_records import Algorithm, Outcome, Request, WindowResult
-from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob, answer_text
+from rankers.scorers.llm.generation import Generation, TokenLogprob, answer_text
 from rankers.scorers.llm_judge import LLMJudge, generation_usage
 from rankers.scorers.prompts.slots import SlotPrompt
 
@@ -154,10 +154,9 @@ class PairwiseJudge(LLMJudge):
     PARSE_VERSION = PARSE_VERSION
     LISTS = False
     IN_PROCESS_CHUNK = 8
-
-    def __init__(self, backend: LLMBackend, prompt: str = PROMPT_VERSION, *, passage_tokens: int = PASSAGE_TOKENS,
-                 query_tokens: int = QUERY_TOKENS) -> None:
-        super().__init__(backend, prompt, passage_tokens=passage_tokens, query_tokens=query_tokens)
+    PROMPT = PROMPT_VERSION
+    PASSAGE_TOKENS = PASSAGE_TOKENS
+    QUERY_TOKENS = QUERY_TOKENS
 
     def engine(self) -> dict[str, Any]:
         return {"use": "choice-logits", "choices": "A|B", "chunks": "head|slot|..."}
