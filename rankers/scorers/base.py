@@ -41,6 +41,19 @@ class TextScorer(Protocol):
         ...
 
 
+class Batched(Protocol):
+    """What the score cache asks of anything that judges: ``model_key`` names everything that changes a judgment
+    (it keys the stored ones); ``chunk_size`` is how many inputs one call takes."""
+
+    @property
+    def model_key(self) -> str:
+        ...
+
+    @property
+    def chunk_size(self) -> int:
+        ...
+
+
 def streams(call: Callable[..., Any]) -> bool:
     """Whether ``call`` takes ``done``: a callback it calls with (index, result) as each input finishes, so the
     caller commits every finished judgment at once rather than at the end of the call

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from fixtures.identity import text_digest
+from rankers.scorers.base import Batched
 from rankers.scorers.cache import CachedScore, CacheKey, ScoreCache
 
 
@@ -41,16 +42,8 @@ class Outcome(NamedTuple):
         return self.error is None and self.result is not None
 
 
-class Judge(Protocol):
-    """Makes judgments; ``model_key`` names everything that changes one; ``chunk_size`` requests per call."""
-
-    @property
-    def model_key(self) -> str:
-        ...
-
-    @property
-    def chunk_size(self) -> int:
-        ...
+class Judge(Batched, Protocol):
+    """Makes judgments of several passages at once (``model_key`` and ``chunk_size``: ``Batched``)."""
 
     def sort_key(self, request: Request) -> tuple:
         ...

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from rankers.scorers.base import Batched
 from rankers.scorers.causes import Reason
 from rankers.scorers.endpoints import endpoint_record
 from rankers.scorers.prompts import GradePrompt
@@ -140,23 +141,15 @@ class BackendUnavailable(RuntimeError):
 
 
 @runtime_checkable
-class LLMBackend(Protocol):
-    """Answers one grade prompt per input; ``model_key`` names everything that changes an answer.
+class LLMBackend(Batched, Protocol):
+    """Answers one grade prompt per input (``model_key`` and ``chunk_size``: ``Batched``).
 
-    ``chunk_size`` is how many inputs the backend likes per call. A backend whose ``generate`` takes
+    A backend whose ``generate`` takes
     ``done`` calls ``done(i, generation)`` as each input finishes, and the cache driver commits it then
     (``rankers.scorers.base.streams``); otherwise the call's results are committed when it returns.
     """
 
     settings: GenerationSettings
-
-    @property
-    def model_key(self) -> str:
-        ...
-
-    @property
-    def chunk_size(self) -> int:
-        ...
 
     def generate(self, prompts: Sequence[GradePrompt]) -> list[Generation]:
         ...
