@@ -30,9 +30,6 @@ from rankers.scorers.prompts.slots import SlotPrompt
 PROMPT_VERSION = "rankgpt_v1"
 #: Version of the reply reading (the rules above); enters the judge's key with the prompt's.
 PARSE_VERSION = "perm1"
-#: Token budgets per data slot: NevIR passages run to ~200 words, so these only bite on hostile text.
-PASSAGE_TOKENS = 320
-QUERY_TOKENS = 128
 #: Output tokens per listed passage when ``max_tokens`` is not declared (``[12] > `` is ~5 tokens).
 TOKENS_PER_ID = 6
 _DIGITS = re.compile(r"\d+")
@@ -116,8 +113,6 @@ class ListwiseJudge(LLMJudge):
     LISTS = True
     IN_PROCESS_CHUNK = 1
     PROMPT = PROMPT_VERSION
-    PASSAGE_TOKENS = PASSAGE_TOKENS
-    QUERY_TOKENS = QUERY_TOKENS
 
     def engine(self) -> dict[str, Any]:
         return {"use": "greedy-permutation", "chunks": "head|slot|...", "max_tokens": self.backend.settings.output_cap}

@@ -28,10 +28,12 @@ class LLMJudge:
     LISTS: ClassVar[bool]
     #: How many requests one in-process call takes.
     IN_PROCESS_CHUNK: ClassVar[int]
-    #: The prompt and the data slots' token budgets used unless declared.
+    #: The prompt used unless declared.
     PROMPT: ClassVar[str]
-    PASSAGE_TOKENS: ClassVar[int]
-    QUERY_TOKENS: ClassVar[int]
+    #: Token budgets per data slot unless declared: NevIR passages run to ~200 words, so these only bite on hostile
+    #: text.
+    PASSAGE_TOKENS: ClassVar[int] = 320
+    QUERY_TOKENS: ClassVar[int] = 128
 
     def __init__(self, backend: LLMBackend, prompt: str | None = None, *, passage_tokens: int | None = None,
                  query_tokens: int | None = None) -> None:

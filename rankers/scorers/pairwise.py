@@ -40,8 +40,6 @@ from rankers.scorers.prompts.slots import SlotPrompt
 PROMPT_VERSION = "prp_v1"
 PARSE_VERSION = "choice1"
 CHOICES = ("A", "B")
-PASSAGE_TOKENS = 320
-QUERY_TOKENS = 128
 ALGORITHMS = ("allpair", "sliding")
 #: Output cap for a server answering without thinking: the letter and a little slack ("Passage A.").
 ANSWER_MAX_TOKENS = 8
@@ -155,8 +153,6 @@ class PairwiseJudge(LLMJudge):
     LISTS = False
     IN_PROCESS_CHUNK = 8
     PROMPT = PROMPT_VERSION
-    PASSAGE_TOKENS = PASSAGE_TOKENS
-    QUERY_TOKENS = QUERY_TOKENS
 
     def engine(self) -> dict[str, Any]:
         return {"use": "choice-logits", "choices": "A|B", "chunks": "head|slot|..."}
