@@ -16,7 +16,7 @@ from harness.session import Evaluation
 from rankers.declarations import RankerDecl
 from rankers.kinds.base import score_store
 from rankers.scorers.cache import MAX_REPLY_CHARS, CacheKey, cache_keys
-from rankers.scorers.judgments import pending_requests
+from rankers.scorers.judgments import plan_requests
 from reports.transaction import StagedRun, unique_run_id
 
 FORMAT = "preference-position/openai-batch"
@@ -112,7 +112,8 @@ def collect(ev: Evaluation, names: Sequence[str]) -> list[JudgeExport]:
             for split in ev.settings.splits:
                 for scope in _scopes(decl):
                     algorithms = kind.algorithms(decl, ev.context, ev.inputs(split, name, scope))
-                    for key, request in pending_requests(model_judge.model_key, cache, algorithms).items():
+                    _, _, pending = plan_requests(model_judge.model_key, cache, algorithms, kind.placeholder)
+                    for key, request in pending.items():
                         body, truncated = model_judge.backend.request(model_judge.prompt(request))
                         judge.add(key, body, truncated, len(request.items))
         if name not in judge.rankers:

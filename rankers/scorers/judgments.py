@@ -36,37 +36,11 @@ from rankers.scorers.judgment_records import (Algorithm, Judge, Outcome, Request
                                               read_stored, request_key, store_outcomes)
 
 
-def pending_requests(model_key: str, cache: ScoreCache,
-                     algorithms: Mapping[tuple[str, str], Algorithm]) -> dict[CacheKey, Request]:
-    """The judgments a run would still send in its next round: each window's algorithm advanced through the
-    judgments the cache holds (usable ones), up to its first step that needs one it lacks.
-
-    What a batch file holds (``harness.batch``): an algorithm whose next step depends on an answer not yet made
-    (RankGPT's next sub-window, a bubble pass's next comparison) contributes only the step it is at, so a
-    sequential judge is exported one round at a time; all pairs are one round.
-    """
-    hashes: dict[str, str] = {}
-    out: dict[CacheKey, Request] = {}
-    for algorithm in algorithms.values():
-        try:
-            requests = next(algorithm)
-            while True:
-                keys = [request_key(model_key, r, hashes) for r in requests]
-                found, _ = cache.lookup(keys)
-                missing = {k: r for k, r in zip(keys, requests) if k not in found or not found[k].available}
-                if missing:
-                    out.update(missing)
-                    break
-                requests = algorithm.send([read_stored(found[k]) for k in keys])
-        except StopIteration:
-            continue
-    return out
-
-
 def plan_requests(model_key: str, cache: ScoreCache, algorithms: Mapping[tuple[str, str], Algorithm],
                   placeholder: Callable[[Request], Any]) -> tuple[int, dict[CacheKey, Request], dict[CacheKey, Request]]:
     """What judging ``algorithms`` would take, before any judgment: (distinct judgments read from the cache, every
-    distinct judgment still to make, those of them that are some window's next step).
+    distinct judgment still to make, those of them that are some window's next step: what a batch export writes,
+    one round at a time, ``harness.batch``).
 
     Each algorithm is advanced through the cache; where a judgment is missing, ``placeholder(request)`` (a neutral
     answer: the input order, the first passage) stands in for it, so the later rounds it would cut are counted too.

@@ -16,10 +16,11 @@ import pytest
 
 from harness.batch_export import FORMAT, ROUTE, VERSION, BatchError, custom_id
 from harness.batch_import import import_results
+from rankers.kinds import kind
 from rankers.scorers.cache import ScoreCache, score_with_cache
 from rankers.scorers.grader import LLMGrader
 from rankers.scorers.judgment_records import Request, request_key, store_outcomes
-from rankers.scorers.judgments import pending_requests
+from rankers.scorers.judgments import plan_requests
 from rankers.scorers.listwise import ListwiseJudge, sliding_windows
 from rankers.scorers.llm.generation import Generation, GenerationSettings
 from rankers.scorers.llm.openai_compatible import OpenAIBackend
@@ -151,6 +152,10 @@ def test_a_sequential_judge_is_exported_one_round_at_a_time(tmp_path):
 
     def algorithms():
         return {("q1", "main"): sliding_windows("query", items, 3, 2, 1)}
+
+    def pending_requests(judge_key: str, cache: ScoreCache, algorithms) -> dict:
+        """What an export writes: each window's next step (the plan's third part)."""
+        return plan_requests(judge_key, cache, algorithms, kind("llm_listwise").placeholder)[2]
 
     with ScoreCache(tmp_path / "s.sqlite") as cache:
         first = pending_requests(judge_key, cache, algorithms())
