@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -35,19 +35,39 @@ _SECTION_RE = re.compile(r"^\[(system|user)\]\s*$", re.MULTILINE)
 Messages = list[dict[str, str]]
 
 
-@dataclass(frozen=True)
-class PromptTemplate:
-    """One prompt version: a system message and a user template with one query and one passage slot."""
+def cut_slots(data: Mapping[str, str], budget: Callable[[str], int],
+              truncate: Callable[[str, int], str]) -> tuple[dict[str, str], bool]:
+    """Each slot's text with control syntax neutralized and cut to its budget by ``truncate`` (in the backend's token
+    unit), and whether any slot was cut."""
+    values, truncated = {}, False
+    for slot, text in data.items():
+        text = escape_control(text)
+        cut = truncate(text, budget(slot))
+        truncated |= cut != text
+        values[slot] = cut
+    return values, truncated
+
+
+class Versioned:
+    """A prompt file's identity in cache keys: its version and its content digest."""
 
     version: str
-    system: str
-    user: str
     sha256: str
 
     @property
     def key(self) -> str:
         """Version plus content digest: an edited file without a version bump still changes cache keys."""
         return f"{self.version}:{self.sha256[:12]}"
+
+
+@dataclass(frozen=True)
+class PromptTemplate(Versioned):
+    """One prompt version: a system message and a user template with one query and one passage slot."""
+
+    version: str
+    system: str
+    user: str
+    sha256: str
 
     @property
     def slot_order(self) -> tuple[str, str]:
@@ -152,10 +172,5 @@ class GradePrompt:
         ``truncate(text, budget)`` returns the text cut to ``budget`` tokens in the backend's unit;
         the flag says whether any slot was cut.
         """
-        values, truncated = {}, False
-        for slot, text in self.data().items():
-            text = escape_control(text)
-            cut = truncate(text, self.budget(slot))
-            truncated |= cut != text
-            values[slot] = cut
+        values, truncated = cut_slots(self.data(), self.budget, truncate)
         return self.template.render_data(values["QUERY"], values["PASSAGE"]), truncated

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from rankers.scorers.prompts import Messages, escape_control, escape_data, prompt_file
+from rankers.scorers.prompts import Messages, Versioned, cut_slots, escape_data, prompt_file
 
 _SECTION_RE = re.compile(r"^\[(system|user|item)\]\s*$", re.MULTILINE)
 _SLOT_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
@@ -65,18 +65,13 @@ class SlotPrompt:
     def server_messages(self, truncate: Callable[[str, int], str]) -> tuple[Messages, bool]:
         """Chat messages for a server (data escaped, control syntax neutralized, cut by ``truncate``) and
         whether any slot was cut."""
-        values, truncated = {}, False
-        for slot, text in self.escaped().items():
-            text = escape_control(text)
-            cut = truncate(text, self.budget(slot))
-            truncated |= cut != text
-            values[slot] = cut
+        values, truncated = cut_slots(self.escaped(), self.budget, truncate)
         user = "".join(text if slot is None else values[slot] for text, slot in self.pieces)
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}], truncated
 
 
 @dataclass(frozen=True)
-class SlotTemplate:
+class SlotTemplate(Versioned):
     """One prompt version of a listwise (``item`` set) or pairwise template."""
 
     version: str
@@ -84,11 +79,6 @@ class SlotTemplate:
     user: str
     item: str | None
     sha256: str
-
-    @property
-    def key(self) -> str:
-        """Version plus content digest: an edited file without a version bump still changes cache keys."""
-        return f"{self.version}:{self.sha256[:12]}"
 
     @property
     def is_list(self) -> bool:
