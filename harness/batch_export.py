@@ -15,7 +15,7 @@ from fixtures.identity import json_digest
 from harness.session import Evaluation
 from rankers.declarations import RankerDecl
 from rankers.kinds.base import score_store
-from rankers.scorers.cache import MAX_REPLY_CHARS, CacheKey, cache_keys
+from rankers.scorers.cache import MAX_REPLY_CHARS, CacheKey, unique_inputs
 from rankers.scorers.judgments import plan_requests
 from reports.transaction import StagedRun, unique_run_id
 
@@ -95,10 +95,7 @@ def collect(ev: Evaluation, names: Sequence[str]) -> list[JudgeExport]:
                 name, scorer.model_key, decl.kind, scorer.backend.model, scorer.prompt.key, scorer.near_tie_margin, cap))
             for split in ev.settings.splits:
                 for scope in _scopes(decl):
-                    rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in ev.inputs(split, name, scope)]
-                    unique: dict[CacheKey, tuple[str, str]] = {}
-                    for key, (_, _, query, passage) in zip(cache_keys(scorer.model_key, rows), rows):
-                        unique.setdefault(key, (query, passage))
+                    _, _, unique = unique_inputs(scorer.model_key, ev.inputs(split, name, scope))
                     found, _ = cache.lookup(unique)
                     for key, (query, passage) in unique.items():
                         if key not in found or not found[key].available:

@@ -14,7 +14,7 @@ listed in ``__all__``.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 
 import numpy as np
@@ -30,7 +30,7 @@ from rankers.scorers.store import CACHE_FILE, SCHEMA_VERSION, ScoreCache, ScoreC
 
 __all__ = ["CACHE_FILE", "MAX_REPLY_CHARS", "SCHEMA_VERSION", "CacheKey", "CachedScore", "ScoreCache",
            "ScoreCacheWarning", "ScoredInputs", "cache_keys", "capped", "capped_replies", "endpoint_summary",
-           "score_with_cache", "store_batch", "unavailable_cause", "unavailable_causes"]
+           "score_with_cache", "store_batch", "unavailable_cause", "unavailable_causes", "unique_inputs"]
 
 
 def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, str]], cache: ScoreCache,
@@ -48,11 +48,7 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
     """
     model_key = scorer.model_key
     started = time.perf_counter()
-    rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in inputs]
-    keys = cache_keys(model_key, rows)
-    unique: dict[CacheKey, tuple[str, str]] = {}
-    for key, (_, _, qt, pt) in zip(keys, rows):
-        unique.setdefault(key, (qt, pt))
+    rows, keys, unique = unique_inputs(model_key, inputs)
     found, rejected = cache.lookup(unique)
     lookup_s = time.perf_counter() - started
     todo = [k for k in unique if k not in found or not found[k].available]
@@ -66,6 +62,18 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
                         n_rejected=len(rejected),
                         stats={"lookup_seconds": lookup_s, "scoring_seconds": scoring_s,
                                "total_seconds": time.perf_counter() - started})
+
+
+def unique_inputs(model_key: str, inputs: Iterable[tuple[str, str, str, str]]
+                  ) -> tuple[list[tuple[str, str, str, str]], list[CacheKey], dict[CacheKey, tuple[str, str]]]:
+    """``(qid, pid, query, passage)`` inputs as strings, the cache key of each, and each distinct key's (query,
+    passage) in first-seen order: what is looked up, judged and stored once."""
+    rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in inputs]
+    keys = cache_keys(model_key, rows)
+    unique: dict[CacheKey, tuple[str, str]] = {}
+    for key, (_, _, qt, pt) in zip(keys, rows):
+        unique.setdefault(key, (qt, pt))
+    return rows, keys, unique
 
 
 def cache_keys(model_key: str, rows: list[tuple[str, str, str, str]]) -> list[CacheKey]:

@@ -9,7 +9,6 @@ by an earlier version) is read from its text by :func:`unavailable_cause`, so it
 """
 from __future__ import annotations
 
-import json
 import re
 import urllib.parse
 from collections import Counter
@@ -75,18 +74,18 @@ def unavailable_cause(error: str | None) -> str:
     url = _URL.search(text)
     host = host_of(url.group(0)) if url else ""
     if (m := _HTTP_STATUS.search(text)) is not None:
-        return f"HTTP {m.group(1)}" + (f" from {host}" if host else "")
+        return server_cause(f"HTTP {m.group(1)}", host)
     if (m := _TIMEOUT.search(text)) is not None:
-        return f"timeout after {m.group(1).replace(' ', '')}" + (f" to {host}" if host else "")
+        return server_cause(f"timeout after {m.group(1).replace(' ', '')}", host, "to")
     if (m := _MALFORMED.search(text)) is not None:
-        return m.group(1) + (f" from {host}" if host else "")
+        return server_cause(m.group(1), host)
     lowered = text.lower()
     cause = next((c for phrase, c in _PHRASES.items() if phrase in lowered), None)
     if cause is not None:
-        return cause + (f" from {host}" if host and cause == "malformed reply" else "")
+        return server_cause(cause, host) if cause == "malformed reply" else cause
     if (m := _EXCEPTION.search(text)) is not None:
         if host:  # a connection-level failure: where matters more than the message
-            return f"{m.group(1)} to {host}"
+            return server_cause(m.group(1), host, "to")
         return _masked(text[m.start():])
     return _masked(text)
 
@@ -98,11 +97,6 @@ def _masked(text: str) -> str:
 
 def stored_cause(error: object, usage: object) -> str:
     """A stored judgment's cause: the one stored with it, else read from its reason (:func:`unavailable_cause`)."""
-    if isinstance(usage, str):  # usage as its stored JSON text
-        try:
-            usage = json.loads(usage)
-        except ValueError:
-            usage = None
     cause = usage.get("cause") if isinstance(usage, dict) else None
     return cause if isinstance(cause, str) and cause else unavailable_cause(error if isinstance(error, str) else None)
 
