@@ -144,9 +144,9 @@ class BackendUnavailable(RuntimeError):
 class LLMBackend(Batched, Protocol):
     """Answers one grade prompt per input (``model_key`` and ``chunk_size``: ``Batched``).
 
-    A backend whose ``generate`` takes
-    ``done`` calls ``done(i, generation)`` as each input finishes, and the cache driver commits it then
-    (``rankers.scorers.base.streams``); otherwise the call's results are committed when it returns.
+    A backend whose ``generate`` takes ``done`` calls ``done(i, generation)`` as each input finishes, and the cache
+    driver commits it then (``rankers.scorers.base.streams``); otherwise the call's results are committed when it
+    returns.
     """
 
     settings: GenerationSettings

@@ -113,8 +113,8 @@ class OpenAIBackend:
                 reply = sent.reply
                 where = {"endpoint": sent.endpoint, "resent_from": sent.resent_from}
                 if reply.value is None:
-                    out = Generation(None, None, None, reply.seconds, reply.error, truncated=truncated, cause=reply.cause,
-                                     **where)
+                    out = Generation(None, None, None, reply.seconds, reply.error, truncated=truncated,
+                                     cause=reply.cause, **where)
                 else:
                     out = dataclasses.replace(reply.value, latency_s=reply.seconds, truncated=truncated, **where)
                 if done is not None:
@@ -147,8 +147,8 @@ def parse_chat_reply(data: Any, latency_s: float) -> Generation:
     if reasoning:
         content = f"<think>{reasoning}</think>{content}" if content is not None else f"<think>{reasoning}"
     if content is None:
-        return Generation(None, None, None, latency_s,
-                          f"no message content (finish_reason={choice.get('finish_reason')})", cause="no message content")
+        reason = f"no message content (finish_reason={choice.get('finish_reason')})"
+        return Generation(None, None, None, latency_s, reason, cause="no message content")
     return Generation(content, _int_or_none(usage.get("prompt_tokens")), _int_or_none(usage.get("completion_tokens")),
                       latency_s, token_logprobs=_reply_logprobs(choice.get("logprobs")))
 
