@@ -15,8 +15,9 @@ from fixtures.identity import json_digest
 from harness.session import Evaluation
 from rankers.declarations import RankerDecl
 from rankers.kinds.base import score_store
-from rankers.scorers.cache import MAX_REPLY_CHARS, CacheKey, unique_inputs
+from rankers.scorers.cache import MAX_REPLY_CHARS, CacheKey
 from rankers.scorers.judgments import plan_requests
+from rankers.scorers.pointwise import point_requests
 from reports.transaction import StagedRun, unique_run_id
 
 FORMAT = "preference-position/openai-batch"
@@ -95,11 +96,12 @@ def collect(ev: Evaluation, names: Sequence[str]) -> list[JudgeExport]:
                 name, scorer.model_key, decl.kind, scorer.backend.model, scorer.prompt.key, scorer.near_tie_margin, cap))
             for split in ev.settings.splits:
                 for scope in _scopes(decl):
-                    _, _, unique = unique_inputs(scorer.model_key, ev.inputs(split, name, scope))
+                    _, _, unique = point_requests(scorer.model_key, ev.inputs(split, name, scope))
                     found, _ = cache.lookup(unique)
-                    for key, (query, passage) in unique.items():
+                    for key, request in unique.items():
                         if key not in found or not found[key].available:
-                            body, truncated = scorer.backend.request(scorer.grade_prompt(query, passage))
+                            (_, passage), = request.items
+                            body, truncated = scorer.backend.request(scorer.grade_prompt(request.query, passage))
                             judge.add(key, body, truncated)
         else:
             kind = decl.ranker_kind

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.batch_export import FORMAT, VERSION, BatchError
-from rankers.scorers.base import ScoreBatch
-from rankers.scorers.cache import CacheKey, ScoreCache, store_batch
+from rankers.scorers.cache import CacheKey, ScoreCache
 from rankers.scorers.grader import read_grades
 from rankers.scorers.judgment_records import Outcome, store_outcomes
 from rankers.scorers.listwise import ListwiseJudge
 from rankers.scorers.llm.generation import Generation
 from rankers.scorers.llm.openai_compatible import MalformedReply, parse_chat_reply
 from rankers.scorers.pairwise import PairwiseJudge
+from rankers.scorers.pointwise import score_outcomes
 
 
 @dataclass(frozen=True)
@@ -133,14 +133,13 @@ def import_results(results: Path, export_dir: Path, cache_dir: Path | None = Non
     cache = ScoreCache.in_folder(cache_dir or Path(manifest["cache_dir"]))
     stored = 0
     for judge_key, rows in grades.items():
-        batch = read_grades([g for _, _, g in rows], judges[judge_key]["near_tie_margin"])
-        good = [i for i, score in enumerate(batch.scores) if math.isfinite(score)]
-        problems += [_problem(results, rows[i][0], f"no readable grade: {batch.errors[i]}")
-                     for i in range(len(rows)) if i not in set(good)]
+        read = score_outcomes(read_grades([g for _, _, g in rows], judges[judge_key]["near_tie_margin"]), len(rows),
+                              judge_key)
+        problems += [_problem(results, number, f"no readable grade: {o.error}")
+                     for (number, _, _), o in zip(rows, read) if not o.available]
+        good = [(key, o) for (_, key, _), o in zip(rows, read) if o.available]
         if good:
-            kept = ScoreBatch(batch.scores[good], [batch.errors[i] for i in good], [batch.usage[i] for i in good],
-                              [batch.raw[i] for i in good])
-            store_batch(cache, [rows[i][1] for i in good], kept, math.nan, int(judges[judge_key]["max_reply_chars"]))
+            store_outcomes(cache, [k for k, _ in good], [o for _, o in good], int(judges[judge_key]["max_reply_chars"]))
             stored += len(good)
     for keys, reads in outcomes.values():
         store_outcomes(cache, keys, reads)

@@ -25,10 +25,13 @@ import numpy as np
 import pytest
 
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.cache import ScoreCache, score_with_cache, store_batch
+from rankers.scorers.cache import ScoreCache
 from rankers.scorers.grader import LLMGrader
+from rankers.scorers.judgment_records import store_outcomes
+from rankers.scorers.judgments import timed
 from rankers.scorers.llm.generation import GenerationSettings
 from rankers.scorers.llm.openai_compatible import OpenAIBackend
+from rankers.scorers.pointwise import score_outcomes, score_with_cache
 from tests.support.loopback import running
 from tests.support.stub_chat_server import StubChatServer, ceiling
 
@@ -127,7 +130,8 @@ def test_bench_cache_write_per_judgment(benchmark, tmp_path: Path) -> None:
     usage = {"input_tokens": 410.0, "output_tokens": 1.0, "latency_s": 0.1, "requests": 1.0, "truncated": 0.0,
              "grade_probs": [0.0, 0.0, 0.1, 0.7, 0.2], "grade_margin": 0.5, "near_tie": 0.0,
              "endpoint": "http://127.0.0.1:8000/v1"}
-    one = ScoreBatch(np.full(1, 3.0), [None], [usage], ["3"])
+    (one,) = score_outcomes(ScoreBatch(np.full(1, 3.0), [None], [usage], ["3"]), 1, "bench")
+    one = timed(one, 0.0)
     rounds = iter(range(100))
     cpu: list[float] = []
 
@@ -135,7 +139,7 @@ def test_bench_cache_write_per_judgment(benchmark, tmp_path: Path) -> None:
         with ScoreCache(tmp_path / f"write-{next(rounds)}.sqlite") as cache:
             started = time.process_time()
             for i in range(n):
-                store_batch(cache, [("bench", "q" * 64, f"p{i}", "p" * 64)], one, 0.0)
+                store_outcomes(cache, [("bench", "q" * 64, f"p{i}", "p" * 64)], [one])
             cpu.append(time.process_time() - started)
 
     benchmark.pedantic(write_all, rounds=1 if benchmark.disabled else ROUNDS, iterations=1)

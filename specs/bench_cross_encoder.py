@@ -27,7 +27,8 @@ from fixtures.artifacts import ArtifactCorrupt
 from fixtures.models import splade_tiny_path
 from fixtures.settings import Settings
 from fixtures.study import build_study
-from rankers.scorers.cache import ScoreCache, score_with_cache
+from rankers.scorers.cache import ScoreCache
+from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.ce_recipe import BUDGETS
 from rankers.scorers.ce_training import INFERENCE_INT8, TrainedCrossEncoder, load_sealed
 from rankers.scorers.cross_encoder import CrossEncoderScorer

@@ -70,12 +70,12 @@ class PointwiseKind(WindowKind):
     def plan_inputs(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]]) -> JudgePlan:
         """The plan of judging ``inputs`` one by one: the distinct inputs the cache lacks (or holds unavailable),
         their texts' tokens, and the judge's history; ``probe`` scores :data:`PROBE_JUDGMENTS` of them."""
-        from rankers.scorers.cache import cache_keys, score_with_cache  # sqlite store, no model
+        from rankers.scorers.pointwise import point_requests, score_with_cache  # sqlite store, no model
 
         cache = score_store(ctx)
         scorer = self.scorer(decl, ctx)
-        rows = [(str(q), str(p), str(qt), str(pt)) for q, p, qt, pt in inputs]
-        unique = dict(zip(cache_keys(scorer.model_key, rows), rows))
+        rows, keys, _ = point_requests(scorer.model_key, inputs)
+        unique = dict(zip(keys, rows))
         found, _ = cache.lookup(unique)
         missing = [row for key, row in unique.items() if key not in found or not found[key].available]
         seconds, history = timed_history(cache, scorer.model_key)
@@ -84,7 +84,8 @@ class PointwiseKind(WindowKind):
                          probe=lambda: score_with_cache(scorer, missing[:PROBE_JUDGMENTS], cache, progress=False))
 
     def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
-        from rankers.scorers.cache import MAX_REPLY_CHARS, score_with_cache  # sqlite store, no model
+        from rankers.scorers.cache import MAX_REPLY_CHARS  # sqlite store, no model
+        from rankers.scorers.pointwise import score_with_cache  # the judging loop, no model
 
         cache = score_store(ctx)
         return score_with_cache(self.scorer(decl, ctx), inputs, cache, batch_size=CHUNK, desc=desc,

@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fixtures.progress import stage
+from fixtures.progress import Stage, stage
 from rankers.scorers.base import streams
-from rankers.scorers.cache import CacheKey, ScoreCache, ScoredInputs
+from rankers.scorers.results import MAX_REPLY_CHARS, CacheKey, ScoredInputs
+from rankers.scorers.store import ScoreCache
 from rankers.scorers.judgment_records import (Algorithm, Judge, Outcome, Request, WindowResult, ordered_digest,
                                               read_stored, request_key, store_outcomes)
 
@@ -85,6 +86,73 @@ def judge_now(judge: Judge, cache: ScoreCache, requests: Mapping[CacheKey, Reque
     store_outcomes(cache, keys, [o._replace(usage={"wall_s": share, **o.usage}) for o in outcomes])
 
 
+class WallClock:
+    """Shares measured wall-clock among judgments as they finish: each gets its part of the time since the previous
+    commit (``wall_s``), so a stage's wall time is the sum of its judgments' shares, however many requests were in
+    flight (docs/protocol.md#judging-cost)."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+    def share(self, n: int) -> float:
+        now = time.perf_counter()
+        share, self.last = (now - self.last) / max(n, 1), now
+        return share
+
+
+def timed(outcome: Outcome, share: float) -> Outcome:
+    """``outcome`` made now, with its share of the wall-clock; a judge that reports no time of its own (no
+    ``seconds`` or ``latency_s``) gets it as ``seconds`` too, with ``seconds_shared = 1``, so cost tables never
+    show real work as free."""
+    usage = dict(outcome.usage)
+    usage.setdefault("wall_s", share)
+    if "seconds" not in usage and "latency_s" not in usage:
+        usage.update(seconds=share, seconds_shared=1.0)
+    return outcome._replace(usage=usage, cached=False)
+
+
+def judge_missing(judge: Judge, cache: ScoreCache, todo: list[CacheKey], requests: Mapping[CacheKey, Request],
+                  clock: WallClock, reporter: Stage | None = None,
+                  max_reply_chars: int = MAX_REPLY_CHARS) -> dict[CacheKey, Outcome]:
+    """Judge ``todo`` and commit every finished judgment at once; the judgments as stored.
+
+    The one judging loop of every judge (docs/protocol.md#judging-cost). The requests are ordered by
+    ``judge.sort_key`` (stable: ties keep their order) so consecutive prompts share prefixes or lengths, and sent in
+    chunks of ``judge.chunk_size``. A judge whose ``judge`` takes ``done`` hands over each judgment as it finishes
+    and it is committed then, so an interruption loses no finished judgment; any other judge's call is committed
+    when it returns. With nothing to judge the judge is not touched (a lazily loaded model never loads).
+    """
+    judged: dict[CacheKey, Outcome] = {}
+    if not todo:
+        return judged
+    size = judge.chunk_size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"judge {judge.model_key!r}: chunk size must be a positive integer, got {size!r}")
+    order = sorted(todo, key=lambda k: judge.sort_key(requests[k]))
+    streaming = streams(judge.judge)
+    for start in range(0, len(order), size):
+        chunk = order[start:start + size]
+
+        def commit(indexes: list[int], outcomes: Sequence[Outcome]) -> None:
+            share = clock.share(len(indexes))
+            keys = [chunk[i] for i in indexes]
+            stored = store_outcomes(cache, keys, [timed(o, share) for o in outcomes], max_reply_chars)
+            judged.update(zip(keys, stored))
+            if reporter is not None:
+                if reporter.total is not None and reporter.done + len(keys) > reporter.total:
+                    reporter.total = reporter.done + len(keys)  # a sliding judge's plan is an estimate
+                reporter.update(len(keys), unavailable=sum(not o.available for o in stored))
+
+        batch = [requests[k] for k in chunk]
+        fresh = judge.judge(batch, done=lambda i, o: commit([i], [o])) if streaming else judge.judge(batch)
+        if len(fresh) != len(chunk):
+            raise RuntimeError(f"judge {judge.model_key!r} returned {len(fresh)} outcomes for {len(chunk)} requests")
+        rest = [i for i, k in enumerate(chunk) if k not in judged]
+        if rest:
+            commit(rest, [fresh[i] for i in rest])
+    return judged
+
+
 @dataclass(frozen=True)
 class Driven:
     """Every window's result, each judgment use (``calls``) and the driver's counts."""
@@ -130,8 +198,7 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
 
     for name in list(running):
         advance(name, None)
-    streaming = streams(judge.judge)
-    last = time.perf_counter()
+    clock = WallClock()
     with stage(desc, planned, "judgments", announce_after_s=3.0) if desc else nullcontext() as reporter:
         while pending:
             keyed = {name: [request_key(model_key, r, hashes) for r in requests] for name, requests in pending.items()}
@@ -150,33 +217,9 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
                 else:
                     todo.append(key)
                     n_retried += row is not None
-            todo.sort(key=lambda k: judge.sort_key(wanted[k]))
-            for start in range(0, len(todo), judge.chunk_size):
-                chunk = todo[start:start + judge.chunk_size]
-
-                def commit(indexes: list[int], outcomes: list[Outcome]) -> None:
-                    nonlocal last, n_judged
-                    now = time.perf_counter()
-                    share = (now - last) / len(indexes)
-                    last = now
-                    timed = [o._replace(usage={"wall_s": share, **o.usage}, cached=False) for o in outcomes]
-                    keys = [chunk[i] for i in indexes]
-                    store_outcomes(cache, keys, timed)
-                    memo.update(zip(keys, timed))
-                    n_judged += len(keys)
-                    if reporter is not None:
-                        if reporter.total is not None and reporter.done + len(keys) > reporter.total:
-                            reporter.total = reporter.done + len(keys)  # a sliding judge's plan is an estimate
-                        reporter.update(len(keys), unusable=sum(not o.available for o in timed))
-
-                requests = [wanted[k] for k in chunk]
-                fresh = judge.judge(requests, done=lambda i, o: commit([i], [o])) if streaming \
-                    else judge.judge(requests)
-                if len(fresh) != len(chunk):
-                    raise RuntimeError(f"judge {model_key!r} returned {len(fresh)} outcomes for {len(chunk)} requests")
-                rest = [i for i, k in enumerate(chunk) if k not in memo]
-                if rest:
-                    commit(rest, [fresh[i] for i in rest])
+            judged = judge_missing(judge, cache, todo, wanted, clock, reporter)
+            memo.update(judged)
+            n_judged += len(judged)
             for name in list(pending):
                 outcomes = [memo[k] for k in keyed[name]]
                 for key, request, o in zip(keyed[name], pending[name], outcomes):

@@ -17,7 +17,8 @@ import pytest
 from harness.batch_export import FORMAT, ROUTE, VERSION, BatchError, custom_id
 from harness.batch_import import import_results
 from rankers.kinds import kind
-from rankers.scorers.cache import ScoreCache, score_with_cache
+from rankers.scorers.cache import ScoreCache
+from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.grader import LLMGrader
 from rankers.scorers.judgment_records import Request, request_key, store_outcomes
 from rankers.scorers.judgments import plan_requests

@@ -108,7 +108,7 @@ def test_window_judgments_read_whole_from_the_store_are_memoized_until_the_store
     """A warm run reads a stage's judgments from one memo file. Judgments made now or unavailable are never kept
     (the next run judges again), and any change to the store is a new key."""
     from rankers.kinds.base import score_store
-    from rankers.scorers.cache import score_with_cache
+    from rankers.scorers.pointwise import score_with_cache
     from tests.support.score_cache import cache_key, delete_stored
 
     inputs = [("q1", "a", "query one", "passage a"), ("q1", "b", "query one", "passage bb")]

@@ -7,7 +7,8 @@ import pytest
 
 from rankers.base import Ranking
 from rankers.scorers.base import ScoreBatch
-from rankers.scorers.cache import ScoreCache, score_with_cache
+from rankers.scorers.cache import ScoreCache
+from rankers.scorers.pointwise import score_with_cache
 from rankers.window import TextInput, pair_inputs, window_inputs, window_rerank
 
 

@@ -17,8 +17,9 @@ from fixtures import progress
 from fixtures.settings import Settings
 from rankers.scorers.base import ScoreBatch
 from rankers.scorers.cache import (SCHEMA_VERSION, CachedScore, ScoreCache, ScoreCacheWarning, capped,
-                                   score_with_cache, unavailable_cause, unavailable_causes)
+                                   unavailable_cause, unavailable_causes)
 from rankers.scorers.causes import exception_cause, host_of, server_cause
+from rankers.scorers.pointwise import score_with_cache
 from tests.support.score_cache import cache_key, delete_stored, stored_count, stored_errors
 
 

@@ -18,7 +18,8 @@ import pytest
 from fixtures.corpus import text_hash
 from rankers.kinds.base import DeclarationError
 from rankers.declarations import parse_declaration
-from rankers.scorers.cache import ScoreCache, endpoint_summary, score_with_cache
+from rankers.scorers.cache import ScoreCache, endpoint_summary
+from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.grader import LLMGrader
 from rankers.scorers.http import base_urls
 from rankers.scorers.llm.generation import GenerationSettings

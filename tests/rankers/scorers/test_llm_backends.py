@@ -491,7 +491,8 @@ def test_openai_backend_against_llama_server(smollm2_server):
 
 @pytest.mark.llm
 def test_server_fault_mid_run_then_rescore_after_restart(smollm2_server, tmp_path):
-    from rankers.scorers.cache import ScoreCache, score_with_cache
+    from rankers.scorers.cache import ScoreCache
+    from rankers.scorers.pointwise import score_with_cache
 
     server, model = smollm2_server
     inputs = _inputs(6)

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from rankers.scorers.base import TextScorer
-from rankers.scorers.cache import ScoreCache, score_with_cache
+from rankers.scorers.cache import ScoreCache
+from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.python_scorer import (PoolScorer, ScorerDeclarationError, _code_key, load_python_scorer,
                                            pool_ranking, pool_scores)
 

@@ -11,7 +11,8 @@ from transformers import AutoTokenizer, BertConfig, BertForSequenceClassificatio
 from fixtures.models import splade_tiny_path
 from rankers.base import single_score_ranking
 from rankers.scorers.base import TextScorer
-from rankers.scorers.cache import ScoreCache, score_with_cache
+from rankers.scorers.cache import ScoreCache
+from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.http import check_base_url
 from rankers.scorers.rerank_api import RerankAPIScorer, RerankServerError, parse_rerank_response
 from rankers.window import window_inputs, window_rerank

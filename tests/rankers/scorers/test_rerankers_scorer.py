@@ -9,7 +9,8 @@ from transformers import AutoTokenizer, BertForSequenceClassification
 
 from rankers.base import single_score_ranking
 from rankers.scorers.base import TextScorer
-from rankers.scorers.cache import ScoreCache, score_with_cache
+from rankers.scorers.cache import ScoreCache
+from rankers.scorers.pointwise import score_with_cache
 from rankers.window import window_inputs, window_rerank
 
 pytest.importorskip("rerankers", reason="optional extra not installed: pip install \"rerankers[transformers]\"")
