@@ -28,10 +28,10 @@ from fixtures.models import splade_tiny_path
 from fixtures.settings import Settings
 from fixtures.study import build_study
 from rankers.scorers.cache import ScoreCache
-from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.ce_recipe import BUDGETS
 from rankers.scorers.ce_training import INFERENCE_INT8, TrainedCrossEncoder, load_sealed
 from rankers.scorers.cross_encoder import CrossEncoderScorer
+from rankers.scorers.pointwise import score_with_cache
 from rankers.window import WINDOW_K
 
 #: One driver chunk of inputs: what the suite hands the scorer per call (scaled down under --benchmark-disable).

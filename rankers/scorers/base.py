@@ -28,6 +28,21 @@ class ScoreBatch:
     raw: list[str | None] = field(default_factory=list)
 
 
+def by_query(inputs: Sequence[tuple[str, str]]) -> dict[str, dict[str, list[int]]]:
+    """Inputs grouped by query text, then by distinct passage text, each with the input positions it answers: what
+    a reranker that ranks a query's passages in one call (a rerank server, the rerankers library) sends, each
+    repeated input once."""
+    groups: dict[str, dict[str, list[int]]] = {}
+    for i, (query, passage) in enumerate(inputs):
+        groups.setdefault(query, {}).setdefault(passage, []).append(i)
+    return groups
+
+
+def score_replies(scores: np.ndarray) -> list[str | None]:
+    """The reply stored for scores a reranker returned as numbers: each one's repr (None where unavailable)."""
+    return [None if np.isnan(s) else repr(float(s)) for s in scores]
+
+
 @runtime_checkable
 class TextScorer(Protocol):
     """Scores (query, passage) inputs independently; ``model_key`` identifies the scores in caches."""

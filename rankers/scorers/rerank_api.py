@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from rankers.scorers.base import ScoreBatch
+from rankers.scorers.base import ScoreBatch, by_query, score_replies
 from rankers.scorers.causes import Reason
 from rankers.scorers.endpoints import Dispatcher, EndpointPool, endpoint_record
 from rankers.scorers.http import base_urls, run_sync
@@ -152,11 +152,8 @@ class RerankAPIScorer:
         if n == 0:
             return ScoreBatch(scores, errors, usage, [])
         # One request per (query, chunk of its distinct passages); positions record where each goes back.
-        groups: dict[str, dict[str, list[int]]] = {}
-        for i, (query, passage) in enumerate(inputs):
-            groups.setdefault(query, {}).setdefault(passage, []).append(i)
         requests: list[tuple[str, list[str], list[list[int]]]] = []
-        for query, passages in groups.items():
+        for query, passages in by_query(inputs).items():
             docs = list(passages)
             for start in range(0, len(docs), self.batch_size):
                 chunk = docs[start:start + self.batch_size]
@@ -171,7 +168,7 @@ class RerankAPIScorer:
                                 **({} if reason is None else {"cause": reason.cause})}
                     if tokens is not None:
                         usage[i]["input_tokens"] = tokens / len(docs)
-        return ScoreBatch(scores, errors, usage, [None if np.isnan(s) else repr(float(s)) for s in scores])
+        return ScoreBatch(scores, errors, usage, score_replies(scores))
 
     def check(self) -> None:
         """Preflight one tiny request; raise ``RerankServerError`` naming the URL and model when it fails."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from fixtures.models import model_fingerprint
-from rankers.scorers.base import ScoreBatch
+from rankers.scorers.base import ScoreBatch, by_query, score_replies
 from rankers.scorers.causes import Reason, exception_cause
 from rankers.scorers.http import error_text
 
@@ -90,10 +90,7 @@ class RerankersScorer:
         scores = np.full(n, np.nan)
         errors: list[str | None] = [None] * n
         usage: list[dict[str, str]] = [{} for _ in range(n)]
-        groups: dict[str, dict[str, list[int]]] = {}
-        for i, (query, passage) in enumerate(inputs):
-            groups.setdefault(query, {}).setdefault(passage, []).append(i)
-        for query, passages in groups.items():
+        for query, passages in by_query(inputs).items():
             docs = list(passages)
             doc_scores, doc_errors = self._rank(query, docs)
             for j, doc in enumerate(docs):
@@ -102,8 +99,7 @@ class RerankersScorer:
                     scores[i] = doc_scores[j]
                     if reason is not None:
                         errors[i], usage[i] = reason.detail, {"cause": reason.cause}
-        return ScoreBatch(scores, errors, usage,
-                          [None if np.isnan(s) else repr(float(s)) for s in scores])
+        return ScoreBatch(scores, errors, usage, score_replies(scores))
 
     def _rank(self, query: str, docs: list[str]) -> tuple[list[float], list[Reason | None]]:
         """One ``rank`` call for a query's passages; scores by doc id, NaN + reason where unusable."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from rankers.scorers.cache import MAX_REPLY_CHARS, ScoreCache
-from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.grader import LLMGrader
 from rankers.scorers.llm import make_backend
 from rankers.scorers.llm.generation import GenerationSettings
+from rankers.scorers.pointwise import score_with_cache
 from tests.support.faulty_chat_server import faulty_chat_server
 
 REPLY_CHARS = 5_000_000

@@ -18,13 +18,13 @@ from harness.batch_export import FORMAT, ROUTE, VERSION, BatchError, custom_id
 from harness.batch_import import import_results
 from rankers.kinds import kind
 from rankers.scorers.cache import ScoreCache
-from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.grader import LLMGrader
 from rankers.scorers.judgment_records import Request, request_key, store_outcomes
 from rankers.scorers.judgments import plan_requests
 from rankers.scorers.listwise import ListwiseJudge, sliding_windows
 from rankers.scorers.llm.generation import Generation, GenerationSettings
 from rankers.scorers.llm.openai_compatible import OpenAIBackend
+from rankers.scorers.pointwise import score_with_cache
 
 SETTINGS = GenerationSettings(thinking=False, logprobs=5)
 

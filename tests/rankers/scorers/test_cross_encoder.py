@@ -9,8 +9,8 @@ from transformers import AutoTokenizer, BertForSequenceClassification
 from fixtures.models import HubModelUnavailable
 from rankers.scorers.base import TextScorer
 from rankers.scorers.cache import ScoreCache
-from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.cross_encoder import PREPROCESSING_VERSION, CrossEncoderScorer
+from rankers.scorers.pointwise import score_with_cache
 
 INPUTS = [
     ("who was not born in paris?", "Marie was born in Lyon and never lived in Paris."),

@@ -19,11 +19,11 @@ from fixtures.corpus import text_hash
 from rankers.kinds.base import DeclarationError
 from rankers.declarations import parse_declaration
 from rankers.scorers.cache import ScoreCache, endpoint_summary
-from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.grader import LLMGrader
 from rankers.scorers.http import base_urls
 from rankers.scorers.llm.generation import GenerationSettings
 from rankers.scorers.llm.openai_compatible import OpenAIBackend
+from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.rerank_api import RerankAPIScorer
 from reports.render import endpoint_lines
 from tests.support.loopback import serve_in_thread, stop_thread_server

@@ -10,10 +10,10 @@ from transformers import AutoTokenizer, BertConfig, BertForSequenceClassificatio
 
 from fixtures.models import splade_tiny_path
 from rankers.base import single_score_ranking
-from rankers.scorers.base import TextScorer
+from rankers.scorers.base import TextScorer, by_query, score_replies
 from rankers.scorers.cache import ScoreCache
-from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.http import check_base_url
+from rankers.scorers.pointwise import score_with_cache
 from rankers.scorers.rerank_api import RerankAPIScorer, RerankServerError, parse_rerank_response
 from rankers.window import window_inputs, window_rerank
 from tests.support.loopback import free_port
@@ -225,3 +225,9 @@ def test_real_infinity_server_returns_the_checkpoints_logits(tiny_reranker):
     assert np.ptp(expected) > 1e-4  # the comparison could fail: the inputs' logits differ
     # Without raw_scores Infinity answers sigmoid(logit): a setting that changes scores, hence in model_key.
     np.testing.assert_allclose(squashed.scores, 1 / (1 + np.exp(-expected)), rtol=0, atol=1e-6)
+
+
+def test_inputs_are_grouped_by_query_then_distinct_passage_with_the_positions_each_answers():
+    inputs = [("q1", "a"), ("q2", "a"), ("q1", "b"), ("q1", "a")]
+    assert by_query(inputs) == {"q1": {"a": [0, 3], "b": [2]}, "q2": {"a": [1]}}
+    assert score_replies(np.array([0.5, np.nan])) == ["0.5", None]
