@@ -56,6 +56,19 @@ class TextScorer(Protocol):
         ...
 
 
+class DeclaredKey:
+    """``model_key`` from declared parts: ``key_parts`` names every part that changes a judgment, in the key's
+    order, and the key joins their values with ``|`` (``docs/protocol.md#caches``). The names say what each part is
+    where it is built; only the values enter the key, so a key stays what the stored judgments were filed under."""
+
+    def key_parts(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    @property
+    def model_key(self) -> str:
+        return "|".join(self.key_parts().values())
+
+
 class Batched(Protocol):
     """What the score cache asks of anything that judges: ``model_key`` names everything that changes a judgment
     (it keys the stored ones); ``chunk_size`` is how many inputs one call takes."""

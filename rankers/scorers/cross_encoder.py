@@ -29,7 +29,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from fixtures.models import hub_revision, model_fingerprint, require_model
-from rankers.scorers.base import ScoreBatch
+from rankers.scorers.base import DeclaredKey, ScoreBatch
 
 #: Bump whenever input construction changes (pair order, truncation, special tokens, logit policy).
 PREPROCESSING_VERSION = "q-first|longest_first|logit-v1"
@@ -60,7 +60,7 @@ def _hub_commit(name: str, revision: str | None) -> str:
     return commit
 
 
-class CrossEncoderScorer:
+class CrossEncoderScorer(DeclaredKey):
     """Pointwise cross-encoder implementing ``TextScorer``.
 
     Inputs are tokenized as (query, passage) pairs truncated to ``max_length`` (the
@@ -136,10 +136,10 @@ class CrossEncoderScorer:
         """How the weights are computed with: the dtype, or int8 with its kernel engine (which changes scores)."""
         return f"int8-dynamic-{torch.backends.quantized.engine}" if self.int8 else self.dtype
 
-    @property
-    def model_key(self) -> str:
+    def key_parts(self) -> dict[str, str]:
         name = Path(self.model_name).name if Path(self.model_name).expanduser().is_dir() else self.model_name
-        return f"cross-encoder|{name}|{self.revision}|{self.numerics}|max{self.max_length}|{PREPROCESSING_VERSION}"
+        return {"judge": "cross-encoder", "model": name, "revision": str(self.revision), "numerics": self.numerics,
+                "max_length": f"max{self.max_length}", "preprocessing": PREPROCESSING_VERSION}
 
     @staticmethod
     def sort_key(query: str, passage: str) -> int:

@@ -62,7 +62,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from rankers.scorers.base import ScoreBatch, streams
+from rankers.scorers.base import DeclaredKey, ScoreBatch, streams
 from rankers.scorers.causes import Reason
 from rankers.scorers.llm.generation import Generation, LLMBackend, TokenLogprob, answer_text
 from rankers.scorers.prompts import PASSAGE_TOKENS, QUERY_TOKENS, GradePrompt, PromptTemplate, load_prompt
@@ -150,7 +150,7 @@ def probability_record(probs: Sequence[float], near_tie_margin: float = NEAR_TIE
             "near_tie": 1.0 if margin < near_tie_margin else 0.0}
 
 
-class LLMGrader:
+class LLMGrader(DeclaredKey):
     """A :class:`~rankers.scorers.base.TextScorer` whose score is the 0–4 grade.
 
     Each (query, passage) is one independent prompt (no pair identity, label or other candidate).
@@ -176,10 +176,10 @@ class LLMGrader:
         self.query_tokens = query_tokens
         self.near_tie_margin = near_tie_margin
 
-    @property
-    def model_key(self) -> str:
-        return (f"llm-grader|{self.backend.model_key}|prompt={self.prompt.key}|budget=p{self.passage_tokens}"
-                f",q{self.query_tokens}|near_tie<{self.near_tie_margin:g}|{RECORD_VERSION}")
+    def key_parts(self) -> dict[str, str]:
+        return {"judge": "llm-grader", "engine": self.backend.model_key, "prompt": f"prompt={self.prompt.key}",
+                "budget": f"budget=p{self.passage_tokens},q{self.query_tokens}",
+                "near_tie": f"near_tie<{self.near_tie_margin:g}", "record": RECORD_VERSION}
 
     @property
     def chunk_size(self) -> int:

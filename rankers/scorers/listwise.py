@@ -21,6 +21,7 @@ from importlib import metadata
 from typing import Any
 
 from fixtures import progress
+from rankers.scorers.base import DeclaredKey
 from rankers.scorers.causes import Reason, exception_cause
 from rankers.scorers.judgment_records import Algorithm, Outcome, Request, WindowResult
 from rankers.scorers.llm.generation import Generation, answer_text
@@ -143,7 +144,7 @@ class ListwiseJudge(LLMJudge):
         return Outcome(order, None if reason is None else f"parse: {reason}", usage, g.text, False)
 
 
-class RerankersListJudge:
+class RerankersListJudge(DeclaredKey):
     """The listwise types of the ``rerankers`` library (RankGPT through LiteLLM, RankLLM through rank_llm) as a
     judge: one ``rank`` call per list, whose returned order is the permutation. The library repairs and
     truncates replies itself, so no repair is counted; a failed call is unusable. The key names the library's
@@ -160,10 +161,10 @@ class RerankersListJudge:
             raise RuntimeError(f"rerankers model_type {model_type!r}: its dependencies are not installed")
         self.version = metadata.version("rerankers")
 
-    @property
-    def model_key(self) -> str:
+    def key_parts(self) -> dict[str, str]:
         options = {k: v for k, v in sorted(self.options.items()) if k not in ("api_key", "verbose")}
-        return f"rerankers-list|{self.version}|{self.model_type}|{self.model}|{options!r}|{PARSE_VERSION}"
+        return {"judge": "rerankers-list", "library": self.version, "model_type": str(self.model_type),
+                "model": str(self.model), "options": repr(options), "parse": PARSE_VERSION}
 
     @property
     def chunk_size(self) -> int:

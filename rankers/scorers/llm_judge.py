@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from rankers.scorers.base import streams
+from rankers.scorers.base import DeclaredKey, streams
 from rankers.scorers.judgment_records import Outcome, Request
 from rankers.scorers.llm.generation import Generation, LLMBackend
 from rankers.scorers.prompts.slots import SlotPrompt, SlotTemplate, load_slot_template
 
 
-class LLMJudge:
+class LLMJudge(DeclaredKey):
     """A judge of several passages at once on an LLM backend; ``model_key`` is built from its declared parts."""
 
     #: The judge's name, first in its key.
@@ -61,14 +61,12 @@ class LLMJudge:
         """A generation as the outcome of ``request``."""
         raise NotImplementedError
 
-    @property
-    def model_key(self) -> str:
+    def key_parts(self) -> dict[str, str]:
         """judge | engine | prompt | budgets | reading: every part that changes a judgment."""
         key_with = getattr(self.backend, "key_with", None)
         engine = key_with(self.engine()) if key_with else self.backend.model_key
-        parts = {"judge": self.KIND, "engine": engine, "prompt": f"prompt={self.template.key}",
-                 "budget": f"budget=p{self.passage_tokens},q{self.query_tokens}", "parse": self.PARSE_VERSION}
-        return "|".join(parts.values())
+        return {"judge": self.KIND, "engine": engine, "prompt": f"prompt={self.template.key}",
+                "budget": f"budget=p{self.passage_tokens},q{self.query_tokens}", "parse": self.PARSE_VERSION}
 
     @property
     def chunk_size(self) -> int:

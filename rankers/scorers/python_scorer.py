@@ -46,7 +46,7 @@ import pandas as pd
 from fixtures.code import own_code_identity
 from fixtures.routes import POOL_COLUMNS
 from rankers.base import Ranking, single_score_ranking
-from rankers.scorers.base import ScoreBatch, TextScorer
+from rankers.scorers.base import DeclaredKey, ScoreBatch, TextScorer
 
 _IDENT = r"[A-Za-z_]\w*"
 _SPEC = re.compile(rf"^({_IDENT}(?:\.{_IDENT})*):({_IDENT}(?:\.{_IDENT})*)$")
@@ -83,13 +83,19 @@ def factory_code(spec: str) -> dict[str, object] | None:
     return own_code_identity(spec.strip().split(":", 1)[0]) if isinstance(spec, str) else None
 
 
+def _key_parts(spec: str, options: Mapping[str, Any], code: str, scorer_key: str) -> dict[str, str]:
+    """A python scorer's key parts: the factory, its options, its code and the object's own ``model_key``."""
+    return {"judge": "python", "factory": spec, "options": _options_key(options), "code": f"code:{code}",
+            "scorer": scorer_key}
+
+
 def _code_key(spec: str) -> str:
     """The factory's code identity as a short digest, for the score-cache key."""
     text = json.dumps(factory_code(spec), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class DeclaredTextScorer:
+class DeclaredTextScorer(DeclaredKey):
     """A declared ``TextScorer`` with the suite's checks: aligned batches, a reason for every missing score."""
 
     def __init__(self, inner: TextScorer, spec: str, options: Mapping[str, Any], label: str, code: str) -> None:
@@ -97,11 +103,10 @@ class DeclaredTextScorer:
         self.spec = spec
         self.options = dict(options)
         self.label = label
-        self._key = f"python|{spec}|{_options_key(options)}|code:{code}|{inner.model_key}"
+        self._parts = _key_parts(spec, options, code, inner.model_key)
 
-    @property
-    def model_key(self) -> str:
-        return self._key
+    def key_parts(self) -> dict[str, str]:
+        return self._parts
 
     def score(self, inputs: Sequence[tuple[str, str]]) -> ScoreBatch:
         pairs = [(str(q), str(p)) for q, p in inputs]
@@ -131,7 +136,7 @@ class DeclaredTextScorer:
 
 
 @dataclass(frozen=True)
-class LoadedScorer:
+class LoadedScorer(DeclaredKey):
     """What a declaration gave: a window scorer (a checked ``TextScorer``) or a full-pool ``PoolScorer``."""
 
     spec: str
@@ -141,11 +146,10 @@ class LoadedScorer:
     label: str
     code: str
 
-    @property
-    def model_key(self) -> str:
-        if self.is_window:
-            return self.scorer.model_key
-        return f"python|{self.spec}|{_options_key(self.options)}|code:{self.code}|{self.scorer.model_key}"
+    def key_parts(self) -> dict[str, str]:
+        if self.is_window:  # the declared window scorer's key names its factory, options and code already
+            return {"scorer": self.scorer.model_key}
+        return _key_parts(self.spec, self.options, self.code, self.scorer.model_key)
 
 
 def _import(spec: str, label: str) -> Any:

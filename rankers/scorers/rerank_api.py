@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from rankers.scorers.base import ScoreBatch, by_query, score_replies
+from rankers.scorers.base import DeclaredKey, ScoreBatch, by_query, score_replies
 from rankers.scorers.causes import Reason
 from rankers.scorers.endpoints import Dispatcher, EndpointPool, endpoint_record
 from rankers.scorers.http import base_urls, run_sync
@@ -95,7 +95,7 @@ def parse_rerank_response(data: Any, n_documents: int) -> tuple[list[float], lis
     return scores, errors
 
 
-class RerankAPIScorer:
+class RerankAPIScorer(DeclaredKey):
     """``TextScorer`` over an HTTP rerank endpoint, ``concurrency`` requests in flight at most.
 
     ``timeout_s`` bounds each attempt end to end, so a dead or stuck server costs at most
@@ -132,10 +132,10 @@ class RerankAPIScorer:
         #: The endpoints (``url`` one base URL or a list), ``concurrency`` requests in flight on each.
         self.pool = EndpointPool(urls, concurrency, "rerank server")
 
-    @property
-    def model_key(self) -> str:
-        settings = json.dumps(self.extra_body, sort_keys=True, separators=(",", ":"))
-        return f"rerank_api|{self.api}|{self.model}@{self.revision}|{settings}|escape={ESCAPE_VERSION}"
+    def key_parts(self) -> dict[str, str]:
+        return {"judge": "rerank_api", "api": self.api, "model": f"{self.model}@{self.revision}",
+                "settings": json.dumps(self.extra_body, sort_keys=True, separators=(",", ":")),
+                "escape": f"escape={ESCAPE_VERSION}"}
 
     def _body(self, query: str, documents: list[str]) -> dict[str, Any]:
         query, documents = escape_control(query), [escape_control(d) for d in documents]

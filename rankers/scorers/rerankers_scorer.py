@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from fixtures.models import model_fingerprint
-from rankers.scorers.base import ScoreBatch, by_query, score_replies
+from rankers.scorers.base import DeclaredKey, ScoreBatch, by_query, score_replies
 from rankers.scorers.causes import Reason, exception_cause
 from rankers.scorers.http import error_text
 
@@ -36,7 +36,7 @@ class RerankersUnavailable(RuntimeError):
     """The ``rerankers`` package, or the dependencies of the requested model type, are not installed."""
 
 
-class RerankersScorer:
+class RerankersScorer(DeclaredKey):
     """``TextScorer`` over ``rerankers.Reranker(model, model_type=..., **options)``.
 
     ``revision`` defaults to the weights digest of a local folder, or the locally cached hub
@@ -78,12 +78,12 @@ class RerankersScorer:
         self.name = Path(self.model).name if local else self.model
         self.library_version = metadata.version("rerankers")
 
-    @property
-    def model_key(self) -> str:
+    def key_parts(self) -> dict[str, str]:
         settings = {k: v for k, v in self.options.items() if k not in OPTIONS_NOT_IN_KEY}
         settings["lang"] = self.lang
-        text = json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
-        return f"rerankers-{self.library_version}|{self.ranker_class}|{self.name}@{self.revision}|{text}"
+        return {"judge": f"rerankers-{self.library_version}", "class": self.ranker_class,
+                "model": f"{self.name}@{self.revision}",
+                "settings": json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)}
 
     def score(self, inputs: Sequence[tuple[str, str]]) -> ScoreBatch:
         n = len(inputs)

@@ -18,8 +18,7 @@ from fixtures import progress
 from fixtures.artifacts import sha256_file
 from rankers.scorers.causes import exception_cause
 from rankers.scorers.http import error_text
-from rankers.scorers.llm.generation import (GRADE_TOKENS, BackendUnavailable, Generation, GenerationSettings,
-                                            settings_key)
+from rankers.scorers.llm.generation import GRADE_TOKENS, BackendUnavailable, Generation, GenerationSettings
 from rankers.scorers.llm.llamacpp_slots import SlotJudging
 from rankers.scorers.llm.llamacpp_text import (Decoded, answer_probs, each_prompt, render_chat_template,
                                                split_once, token_text)
@@ -121,8 +120,8 @@ class LlamaCppBackend(SlotJudging):
 
     @property
     def model_key(self) -> str:
-        scheme = {"grade": "logits0-4", "chunks": "head|slot1|rest", "n_batch": self.N_BATCH, "data": "plain-text"}
-        return f"llamacpp:{self.model_path.name}@sha256:{self.revision[:16]}|{settings_key(scheme)}"
+        """The model file's identity under the grader's reading: grade logits 0-4, prompts cut head|slot1|rest."""
+        return self.key_with({"grade": "logits0-4", "chunks": "head|slot1|rest"})
 
     @property
     def chunk_size(self) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from rankers.scorers.base import DeclaredKey
 from rankers.scorers.endpoints import EndpointPool
 from rankers.scorers.http import run_sync
 from rankers.scorers.llm.generation import Generation, GenerationSettings, TokenLogprob, settings_key
@@ -35,7 +36,7 @@ def truncate_chars(text: str, budget_tokens: int) -> str:
     return text[:budget_tokens * CHARS_PER_TOKEN]
 
 
-class OpenAIBackend:
+class OpenAIBackend(DeclaredKey):
     """Chat completions from an OpenAI-compatible endpoint, ``settings.concurrency`` requests in flight.
 
     ``settings.timeout_s`` bounds each attempt end to end (connect, queueing on the server,
@@ -68,11 +69,11 @@ class OpenAIBackend:
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY", "none")
         self.transport = transport
 
-    @property
-    def model_key(self) -> str:
-        extra = f"|{settings_key(self.extra_body)}" if self.extra_body else ""
-        return (f"openai:{self.model}@{self.revision}|{self.settings.key()}{extra}|cut=chars{CHARS_PER_TOKEN}"
-                f"|escape={ESCAPE_VERSION}")
+    def key_parts(self) -> dict[str, str]:
+        """The engine, its generation settings, the server's extra body where declared, how text is cut."""
+        extra = {"extra": settings_key(self.extra_body)} if self.extra_body else {}
+        return {"engine": f"openai:{self.model}@{self.revision}", "settings": self.settings.key(), **extra,
+                "cut": f"cut=chars{CHARS_PER_TOKEN}", "escape": f"escape={ESCAPE_VERSION}"}
 
     @property
     def chunk_size(self) -> int:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fixtures import progress
+from rankers.scorers.base import DeclaredKey
 from rankers.scorers.causes import exception_cause
 from rankers.scorers.http import error_text
 from rankers.scorers.llm.generation import BackendUnavailable, Generation, GenerationSettings, TokenLogprob
@@ -13,7 +14,7 @@ from rankers.scorers.prompts import GradePrompt
 from rankers.scorers.prompts.hostile import ESCAPE_VERSION
 
 
-class VLLMBackend:
+class VLLMBackend(DeclaredKey):
     """In-process vLLM batch generation (GPU), by default with the paper's Qwen3 settings.
 
     vLLM is imported and the model loaded on the first ``generate`` call, so ``model_key`` (and
@@ -33,10 +34,10 @@ class VLLMBackend:
         self._llm: Any = None
         self._vllm: Any = None
 
-    @property
-    def model_key(self) -> str:
-        return (f"vllm:{self.model}@{self.revision}|{self.settings.key()}|max_model_len={self.max_model_len}"
-                f"|cut=tokens|escape={ESCAPE_VERSION}")
+    def key_parts(self) -> dict[str, str]:
+        return {"engine": f"vllm:{self.model}@{self.revision}", "settings": self.settings.key(),
+                "max_model_len": f"max_model_len={self.max_model_len}", "cut": "cut=tokens",
+                "escape": f"escape={ESCAPE_VERSION}"}
 
     @property
     def chunk_size(self) -> int:
