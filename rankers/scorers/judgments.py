@@ -1,12 +1,12 @@
-"""Judgments of several passages at once (a listwise list, a pairwise comparison): keyed, cached, driven, counted.
+"""Judging what the cache lacks: the one judging loop of every judge, and the driver of windows' algorithms.
 
-A pointwise scorer judges one (query, passage); the listwise and pairwise judges judge one query with an
-**ordered** tuple of passages, and their answer depends on every passage and on the order they were shown in
-(``docs/protocol.md#listwise``, ``#pairwise``). So a judgment's cache key names the judge's ``model_key``
-(model, revision, prompt version, settings, parser version), the query text's sha256, the ordered passage ids
-and the ordered passage texts' sha256s (the records and keys: ``rankers.scorers.judgment_records``). Judgments live in the shared score cache's table
-(``rankers.scorers.cache``: row digests, corruption recovery, WAL) under those keys; an unusable judgment
-(error, timeout, a reply with no usable answer) is stored with its reason and judged again on the next run.
+:func:`judge_missing` is how any judge's missing judgments are made: pointwise scores (through
+``rankers.scorers.pointwise``), listwise lists and pairwise comparisons alike are ordered, cut into chunks,
+committed as each finishes and timed by one loop. A listwise or pairwise judgment's answer depends on every passage
+and on the order they were shown in (``docs/protocol.md#listwise``, ``#pairwise``), so its key names the ordered
+passage ids and texts (the records and keys: ``rankers.scorers.judgment_records``). Judgments live in the shared
+score cache's table (``rankers.scorers.cache``: row digests, corruption recovery, WAL); an unusable judgment (error,
+timeout, a reply with no usable answer) is stored with its reason and judged again on the next run.
 
 A ranking algorithm (RankGPT's sliding windows, PRP's all pairs or bubble passes) is a generator per window:
 it yields the judgments it needs next, receives their outcomes, and returns the window's scores. The driver
@@ -31,10 +31,10 @@ import pandas as pd
 
 from fixtures.progress import Stage, stage
 from rankers.scorers.base import streams
-from rankers.scorers.results import MAX_REPLY_CHARS, CacheKey, ScoredInputs
-from rankers.scorers.store import ScoreCache
 from rankers.scorers.judgment_records import (Algorithm, Judge, Outcome, Request, WindowResult, ordered_digest,
                                               read_stored, request_key, store_outcomes)
+from rankers.scorers.results import MAX_REPLY_CHARS, CacheKey, ScoredInputs
+from rankers.scorers.store import ScoreCache
 
 
 def plan_requests(model_key: str, cache: ScoreCache, algorithms: Mapping[tuple[str, str], Algorithm],
