@@ -21,7 +21,7 @@ committed round (docs/protocol.md#judging-cost).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +84,34 @@ def judge_now(judge: Judge, cache: ScoreCache, requests: Mapping[CacheKey, Reque
     outcomes = judge.judge([requests[k] for k in keys])
     share = (time.perf_counter() - started) / max(len(keys), 1)
     store_outcomes(cache, keys, [o._replace(usage={"wall_s": share, **o.usage}) for o in outcomes])
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the cache holds for some keys: their usable judgments, the keys still to judge (in the order given), how
+    many of those hold an unusable stored judgment (judged again), and how many stored rows failed their digest."""
+
+    outcomes: dict[CacheKey, Outcome]
+    todo: list[CacheKey]
+    n_retried: int
+    n_rejected: int
+
+
+def held(cache: ScoreCache, keys: Iterable[CacheKey]) -> Held:
+    """The cache's usable judgments of ``keys`` and what is left to judge: the one reading of every judging stage."""
+    keys = list(dict.fromkeys(keys))
+    found, rejected = cache.lookup(keys)
+    outcomes: dict[CacheKey, Outcome] = {}
+    todo: list[CacheKey] = []
+    n_retried = 0
+    for key in keys:
+        row = found.get(key)
+        if row is not None and row.available:
+            outcomes[key] = read_stored(row)
+        else:
+            todo.append(key)
+            n_retried += row is not None
+    return Held(outcomes, todo, n_retried, len(rejected))
 
 
 class WallClock:
@@ -207,17 +235,11 @@ def drive(judge: Judge, cache: ScoreCache, algorithms: Mapping[tuple[str, str], 
                 for key, request in zip(keys, pending[name]):
                     if key not in memo:
                         wanted.setdefault(key, request)
-            found, rejected = cache.lookup(wanted)
-            n_rejected += len(rejected)
-            todo = []
-            for key in wanted:
-                row = found.get(key)
-                if row is not None and row.available:
-                    memo[key] = read_stored(row)
-                else:
-                    todo.append(key)
-                    n_retried += row is not None
-            judged = judge_missing(judge, cache, todo, wanted, clock, reporter)
+            known = held(cache, wanted)
+            n_rejected += known.n_rejected
+            n_retried += known.n_retried
+            memo.update(known.outcomes)
+            judged = judge_missing(judge, cache, known.todo, wanted, clock, reporter)
             memo.update(judged)
             n_judged += len(judged)
             for name in list(pending):

@@ -10,6 +10,7 @@ and window (L2) scoring share them (``docs/protocol.md#caches``).
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -20,8 +21,8 @@ import pandas as pd
 
 from fixtures.progress import stage
 from rankers.scorers.base import ScoreBatch, TextScorer, streams
-from rankers.scorers.judgment_records import RESULT, Outcome, Request, read_stored, request_key
-from rankers.scorers.judgments import WallClock, judge_missing
+from rankers.scorers.judgment_records import RESULT, Outcome, Request, request_key
+from rankers.scorers.judgments import WallClock, held, judge_missing
 from rankers.scorers.results import MAX_REPLY_CHARS, CacheKey, ScoredInputs
 from rankers.scorers.store import ScoreCache
 
@@ -44,8 +45,13 @@ class PointwiseJudge:
     def chunk_size(self) -> int:
         return getattr(self.scorer, "chunk_size", self._chunk_size)
 
+    @functools.cached_property
+    def _scorer_sort_key(self) -> Callable[[str, str], object] | None:
+        """Read from the scorer once: a lazily loaded scorer checks its key on every attribute read."""
+        return getattr(self.scorer, "sort_key", None)
+
     def sort_key(self, request: Request) -> object:
-        key = getattr(self.scorer, "sort_key", None)
+        key = self._scorer_sort_key
         return () if key is None else key(request.query, request.items[0][1])
 
     def judge(self, requests: Sequence[Request], done: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
@@ -110,14 +116,13 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
     started = time.perf_counter()
     judge = PointwiseJudge(scorer, batch_size)
     rows, keys, unique = point_requests(judge.model_key, inputs)
-    found, rejected = cache.lookup(unique)
-    todo = [k for k in unique if k not in found or not found[k].available]
-    outcomes = {k: read_stored(row) for k, row in found.items() if row.available}
-    name = (desc or f"score {judge.model_key[:40]}") if progress and todo else None
-    with stage(name, len(todo), "inputs") if name else nullcontext() as reporter:
-        outcomes.update(judge_missing(judge, cache, todo, unique, WallClock(), reporter, max_reply_chars))
+    known = held(cache, unique)
+    outcomes = dict(known.outcomes)
+    name = (desc or f"score {judge.model_key[:40]}") if progress and known.todo else None
+    with stage(name, len(known.todo), "inputs") if name else nullcontext() as reporter:
+        outcomes.update(judge_missing(judge, cache, known.todo, unique, WallClock(), reporter, max_reply_chars))
     per_key = [outcomes[k] for k in keys]
-    now = set(todo)
+    now = set(known.todo)
     frame = pd.DataFrame({
         "qid": [r[0] for r in rows],
         "pid": [r[1] for r in rows],
@@ -127,6 +132,6 @@ def score_with_cache(scorer: TextScorer, inputs: Sequence[tuple[str, str, str, s
         "raw": [o.raw for o in per_key],
         "cached": [k not in now for k in keys],
     })
-    return ScoredInputs(frame, n_unique=len(unique), n_scored=len(todo), n_cached=len(unique) - len(todo),
-                        model_key=judge.model_key, n_retried=sum(k in found for k in todo), n_rejected=len(rejected),
+    return ScoredInputs(frame, n_unique=len(unique), n_scored=len(now), n_cached=len(unique) - len(now),
+                        model_key=judge.model_key, n_retried=known.n_retried, n_rejected=known.n_rejected,
                         stats={"total_seconds": time.perf_counter() - started})
