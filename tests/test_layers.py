@@ -19,7 +19,8 @@ from fixtures.settings import PROJECT_ROOT
 
 PACKAGES = ("fixtures", "rankers", "reports", "harness")
 #: fixtures modules that form the pools layer (everything else in fixtures is the data layer).
-POOL_MODULES = ("fixtures.models", "fixtures.routes", "fixtures.pools", "fixtures.gguf", "fixtures.perturbation")
+POOL_MODULES = ("fixtures.models", "fixtures.routes", "fixtures.pools", "fixtures.freeze_pools", "fixtures.gguf",
+                "fixtures.perturbation")
 LAYERS = ("data", "pools", "rankers", "reports", "harness")
 
 
