@@ -17,7 +17,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from rankers.scorers.base import Batched
 from rankers.scorers.causes import Reason
-from rankers.scorers.endpoints import endpoint_record
 from rankers.scorers.prompts import GradePrompt
 
 
@@ -129,6 +128,8 @@ class Generation:
     def where(self) -> dict[str, Any]:
         """What a judgment records about the server that made it, if any: ``endpoint`` and ``resent_from``
         (URL -> why it was taken out)."""
+        from rankers.scorers.endpoints import endpoint_record  # heavy: httpx, which an in-process backend never needs
+
         return endpoint_record(self.endpoint, self.resent_from)
 
     def failure(self) -> dict[str, str]:
