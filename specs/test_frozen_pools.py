@@ -6,13 +6,13 @@ value for value, so every machine that runs CI proves again that the shipped poo
 """
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
 
 def test_pool_is_the_frozen_one(evaluation, split) -> None:
-    import json
-
     from fixtures.pools import FROZEN_DIR, load_snapshot
 
     manifest, path = evaluation.pool_snapshot(split)
@@ -24,7 +24,8 @@ def test_pool_is_the_frozen_one(evaluation, split) -> None:
     if any(manifest[k] != frozen_manifest[k] for k in inputs):
         pytest.skip(f"this profile's {split} pool has other models, depths or corpus than the frozen embedded one")
     if not evaluation.is_subset:
-        assert path == frozen_path, f"the {split} pool was built ({path}) although its frozen snapshot matches"
+        assert path == frozen_path, (f"the {split} pool was built ({path}): the frozen one in {FROZEN_DIR} is stale "
+                                     "for this code (refreeze: python -m fixtures.freeze_pools)")
         return
     pool, frozen = evaluation.pool(split), load_snapshot(frozen_path).frame
     rows = frozen[frozen["qid"].isin(set(pool["qid"]))].reset_index(drop=True)

@@ -87,6 +87,27 @@ def test_outcomes_are_memoized_under_their_ranking_s_key_so_a_warm_run_loads_no_
     assert ranked == [1, 1, 1]  # a ranking without a key (user code) is never memoized
 
 
+def test_populations_are_memoized_by_the_pool_digest_so_a_warm_run_parses_no_pool(tmp_path: Path,
+                                                                                 monkeypatch) -> None:
+    """The frozen development pool: the first session parses it for coverage, the next reads its flags from the
+    memo, and a pool with another digest is annotated again."""
+    from fixtures import pools
+
+    settings = Settings(cache_dir=tmp_path / "cache")
+    parsed: list[Path] = []
+    original = pools.load_pool_parquet
+    monkeypatch.setattr(pools, "load_pool_parquet", lambda path: (parsed.append(Path(path)), original(path))[1])
+    first = Evaluation(settings, load_profile("embedded")).population("development")
+    assert [p.name for p in parsed] == ["development.parquet"]
+    assert first["covered"].any() and len(first) == 76
+    warm = Evaluation(settings, load_profile("embedded"))
+    again = warm.population("development")
+    assert again.equals(first) and len(parsed) == 1  # read from the memo: no pool parsed
+    monkeypatch.setattr(Evaluation, "pool_digest", lambda self, split: "another pool")
+    Evaluation(settings, load_profile("embedded")).population("development")
+    assert len(parsed) == 2  # another snapshot digest, another key
+
+
 class _FakeJudge:
     """A pointwise judge (len(query) + len(passage)) that can be told to fail on some passages."""
 
