@@ -70,14 +70,14 @@ class PointwiseKind(WindowKind):
     def plan_inputs(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]]) -> JudgePlan:
         """The plan of judging ``inputs`` one by one: the distinct inputs the cache lacks (or holds unavailable),
         their texts' tokens, and the judge's history; ``probe`` scores :data:`PROBE_JUDGMENTS` of them."""
-        from rankers.scorers.pointwise import point_requests, score_with_cache  # sqlite store, no model
+        from rankers.scorers.judgments import held  # sqlite store, no model
+        from rankers.scorers.pointwise import point_requests, score_with_cache
 
         cache = score_store(ctx)
         scorer = self.scorer(decl, ctx)
         rows, keys, _ = point_requests(scorer.model_key, inputs)
         unique = dict(zip(keys, rows))
-        found, _ = cache.lookup(unique)
-        missing = [row for key, row in unique.items() if key not in found or not found[key].available]
+        missing = [unique[key] for key in held(cache, unique).todo]
         seconds, history = timed_history(cache, scorer.model_key)
         return JudgePlan(len(unique), len(unique) - len(missing),
                          sum(len(qt) + len(pt) for _, _, qt, pt in missing) // CHARS_PER_TOKEN, seconds, history,
@@ -90,8 +90,6 @@ class PointwiseKind(WindowKind):
         cache = score_store(ctx)
         return score_with_cache(self.scorer(decl, ctx), inputs, cache, batch_size=CHUNK, desc=desc,
                                 max_reply_chars=int(decl.options.get("max_reply_chars", MAX_REPLY_CHARS)))
-
-
 
 
 def check_reply_cap(options: Mapping[str, Any], where: str) -> None:
