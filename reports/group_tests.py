@@ -143,9 +143,7 @@ def skew_corrected_p(contributions: np.ndarray) -> tuple[float, float]:
     t = math.sqrt(g) * mean / sd
     a = skew / (3 * math.sqrt(g))
     transformed = t + a * t ** 2 + a ** 2 * t ** 3 / 3 + skew / (6 * math.sqrt(g))
-    # The normal CDF scipy.stats.norm evaluates, without importing scipy.stats (1 s); imported here, since a warm run
-    # reads its decisions from the memo and never calls this (0.1 s of its start).
-    from scipy.special import ndtr
+    from scipy.special import ndtr  # scipy.stats.norm's CDF without scipy.stats (1 s); a warm run never gets here
 
     return float(ndtr(-transformed)), float(ndtr(transformed))
 

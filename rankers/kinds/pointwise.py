@@ -71,7 +71,7 @@ class PointwiseKind(WindowKind):
         """The plan of judging ``inputs`` one by one: the distinct inputs the cache lacks (or holds unavailable),
         their texts' tokens, and the judge's history; ``probe`` scores :data:`PROBE_JUDGMENTS` of them."""
         from rankers.scorers.judgments import held  # sqlite store, no model
-        from rankers.scorers.pointwise import point_requests, score_with_cache
+        from rankers.scorers.pointwise import point_requests, score_with_cache  # the judging loop, no model
 
         cache = score_store(ctx)
         scorer = self.scorer(decl, ctx)
