@@ -1,8 +1,9 @@
 """The pools every ranker reads are the frozen ones shipped in data/pools (``docs/protocol.md#frozen-pools``).
 
-A full run on the embedded models reads the frozen snapshots and retrieves nothing. A subset run (CI) retrieves its
-queries' pools on this machine from the full corpora; they must equal the frozen snapshot's rows for those queries,
-value for value, so every machine that runs CI proves again that the shipped pools are what this code retrieves.
+A full run on the embedded models evaluates the frozen snapshots (copied into its cache) and retrieves nothing. A
+subset run (CI) retrieves its queries' pools on this machine from the full corpora; they must equal the frozen
+snapshot's rows for those queries, value for value, so every machine that runs CI proves again that the shipped
+pools are what this code retrieves.
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def test_pool_is_the_frozen_one(evaluation, split) -> None:
     if any(manifest[k] != frozen_manifest[k] for k in inputs):
         pytest.skip(f"this profile's {split} pool has other models, depths or corpus than the frozen embedded one")
     if not evaluation.is_subset:
-        assert path == frozen_path, (f"the {split} pool was built ({path}): the frozen one in {FROZEN_DIR} is stale "
-                                     "for this code (refreeze: python -m fixtures.freeze_pools)")
+        assert manifest["parquet_sha256"] == frozen_manifest["parquet_sha256"], (
+            f"the {split} pool ({path}) is not the frozen one in {FROZEN_DIR}, which is stale for this code "
+            "(refreeze: python -m fixtures.freeze_pools)")
         return
     pool, frozen = evaluation.pool(split), load_snapshot(frozen_path).frame
     rows = frozen[frozen["qid"].isin(set(pool["qid"]))].reset_index(drop=True)

@@ -98,7 +98,7 @@ def test_populations_are_memoized_by_the_pool_digest_so_a_warm_run_parses_no_poo
     original = pools.load_pool_parquet
     monkeypatch.setattr(pools, "load_pool_parquet", lambda path: (parsed.append(Path(path)), original(path))[1])
     first = Evaluation(settings, load_profile("embedded")).population("development")
-    assert [p.name for p in parsed] == ["development.parquet"]
+    assert len(parsed) == 1 and parsed[0].name.startswith("development-")
     assert first["covered"].any() and len(first) == 76
     warm = Evaluation(settings, load_profile("embedded"))
     again = warm.population("development")
