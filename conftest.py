@@ -25,8 +25,7 @@ import pytest  # noqa: E402
 
 from fixtures import progress  # noqa: E402
 from fixtures.settings import Settings  # noqa: E402
-from harness.claims import (check_claim_names, designated_twins, h2_claims, h3_claims, same_scorer,  # noqa: E402
-                            tie_twins)
+from harness.claims import check_claim_names  # noqa: E402
 from harness.options import (OptionError, add_options, needed, read_profile, read_settings,  # noqa: E402
                              resolve_before_work, use_pythonpath)
 from harness.profile_records import Profile  # noqa: E402
@@ -80,20 +79,35 @@ def evaluation(pytestconfig: pytest.Config):
     return Evaluation(pytestconfig.stash[SETTINGS], pytestconfig.stash[PROFILE])
 
 
+@pytest.fixture(scope="session")
+def run(pytestconfig: pytest.Config, evaluation):
+    """The session's run (``harness.run.RunBuilder``): each part computed once, when a spec asks for it, into the
+    record the report plugin publishes; the parts no spec asked for make the run partial."""
+    from harness.run import RunBuilder
+    from reports.plugin import add_gaps, recorder  # registered by pytest_plugins; an early import blocks its rewrite
+
+    builder = RunBuilder(evaluation, recorder(pytestconfig), _selected_by_marks(pytestconfig))
+    add_gaps(pytestconfig, builder.gaps)
+    return builder
+
+
 @pytest.fixture(autouse=True)
 def _stage_timings(request: pytest.FixtureRequest):
-    """Stage timings of whatever a spec computed travel to the report with its rows (manifest.json)."""
+    """Stage timings of whatever a spec computed outside its part (a pool it checks) travel to the report."""
     yield
-    if "evaluation" in request.fixturenames:
-        from reports.plugin import ReportRecorder  # registered by pytest_plugins; an early import blocks its rewrite
-
-        recorder = ReportRecorder(request.node)
+    if "run" in request.fixturenames:
         params = getattr(getattr(request.node, "callspec", None), "params", {})
         splits = [params["split"]] if "split" in params else list(request.config.stash[SETTINGS].splits)
-        for record in request.getfixturevalue("evaluation").clock.drain():
-            row = {**{k: v for k, v in record.items() if k != "split"}, "stage": f"{record['stage']} ({record['split']})"}
-            for split in splits:  # Train/development stages belong to every evaluated split's manifest
-                recorder.stage(split, row)
+        request.getfixturevalue("run").drain_stages(splits)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A spec that reads the run records into the published run (the report plugin's mark, seen under -n)."""
+    from reports.plugin import RECORDS
+
+    for item in items:
+        if "run" in getattr(item, "fixturenames", ()):
+            item.add_marker(RECORDS)
 
 
 def _selected_by_marks(config: pytest.Config):
@@ -128,71 +142,20 @@ def _param(config: pytest.Config, value: object, decls: Iterable[RankerDecl], id
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize specs over splits and over what the profile declares."""
+    """Parametrize specs over splits and over what the profile declares (``harness.run.parameters``: the lists
+    the run's parts range over, so a spec and its part name the same values)."""
     config = metafunc.config
     if PROFILE not in config.stash or not metafunc.definition.path.is_relative_to(SPECS):
         return  # unit tests under tests/ parametrize themselves
-    profile, settings = config.stash[PROFILE], config.stash[SETTINGS]
-    decls = profile.rankers
+    from harness.run import parameters
 
-    def _rankers(chosen: Iterable[RankerDecl]) -> list:
-        return [_param(config, d.name, [d]) for d in chosen]
-
-    names = metafunc.fixturenames
-    if "split" in names:
+    settings = config.stash[SETTINGS]
+    if "split" in metafunc.fixturenames:
         metafunc.parametrize("split", list(settings.splits), scope="session")
-    if "ranker" in names:
-        metafunc.parametrize("ranker", _rankers(profile.ordered()))
-    if "pool_ranker" in names:
-        metafunc.parametrize("pool_ranker", _rankers(d for d in profile.ordered() if not d.is_window))
-    if "seeded_ranker" in names:  # learned rankers trained with several seeds
-        metafunc.parametrize("seeded_ranker", _rankers(d for d in profile.ordered()
-                                                       if len(d.ranker_kind.seeds(d.options, settings.seed)) > 1))
-    if "scored_ranker" in names:  # one per distinct scorer: twins reading the same judgments share it
-        distinct: list = []
-        for decl in profile.window_rankers():
-            if not any(same_scorer(decl, other) for other in distinct):
-                distinct.append(decl)
-        metafunc.parametrize("scored_ranker", _rankers(distinct))
-    if "window_ranker" in names:
-        metafunc.parametrize("window_ranker", _rankers(profile.window_rankers()))
-    if "graded_ranker" in names:
-        graded = set(h3_claims(profile).values())
-        metafunc.parametrize("graded_ranker", _rankers(d for d in profile.window_rankers() if d.name in graded))
-    if "h2_claim" in names:
-        metafunc.parametrize("h2_claim", [_param(config, n, [decls[r], decls[v]])
-                                          for n, (r, v, _) in h2_claims(profile).items()])
-    if "comparison" in names:
-        metafunc.parametrize("comparison", [_param(config, c.name, [decls[c.ranker], decls[c.versus]])
-                                            for c in profile.comparisons()])
-
-    def _trained(name: str) -> bool:
-        return bool(profile.seeds(name, settings.seed))
-    if "trained_ranker" in names:  # rankers trained with seeds (LambdaMART's variants)
-        metafunc.parametrize("trained_ranker", _rankers(d for d in profile.ordered() if _trained(d.name)))
-    if "trained_comparison" in names:  # comparisons involving such a ranker
-        metafunc.parametrize("trained_comparison", [_param(config, c.name, [decls[c.ranker], decls[c.versus]])
-                                                    for c in profile.comparisons()
-                                                    if _trained(c.ranker) or _trained(c.versus)])
-    for fixture, twins in (("tie_twin", tie_twins), ("designated_twin", designated_twins)):
-        if fixture in names:
-            metafunc.parametrize(fixture, [_param(config, key, [decls[r] for r in pair])
-                                           for key, pair in twins(profile).items()])
-    if "sequential_sample" in names:  # carries the marks of every ranker on the sample: they decide its stop
-        metafunc.parametrize("sequential_sample", [
-            _param(config, n, [d for d in profile.ordered() if d.population == n])
-            for n, s in profile.samples.items() if s.sequential and any(d.population == n for d in decls.values())])
-    if "ranked_population" in names:
-        populations: dict[str, list[RankerDecl]] = {}
-        for decl in profile.ordered():
-            populations.setdefault(decl.population, []).append(decl)
-        metafunc.parametrize("ranked_population", [_param(config, p, ds) for p, ds in populations.items()])
-    if "gated_ranker" in names:
-        metafunc.parametrize("gated_ranker", _rankers(profile.gated()))
-    if "pin" in names:
-        scope = settings.run_scope()
-        metafunc.parametrize("pin", [_param(config, p, [decls[p.ranker]], id=f"{p.split}-{p.ranker}-{p.measure}")
-                                     for p in profile.pins if p.scope == scope and p.split in settings.splits])
+    declared = parameters(config.stash[PROFILE], settings)
+    for name in metafunc.fixturenames:
+        if name in declared and name != "population":
+            metafunc.parametrize(name, [_param(config, p.value, p.decls, id=p.id) for p in declared[name]])
 
 
 def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:

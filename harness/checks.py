@@ -1,7 +1,7 @@
-"""Claims, gates and pins as pytest outcomes: every row recorded, only reviewed, decisive expectations asserted.
+"""Claims, gates and pins: every row for the record, and the checks only reviewed, decisive expectations assert.
 
-The verdicts come from the session's claim book (``harness.claims``); this module records them and turns them into
-pytest outcomes (docs/statistics.md#claims):
+The verdicts come from the session's claim book (``harness.claims``); this module makes each one's claims-table row
+and the ``Check``s it implies, which the specs turn into pytest outcomes (``enforce``; docs/statistics.md#claims):
 
 - the row for the claims table is always recorded; a decisive result that contradicts the
   profile's reviewed expectation fails the test with old and new; an expected failure that
@@ -18,6 +18,8 @@ pytest outcomes (docs/statistics.md#claims):
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -55,14 +57,36 @@ class InheritedCheckMissed(UserWarning):
 MET, MISSED, UNDECIDED, NOT_DECIDABLE = "met", "missed", "undecided", "not decidable on this subset"
 
 
-def record_single_seed(ev: Evaluation, report, split: str, result: ClaimResult) -> None:
+@dataclass(frozen=True)
+class Check:
+    """What a verdict asks of the run: a warning (``category``), a failure, or an expected failure (xfail)."""
+
+    action: str
+    message: str
+    category: type[Warning] | None = None
+
+
+def enforce(checks: Iterable[Check]) -> None:
+    """The checks as pytest outcomes: every warning, then one failure naming every failed check, else an xfail."""
+    checks = tuple(checks)
+    for check in checks:
+        if check.action == "warn":
+            warnings.warn(check.category(check.message), stacklevel=2)
+    failed = [c.message for c in checks if c.action == "fail"]
+    if failed:
+        pytest.fail("; ".join(failed))
+    for check in checks:
+        if check.action == "xfail":
+            pytest.xfail(check.message)
+
+
+def single_seed_row(ev: Evaluation, result: ClaimResult) -> dict:
     """The single-seed twin of a seed-averaged claim as its own claims row (``<claim>@seed<k>``), never asserted."""
     row = result.row()
     check_verdict(row["status"], row["p_adjusted"], row["p_opposite_adjusted"], result.alpha, result.name)
-    report.add("claims", split, {**row, "claim": f"{result.name}@seed{ev.settings.seed}",
-                                 "estimand": f"single seed {ev.settings.seed}", "expected": "",
-                                 "profile": ev.profile.name, "scope": "subset" if ev.is_subset else "full",
-                                 **declaration(ev.profile, None, "")})
+    return {**row, "claim": f"{result.name}@seed{ev.settings.seed}", "estimand": f"single seed {ev.settings.seed}",
+            "expected": "", "profile": ev.profile.name, "scope": "subset" if ev.is_subset else "full",
+            **declaration(ev.profile, None, "")}
 
 
 def declaration(profile: Profile, declared_in: Path | None, check: str) -> dict[str, str]:
@@ -89,68 +113,66 @@ def expectation_check(status: str, expectation: Expectation | None, subset: bool
     return MET if status == expectation.expect else MISSED
 
 
-def check_claim(profile: Profile, report, split: str, result: ClaimResult, subset: bool, estimand: str = "",
-                gate: bool = False) -> None:
-    """Record the claim row, then assert / xfail it as the profile's reviewed expectation says (``gate``: a
-    reviewed expectation the run leaves inconclusive fails instead of warning). Only the expectations the run's
-    own profile file declares (or all, with ``inherit_checks``) can fail it."""
+def claim_check(profile: Profile, split: str, result: ClaimResult, subset: bool, estimand: str = "",
+                gate: bool = False) -> tuple[dict, tuple[Check, ...]]:
+    """The claim's row, and what the profile's reviewed expectation makes of it (``gate``: a reviewed expectation
+    the run leaves inconclusive fails instead of warning). Only the expectations the run's own profile file declares
+    (or all, with ``inherit_checks``) can fail it."""
     declared = profile.claim(result.name, split)
     expectation = declared.expectation(subset) if declared is not None else None
     expected = expectation.expect if expectation is not None else ""
     row = result.row()
     check_verdict(row["status"], row["p_adjusted"], row["p_opposite_adjusted"], result.alpha, result.name)
     check = expectation_check(result.status, expectation, subset)
-    report.add("claims", split, {**row, "estimand": estimand, "expected": expected, "profile": profile.name,
-                                 "scope": "subset" if subset else "full",
-                                 **declaration(profile, expectation and expectation.declared_in, check)})
+    row = {**row, "estimand": estimand, "expected": expected, "profile": profile.name,
+           "scope": "subset" if subset else "full",
+           **declaration(profile, expectation and expectation.declared_in, check)}
     if expectation is None:
-        return  # reported, not asserted: no reviewed expectation for this claim
+        return row, ()  # reported, not asserted: no reviewed expectation for this claim
     where = f"[{profile.name}{' subset' if subset else ''} / {split}] {result.name}"
     source = shown(expectation.declared_in)
     enforced = profile.enforces(expectation.declared_in)
     if check == NOT_DECIDABLE:
-        warnings.warn(NotDecidableOnSubset(f"{where}: {source} expects {expected!r} (reviewed on the full run), "
-                                           f"not decidable on this subset: {result.summary()}"), stacklevel=2)
-    elif check == UNDECIDED:
+        return row, (Check("warn", f"{where}: {source} expects {expected!r} (reviewed on the full run), not decidable "
+                                   f"on this subset: {result.summary()}", NotDecidableOnSubset),)
+    if check == UNDECIDED:
         message = f"{where} was reviewed as {expected!r} but is now inconclusive: {result.summary()} ({source})"
         if gate and enforced:
-            pytest.fail(f"{message} (--gate-expectations); review {source}")
-        warnings.warn(InconclusiveClaim(message + ("" if enforced else not_gating(profile, expectation.declared_in))),
-                      stacklevel=2)
-    elif check == MET:
+            return row, (Check("fail", f"{message} (--gate-expectations); review {source}"),)
+        return row, (Check("warn", message + ("" if enforced else not_gating(profile, expectation.declared_in)),
+                           InconclusiveClaim),)
+    if check == MET:
         if expected == "fails":
-            pytest.xfail(f"{where} fails, as recorded: {result.summary()} ({source}: {expectation.reason})")
-    else:
-        message = (f"{where} now {result.status.upper()} ({result.summary()}) but {source} records "
-                   f"{expected!r}{f' ({expectation.reason})' if expectation.reason else ''}")
-        if not enforced:
-            warnings.warn(InheritedCheckMissed(message + not_gating(profile, expectation.declared_in)), stacklevel=2)
-            return
-        pytest.fail(f"{message}; review {source}")
+            return row, (Check("xfail", f"{where} fails, as recorded: {result.summary()} ({source}: "
+                                        f"{expectation.reason})"),)
+        return row, ()
+    message = (f"{where} now {result.status.upper()} ({result.summary()}) but {source} records "
+               f"{expected!r}{f' ({expectation.reason})' if expectation.reason else ''}")
+    if not enforced:
+        return row, (Check("warn", message + not_gating(profile, expectation.declared_in), InheritedCheckMissed),)
+    return row, (Check("fail", f"{message}; review {source}"),)
 
 
-def check_gates(profile: Profile, report, split: str, measured: list[tuple[Gate, float]], subject: str = "") -> None:
-    """CI gates: measured values against their limits (``*_min`` / ``*_max``, docs/statistics.md#gates), every row
-    recorded before any fails; a gate fails the run when the run's own profile file declares it (or with
-    ``inherit_checks``)."""
-    failed = []
+def gate_checks(profile: Profile, split: str, measured: list[tuple[Gate, float]], subject: str = ""
+                ) -> tuple[list[dict], tuple[Check, ...]]:
+    """CI gates: measured values against their limits (``*_min`` / ``*_max``, docs/statistics.md#gates), a row
+    each; a gate fails the run when the run's own profile file declares it (or with ``inherit_checks``)."""
+    rows, checks = [], []
     for gate, value in measured:
         ok = gate.passes(value)
         name = f"gate:{gate.key}" + (f":{subject}" if subject else "")
-        report.add("claims", split, {"claim": name, "family": "gate", "status": "holds" if ok else "fails",
-                                     "expected": "holds", "measured": f"{value:.4g} (limit {gate.limit:g})",
-                                     "profile": profile.name, "scope": "gate", "ranker": subject,
-                                     **declaration(profile, gate.declared_in, MET if ok else MISSED)})
+        rows.append({"claim": name, "family": "gate", "status": "holds" if ok else "fails", "expected": "holds",
+                     "measured": f"{value:.4g} (limit {gate.limit:g})", "profile": profile.name, "scope": "gate",
+                     "ranker": subject, **declaration(profile, gate.declared_in, MET if ok else MISSED)})
         if ok:
             continue
         message = (f"[{profile.name} / {split}] gate {gate.key}{f' ({subject})' if subject else ''}: measured "
                    f"{value:.4g}, limit {gate.limit:g} ([{gate.table}] {gate.key} in {shown(gate.declared_in)})")
         if profile.enforces(gate.declared_in):
-            failed.append(message)
+            checks.append(Check("fail", message))
         else:
-            warnings.warn(InheritedCheckMissed(message + not_gating(profile, gate.declared_in)), stacklevel=2)
-    if failed:
-        pytest.fail("; ".join(failed))
+            checks.append(Check("warn", message + not_gating(profile, gate.declared_in), InheritedCheckMissed))
+    return rows, tuple(checks)
 
 
 def pin_baseline(ev: Evaluation, split: str) -> Path | None:
@@ -181,9 +203,9 @@ def pin_verdict(ev: Evaluation, pin: Pin) -> ChangeVerdict:
                          ev.profile.margins.get(measure.name), ev.settings.seed)
 
 
-def check_pin(ev: Evaluation, report, pin: Pin) -> None:
-    """Record the pin's decision; fail the run only when the value *changed* beyond what the margin allows, warn
-    when it is undetermined (docs/statistics.md#pins).
+def pin_check(ev: Evaluation, pin: Pin) -> tuple[dict, tuple[Check, ...]]:
+    """The pin's row; it fails the run only when the value *changed* beyond what the margin allows, and warns when
+    it is undetermined (docs/statistics.md#pins).
 
     A change shown to lie within the margin passes; so does a margin below the smallest one the sample can
     certify (``margin unreachable``): the row says so, with that margin, instead of a warning on every rerun.
@@ -191,22 +213,22 @@ def check_pin(ev: Evaluation, report, pin: Pin) -> None:
     verdict = pin_verdict(ev, pin)
     profile = ev.profile
     missed = verdict.decision == "changed"
-    report.add("claims", pin.split, {"claim": f"pin:{pin.ranker}.{pin.measure}", "family": "pin",
-                                     "status": verdict.decision, "expected": f"{pin.value:g} ± {pin.tolerance:g}",
-                                     "measured": verdict.message(), "profile": profile.name, "scope": pin.scope,
-                                     "ranker": pin.ranker,
-                                     **declaration(profile, pin.declared_in, MISSED if missed else
-                                                   UNDECIDED if verdict.decision == "undetermined" else MET),
-                                     **({"n": verdict.n, "differing_groups": verdict.differing_groups,
-                                         "discordant": verdict.discordant} if verdict.basis == "paired" else {})})
+    row = {"claim": f"pin:{pin.ranker}.{pin.measure}", "family": "pin", "status": verdict.decision,
+           "expected": f"{pin.value:g} ± {pin.tolerance:g}", "measured": verdict.message(), "profile": profile.name,
+           "scope": pin.scope, "ranker": pin.ranker,
+           **declaration(profile, pin.declared_in, MISSED if missed else
+                         UNDECIDED if verdict.decision == "undetermined" else MET),
+           **({"n": verdict.n, "differing_groups": verdict.differing_groups, "discordant": verdict.discordant}
+              if verdict.basis == "paired" else {})}
     where = f"[{profile.name} / {pin.scope} / {pin.split}] pinned {pin.ranker}.{pin.measure}"
     source = f"[pins.{pin.scope}.{pin.split}] in {shown(pin.declared_in)}"
+    checks = []
     if verdict.decision == "undetermined":
-        warnings.warn(UndeterminedPin(f"{where}: {verdict.message()}; review the pin ({source})"), stacklevel=2)
-    if not missed:
-        return
-    message = f"{where} {verdict.message()}"
-    if not profile.enforces(pin.declared_in):
-        warnings.warn(InheritedCheckMissed(message + not_gating(profile, pin.declared_in)), stacklevel=2)
-        return
-    pytest.fail(f"{message}. If the change is intended, review it and update {source}")
+        checks.append(Check("warn", f"{where}: {verdict.message()}; review the pin ({source})", UndeterminedPin))
+    if missed:
+        message = f"{where} {verdict.message()}"
+        if not profile.enforces(pin.declared_in):
+            checks.append(Check("warn", message + not_gating(profile, pin.declared_in), InheritedCheckMissed))
+        else:
+            checks.append(Check("fail", f"{message}. If the change is intended, review it and update {source}"))
+    return row, tuple(checks)

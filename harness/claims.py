@@ -4,11 +4,10 @@ What a claim is, how it is measured and how its family decides it live in ``repo
 ``reports.claim_measures`` and ``reports.hypotheses``; this module gathers each claim's outcomes from the session and
 decides them (docs/statistics.md#claims); ``harness.checks`` turns the verdicts into pytest outcomes:
 
-- a family is decided as a whole, once per process (``ClaimBook``): each claim spec reads its
-  own verdict from it, so a serial run and ``-n 2`` give the same verdicts. Claims of the
-  family that this run does not measure (deselected with ``-m``/``-k``, or skipped) count as
-  untested (p = 1): the family stays the declared one, and a partial run is never more
-  decisive than a full one;
+- a family is decided as a whole, once per run (``ClaimBook``): each claim's part reads its
+  own verdict from it. Claims of the family that this run does not measure (their rankers
+  deselected, or not runnable on this machine) count as untested (p = 1): the family stays the
+  declared one, and a partial run is never more decisive than a full one;
 - a claim whose ranker runs on a sequential sample is decided by its anytime-valid p-values at the
   sample's stop (``harness.sequential``; docs/statistics.md#sequential-samples), in the same Holm.
 """
@@ -17,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -37,9 +36,6 @@ from reports.tie_branch import expected_grade_splits, tie_branches
 
 # ``ev: Evaluation`` below is the session (harness.session), passed in and never imported: the session runs
 # sequential samples (harness.sequential), which read the claims defined here.
-
-#: Spec parameters that name a claim (or the ranker whose H3 claim it is), as conftest parametrizes them.
-CLAIM_PARAMETERS = ("comparison", "h2_claim", "graded_ranker", "tie_twin")
 
 # ---- the claims a profile implies --------------------------------------------------------------------------------
 
@@ -93,21 +89,6 @@ def check_claim_names(profile: Profile) -> None:
         if base not in known:
             raise pytest.UsageError(f"--profile: {profile.path} [claims.{name}]: no spec measures a claim named "
                                     f"{base!r} for the declared rankers; known claims: {sorted(known)}")
-
-
-def selected_claims(profile: Profile, items: Iterable[pytest.Item]) -> frozenset[tuple[str, str]]:
-    """(split, claim) of every claim spec this run will execute (selected and not skipped at collection)."""
-    h3_of = {ranker: name for name, ranker in h3_claims(profile).items()}
-    out: set[tuple[str, str]] = set()
-    for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if "split" not in params or item.get_closest_marker("skip") is not None:
-            continue
-        for key in CLAIM_PARAMETERS:
-            if key in params:
-                out.add((params["split"], h3_of.get(params[key], params[key]) if key == "graded_ranker"
-                         else params[key]))
-    return frozenset(out)
 
 
 # ---- measuring and deciding ----------------------------------------------------------------------------------------
@@ -257,8 +238,3 @@ class ClaimBook:
             return None
         return self._decided(split, name, single_seed=True)
 
-
-def claim_book(ev: Evaluation, items: Iterable[pytest.Item] | None) -> ClaimBook:
-    """The session's one claim book (its verdicts are shared by every claim spec of this process)."""
-    return ev.shared(("claim-book",), lambda: ClaimBook(
-        ev, None if items is None else selected_claims(ev.profile, items)))

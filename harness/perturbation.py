@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from fixtures.perturbation import RELATIVE_NOISE
-from harness.claims import ClaimBook, claim_book
+from harness.claims import ClaimBook
 from harness.session import Evaluation
 from rankers.declarations import ALL
 from reports.hypotheses import ClaimDefinition, ClaimResult, robust_to_noise
@@ -82,17 +82,16 @@ def perturbed_evaluation(ev: Evaluation) -> PerturbedEvaluation:
     return ev.shared(("perturbed-evaluation",), lambda: PerturbedEvaluation(ev))
 
 
-def perturbed_book(ev: Evaluation, items) -> ClaimBook:
-    """The session's claims decided on the perturbed outcomes (one book per session, like the claim book)."""
-    book = claim_book(ev, items)
+def perturbed_book(ev: Evaluation, book: ClaimBook) -> ClaimBook:
+    """The session's claims (``book``) decided on the perturbed outcomes (one book per session, like the claim
+    book)."""
     return ev.shared(("perturbed-claim-book",), lambda: ClaimBook(perturbed_evaluation(ev), book.selected))
 
 
-def published_result(ev: Evaluation, items, split: str, name: str) -> ClaimResult:
+def published_result(ev: Evaluation, book: ClaimBook, split: str, name: str) -> ClaimResult:
     """The claim's verdict as published: a claim about a trained ranker is decisive only where the perturbed
     retraining decides it the same way; any other claim is the claim book's."""
-    book = claim_book(ev, items)
     exact = book.result(split, name)
     if not involves_training(ev, book.definitions[name]):
         return exact
-    return robust_to_noise(exact, perturbed_book(ev, items).result(split, name), NOISE)
+    return robust_to_noise(exact, perturbed_book(ev, book).result(split, name), NOISE)

@@ -30,7 +30,7 @@ from fixtures.identity import folder_digests
 from rankers.trec import write_qrels
 from reports.explore import write_explore
 from reports.figures import write_figures
-from reports.record import Declared, NotEvaluated, Publication, SplitRecord
+from reports.record import Declared, NotEvaluated, Publication, RunRecord, SessionEnd, SplitRecord
 from reports.render import table2_latex
 from reports.report_md import report_markdown
 from reports.transaction import StagedRun, current_run
@@ -157,3 +157,57 @@ def publish(root: Path, run_id: str, records: Mapping[str, SplitRecord], *, exit
     finally:
         run.close()
     return {split: root / split for split in records}
+
+
+def publish_run(run: RunRecord, results_dir: Path, *, exitstatus: int = 0, compare_run: str | None = None,
+                figure_cache: Path | None = None, interrupts: Sequence[int] = (),
+                end: SessionEnd | None = None) -> SessionEnd:
+    """Publish a whole run: compare it with a saved run (``compare_run``), write every split in one transaction
+    (a partial run under ``<results_dir>/partial``) and keep it in the history; what happened is in the returned
+    ``SessionEnd`` (a failure to publish too: the previous results stand)."""
+    from reports.history import run_id, save_to_history  # pandas I/O only when publishing
+
+    end = end if end is not None else SessionEnd()
+    results_dir = Path(results_dir)
+    if exitstatus == INTERRUPTED:
+        end.notices.append(f"the run was interrupted: nothing published; {results_dir} keeps the previous "
+                           "complete results")
+        return end
+    records = {split: r for split, r in run.splits.items() if "table2" in r.tables}
+    for split in sorted(set(run.splits) - set(records)):  # benchmarks only, or no ranker selected
+        end.notices.append(f"{split}: no Table II row in this run (benchmarks or a partial selection); "
+                           f"nothing of it is published")
+    if not records:
+        return end
+    end.partial = list(run.partial)
+    root = results_dir / PARTIAL if end.partial else results_dir
+    ident = run_id(list(records.values()), partial=bool(end.partial))
+    if compare_run:  # before publishing: the saved run may be the very folder about to be replaced
+        records = {split: _compared(record, results_dir, compare_run, end) for split, record in records.items()}
+    try:
+        end.published = publish(root, ident, records, exitstatus=exitstatus, figure_cache=figure_cache,
+                                not_evaluated=run.not_evaluated, partial=end.partial, interrupts=interrupts)
+    except PublishError as exc:
+        end.failed.append(str(exc))
+    for split, path in end.published.items():  # a partial run too, marked (docs/protocol.md#publishing)
+        try:
+            save_to_history(results_dir, ident, split, path)
+            end.saved = ident
+        except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
+            end.errors.append(f"{split}: published, but not saved to the history ({type(exc).__name__}: {exc})")
+    return end
+
+
+def _compared(record: SplitRecord, results_dir: Path, other: str, end: SessionEnd) -> SplitRecord:
+    """The record with its ``comparison`` table against the saved run ``other``; unchanged (and the error
+    reported, the run still published) when the comparison cannot be made."""
+    from reports.history import comparison_table  # pandas I/O only when comparing
+
+    try:
+        comparison = comparison_table(results_dir, other, record.split, record.tables["table2"],
+                                      record.entries, record.directions)
+    except Exception as exc:  # noqa: BLE001 - the run is still published; the error is reported
+        end.errors.append(f"{record.split}: no comparison with {other} ({type(exc).__name__}: {exc})")
+        return record
+    end.comparison[record.split] = comparison
+    return record.with_table("comparison", comparison)

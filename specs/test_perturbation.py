@@ -14,41 +14,17 @@ import pytest
 from fixtures.code import code_identity
 from fixtures.perturbation import RELATIVE_NOISE, noise_check
 from fixtures.routes import ROUTES
-from harness.claims import claim_book
-from harness.perturbation import perturbed_book, perturbed_evaluation, published_result, trained
-
-#: The measures of a trained ranker recorded before and after.
-MEASURES = ("strict", "ties", "mrr")
+from harness.perturbation import trained
+from harness.run import settle
 
 
-def _row(subject: str, measure: str, before, after) -> dict:
-    numeric = isinstance(before, (int, float)) and isinstance(after, (int, float))
-    return {"subject": subject, "measure": measure, "unperturbed": before, "perturbed": after,
-            "change": float(after) - float(before) if numeric else ("same" if before == after else "changed"),
-            "relative_noise": RELATIVE_NOISE}
-
-
-def test_trained_verdict_is_decisive_only_where_noise_agrees(evaluation, split, trained_comparison, report,
-                                                              request) -> None:
+def test_trained_verdict_is_decisive_only_where_noise_agrees(run, split, trained_comparison) -> None:
     """The published verdict (``claims.csv``) holds or fails only where the exact inputs and the perturbed retraining
     both decide it so; a verdict the noise changes is published inconclusive, with both in its reason."""
-    items = request.session.items
-    book, noisy_book = claim_book(evaluation, items), perturbed_book(evaluation, items)
-    exact, noisy = book.result(split, trained_comparison), noisy_book.result(split, trained_comparison)
-    published = published_result(evaluation, items, split, trained_comparison)
-    rows = [("status", exact.status, noisy.status), ("effect", exact.effect, noisy.effect),
-            ("p_adjusted", exact.p_adjusted, noisy.p_adjusted), ("published status", exact.status, published.status)]
-    single, single_after = book.single_seed_result(split, trained_comparison), \
-        noisy_book.single_seed_result(split, trained_comparison)
-    if single is not None:
-        seed = evaluation.settings.seed
-        rows += [(f"status@seed{seed}", single.status, single_after.status),
-                 (f"effect@seed{seed}", single.effect, single_after.effect)]
-    for measure, a, b in rows:
-        report.add("perturbation", split, _row(trained_comparison, measure, a, b))
-    if published.status != "inconclusive":
-        assert exact.status == noisy.status == published.status, published.summary()
-    assert ("hinges on floating-point noise" in published.reason) == (exact.status != noisy.status), published.reason
+    settle(run.compute("perturbed_claim", split, trained_comparison))
+    rows = {r["measure"]: r for r in run.record.table_rows(split, "perturbation") if r["subject"] == trained_comparison}
+    published = rows["published_status"]["unperturbed"]
+    assert published == "inconclusive" or rows["status"]["unperturbed"] == rows["status"]["perturbed"] == published
 
 
 @pytest.mark.parametrize("pool_split", ["train", "development"])
@@ -68,17 +44,8 @@ def test_training_pools_carry_the_stated_noise(evaluation, pool_split: str) -> N
         assert presence_kept and 0 < largest <= RELATIVE_NOISE * (1 + 1e-6) and moved > 0.99, (route, largest, moved)
 
 
-def test_trained_ranker_is_retrained_on_noisy_routes(evaluation, split, trained_ranker, report) -> None:
+def test_trained_ranker_is_retrained_on_noisy_routes(run, split, trained_ranker) -> None:
     """What the noise does to the ranker's measures is recorded (seed 13's model, and the seed mean)."""
-    noisy = perturbed_evaluation(evaluation)
-    directions = evaluation.directions_for(split, trained_ranker)
-    seeds = evaluation.seeds(trained_ranker)
-    views = {f"@seed{evaluation.settings.seed}": (evaluation.outcomes, noisy.outcomes)}
-    if len(seeds) > 1:
-        views[f" mean of {len(seeds)} seeds"] = (evaluation.averaged_outcomes, noisy.averaged_outcomes)
-    for suffix, (plain, perturbed) in views.items():
-        a = evaluation.summary(plain(split, trained_ranker), directions)
-        b = evaluation.summary(perturbed(split, trained_ranker), directions)
-        for measure in MEASURES:
-            report.add("perturbation", split, _row(trained_ranker, measure + suffix, float(a[measure]),
-                                                   float(b[measure])))
+    settle(run.compute("perturbed_ranker", split, trained_ranker))
+    rows = [r for r in run.record.table_rows(split, "perturbation") if r["subject"] == trained_ranker]
+    assert {r["measure"] for r in rows} >= {f"{m}@seed{run.ev.settings.seed}" for m in ("strict", "ties", "mrr")}

@@ -12,16 +12,14 @@ unreachable* (the margin is below what the sample can certify, said in the row) 
 """
 from __future__ import annotations
 
-from harness.checks import check_pin
-from reports.measures import paired_measure
+from harness.run import settle
 
 
-def test_pinned_value(evaluation, pin, report) -> None:
-    check_pin(evaluation, report, pin)
+def test_pinned_value(run, pin) -> None:
+    settle(run.compute("pin", pin.split, pin))
 
 
-def test_margins_are_part_of_the_manifest(evaluation, split, report) -> None:
+def test_margins_are_part_of_the_manifest(run, split) -> None:
     """The margins that decide "unchanged" travel with the results, so a later ``--compare-to`` uses them."""
-    margins = evaluation.profile.margins
-    report.entry(split, "margins", margins)
-    assert all(paired_measure(name).name == name and value > 0 for name, value in margins.items())
+    settle(run.compute("margins", split))
+    assert run.record.entries[split]["margins"] == run.ev.profile.margins

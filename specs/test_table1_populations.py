@@ -8,19 +8,16 @@ from __future__ import annotations
 import pytest
 
 from fixtures.settings import SPLITS
+from harness.run import settle
 
 PLANNED = {"train": 1896, "development": 76, "confirmation": 374, "test": 2766}
 
 
 @pytest.mark.parametrize("population", SPLITS)
-def test_table1_population(evaluation, split, population, report) -> None:
-    from reports.populations import table1_row
-
-    annotated = evaluation.population(population)
-    row = table1_row(annotated, population)
-    report.add("table1", split, {"population": population, **row})
-
-    planned = annotated
+def test_table1_population(run, evaluation, split, population) -> None:
+    settle(run.compute("table1", split, population))
+    row = run.record.row(split, "table1", population)
+    planned = evaluation.population(population)
     assert len(planned) == 2 * planned["pair_id"].nunique()
     if not evaluation.is_subset:
         assert len(planned) == PLANNED[population], \

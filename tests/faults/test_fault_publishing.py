@@ -37,9 +37,8 @@ def project(template: Path, tmp_path: Path) -> tuple[Path, Path, dict[str, str]]
     return folder, results, runs
 
 
-@pytest.mark.parametrize("selection", [("-k", "table2_row and fusion"), ("-n", "2", "-k", "table2_row and fusion"),
-                                       ("test_spec.py::test_table2_row",), ("-x",)],
-                         ids=["k", "xdist-k", "node-id", "stopped-early"])
+@pytest.mark.parametrize("selection", [("-k", "table2_row and fusion"), ("test_spec.py::test_table2_row",), ("-x",)],
+                         ids=["k", "node-id", "stopped-early"])
 def test_a_partial_run_never_replaces_complete_results(project, selection) -> None:
     """Failure 2: a `-k` selection exited 0 and left results/test with three rows and no claims or Table I."""
     folder, results, before = project

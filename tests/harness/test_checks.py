@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 import harness.checks as checks
-from harness.checks import check_claim, check_gates
 from harness.claims import definitions
 from harness.profile import load_profile
 from harness.profile_records import ProfileError
@@ -18,6 +17,7 @@ from harness.profile_terms import PROFILE_DIR
 from reports.claim_measures import ClaimTest
 from reports.hypotheses import decide_family
 from reports.report_md import inherited_misses, lost_expectations, undecidable_on_subset
+from tests.support.checks import check_claim, check_gates
 
 EMBEDDED = (PROFILE_DIR / "embedded.toml").resolve()
 #: A study profile of its own (as a lab would copy the embedded one), extended by a user's profile below.

@@ -10,11 +10,11 @@ import pytest
 
 import harness.checks as checks
 import harness.claims as claims
-from harness.checks import check_claim
-from harness.claims import ClaimBook, definitions, selected_claims
+from harness.claims import ClaimBook, definitions
 from harness.profile import load_profile
 from reports.claim_measures import ClaimTest
 from reports.hypotheses import decide_family
+from tests.support.checks import check_claim, check_pin
 
 
 def test_the_embedded_profile_declares_four_families() -> None:
@@ -38,23 +38,6 @@ def test_a_user_ranker_gets_its_own_family_and_leaves_the_study_s_families_alone
     assert {n: d.family for n, d in mine.items() if n in base} == {n: d.family for n, d in base.items()}
     assert mine["h2_my_ce_strict_gt_fusion"].family == mine["h2_my_ce_mrr_gt_fusion"].family == "H2:my_ce"
     assert mine["my_ce_beats_e0"].family == "H1:my_ce"  # a user's claim never joins the study's H1
-
-
-def item(params: dict, skipped: bool = False) -> SimpleNamespace:
-    return SimpleNamespace(callspec=SimpleNamespace(params=params),
-                           get_closest_marker=lambda name: object() if skipped and name == "skip" else None)
-
-
-def test_selected_claims_are_read_from_the_collected_items() -> None:
-    profile = load_profile("embedded")
-    items = [item({"split": "test", "h2_claim": "h2_ce_strict_gt_fusion"}),
-             item({"split": "test", "graded_ranker": "grader_pairs"}),
-             item({"split": "confirmation", "comparison": "h1_e0_mrr_lt_fusion"}),
-             item({"split": "test", "tie_twin": "h3_grader_pairs_expected_resolves_ties_of_grader_pairs"}, skipped=True),
-             item({"split": "test", "ranker": "fusion"}), SimpleNamespace()]
-    assert selected_claims(profile, items) == {("test", "h2_ce_strict_gt_fusion"),
-                                               ("test", "h3_grader_pairs_tie_branch_concentrates_failures"),
-                                               ("confirmation", "h1_e0_mrr_lt_fusion")}
 
 
 class FakeEvaluation:
@@ -148,16 +131,16 @@ def test_a_pin_fails_only_on_a_change_beyond_its_margin(monkeypatch, recwarn) ->
         verdict = ChangeVerdict(decision, "paired", 50.5, 50.0, 0.5, n=150, certifiable=18.5, differing_groups=3,
                                 discordant=4)
         monkeypatch.setattr(checks, "pin_verdict", lambda ev, pin, v=verdict: v)
-        checks.check_pin(ev, report, pin)
+        check_pin(ev, report, pin)
     assert not [w for w in recwarn if issubclass(w.category, checks.UndeterminedPin)]
     assert [r["status"] for r in rows] == ["changed within margin", "margin unreachable", "unchanged"]
     assert rows[1]["differing_groups"] == 3 and "certify: ±18.5" in rows[1]["measured"]
     monkeypatch.setattr(checks, "pin_verdict", lambda ev, pin: ChangeVerdict("undetermined", "paired", 51, 50, 1))
     with pytest.warns(checks.UndeterminedPin):
-        checks.check_pin(ev, report, pin)
+        check_pin(ev, report, pin)
     monkeypatch.setattr(checks, "pin_verdict", lambda ev, pin: ChangeVerdict("changed", "paired", 60, 50, 10))
     with pytest.raises(pytest.fail.Exception, match="pinned grader.strict_pct changed.*specs/profiles/embedded.toml"):
-        checks.check_pin(ev, report, pin)
+        check_pin(ev, report, pin)
 
 
 def test_a_claim_s_test_is_memoized_under_the_contents_of_its_inputs(tmp_path: Path) -> None:

@@ -1,0 +1,93 @@
+"""The evaluation as a library: the run's parts planned from the profile, each computed once into the record, what
+failed kept with its cause, and a run that did not compute every part said to be partial."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fixtures.settings import Settings
+from harness.options import OptionError
+from harness.profile import load_profile
+from harness.run import RunBuilder, evaluate, parameters, settings_for, settle
+from harness.session import Evaluation
+from reports.record import RecordBuilder, RunRecord
+
+
+def builder(tmp_path: Path, selected=lambda decl: True, profile: str = "embedded") -> RunBuilder:
+    settings = Settings(splits=("test",), cache_dir=tmp_path / "cache", results_dir=tmp_path / "results")
+    return RunBuilder(Evaluation(settings, load_profile(profile)), selected=selected)
+
+
+def test_parts_are_planned_from_what_the_profile_declares(tmp_path: Path) -> None:
+    run = builder(tmp_path)
+    declared = parameters(run.ev.profile, run.ev.settings)
+    rows = [k for k in run.calls if k[0] == "table2_row"]
+    assert [k[2] for k in rows] == [d.name for d in run.ev.profile.ordered()] and {k[1] for k in rows} == {"test"}
+    assert {k[2] for k in run.calls if k[0] == "h2"} == {p.id for p in declared["h2_claim"]}
+    assert all(k[1] == "test" for k in run.calls)  # only the run's splits (pins of other splits are not planned)
+
+
+def test_a_deselected_ranker_leaves_its_claims_untested_and_the_run_partial(tmp_path: Path) -> None:
+    run = builder(tmp_path, selected=lambda decl: decl.name != "ce")
+    assert ("test", "h2_ce_strict_gt_fusion") not in run.book.selected
+    assert ("test", "h1_e0_strict_gt_fusion") in run.book.selected
+    assert ("table2_row", "test", "ce") in run.deselected and ("table2_row", "test", "fusion") not in run.deselected
+    settle(run.compute("margins", "test"))
+    assert run.record.entries["test"]["margins"] == run.ev.profile.margins
+    deselected, missing = run.gaps()
+    assert deselected.endswith("part(s) need rankers this run does not compute (a -m selection or evaluate()'s "
+                               "rankers): ['ce']")
+    assert "part(s) of the run not computed" in missing and "manifest[test]" in missing
+
+
+def test_a_failing_part_keeps_its_cause_and_costs_only_its_own_rows(tmp_path: Path, monkeypatch) -> None:
+    run = builder(tmp_path)
+    monkeypatch.setattr(Evaluation, "row", lambda self, split, name: (_ for _ in ()).throw(
+        RuntimeError(f"{name} cannot be ranked")))
+    outcome = run.compute("table2_row", "test", "bg8")
+    assert isinstance(outcome.error, RuntimeError) and run.compute("table2_row", "test", "bg8") is outcome
+    with pytest.raises(RuntimeError, match="bg8 cannot be ranked"):
+        settle(outcome)
+    settle(run.compute("margins", "test"))
+    failures = run.failures()
+    assert failures.to_dict("records") == [{"split": "test", "part": "table2_row", "ranker": "bg8",
+                                            "outcome": "failed", "cause": "RuntimeError: bg8 cannot be ranked"}]
+    with pytest.raises(KeyError, match="no part table2_row\\[test-nobody\\]"):
+        run.compute("table2_row", "test", "nobody")
+
+
+def test_the_run_record_stacks_each_split_s_tables_and_reads_outcomes_through_their_seal(tmp_path: Path) -> None:
+    from fixtures.artifacts import seal
+    from reports.record import Artifact
+
+    rec = RecordBuilder()
+    for split, strict in (("test", 3), ("confirmation", 1)):
+        rec.add("table2", split, {"ranker": "b", "strict": strict}, order=2)
+        rec.add("table2", split, {"ranker": "a", "strict": strict + 1}, order=1)
+        path = tmp_path / f"outcomes-{split}.parquet"
+        pd.DataFrame({"qid": ["q1", "q2"], "strict": [True, False]}).to_parquet(path)
+        seal(path)
+        rec.artifact(split, Artifact("outcomes", path, "a"))
+    record = RunRecord(rec.records())
+    assert record.table2.to_dict("records") == [
+        {"split": "confirmation", "ranker": "a", "strict": 2}, {"split": "confirmation", "ranker": "b", "strict": 1},
+        {"split": "test", "ranker": "a", "strict": 4}, {"split": "test", "ranker": "b", "strict": 3}]
+    assert list(record.failing("test", "a")["qid"]) == ["q2"]
+    with pytest.raises(KeyError, match="no outcomes of ranker 'b'"):
+        record.outcomes("test", "b")
+    with pytest.raises(KeyError, match="split 'development' was not evaluated"):
+        record["development"]
+
+
+def test_options_are_checked_as_the_command_line_checks_them(tmp_path: Path) -> None:
+    settings = settings_for("embedded", splits=["test"], subset_pairs=24, cache_dir=tmp_path / "c",
+                            results_dir=tmp_path / "r")
+    assert settings.splits == ("test",) and settings.subset_pairs == 24 and settings.run_scope().startswith("subset-24")
+    with pytest.raises(OptionError, match="--subset-pairs must be >= 1"):
+        settings_for("embedded", subset_pairs=0, cache_dir=tmp_path / "c", results_dir=tmp_path / "r")
+    with pytest.raises(TypeError, match="unknown option\\(s\\) \\['subset'\\]"):
+        settings_for("embedded", subset=24)
+    with pytest.raises(OptionError, match="rankers \\['nobody'\\] are not declared"):
+        evaluate("embedded", rankers=["nobody"], cache_dir=tmp_path / "c", results_dir=tmp_path / "r")
