@@ -88,7 +88,8 @@ class DirectionMeasure(BootstrappedColumn):
 
 @dataclass(frozen=True)
 class PairMeasure(BootstrappedColumn):
-    """A column over complete pairs (both directions eligible), NevIR's paired aggregation."""
+    """A column over complete pairs (both directions eligible), NevIR's paired aggregation: with ``interval``, the
+    rate of ``reports.pairs.PairedAccuracy``; without, a count it holds under the column's name."""
 
     name: str
     doc: str

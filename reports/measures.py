@@ -133,6 +133,7 @@ _CHANGES: tuple[Measure, ...] = (
 #: Every Table II column, in table2.csv's order: the registry every output, vocabulary and ``summarize`` reads.
 TABLE2: tuple[Measure, ...] = table2_order(_CONTRACT, _UNCERTAINTY, _CHANGES)
 DIRECTION_MEASURES: tuple[DirectionMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, DirectionMeasure))
+PAIR_MEASURES: tuple[PairMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, PairMeasure))
 BASELINE_MEASURES: tuple[BaselineMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, BaselineMeasure))
 INTERVAL_MEASURES: tuple[IntervalMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, IntervalMeasure))
 CHANGE_MEASURES: tuple[ChangeMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, ChangeMeasure))
@@ -346,7 +347,10 @@ def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, baseli
     if len(dirs) and groups not in dirs.columns:
         raise ValueError(f"directions frame has no bootstrap group column {groups!r}")
 
-    row.update(paired_accuracy(dirs, cols["strict"], groups, n_resamples, seed))
+    accuracy = paired_accuracy(dirs, cols["strict"], groups, n_resamples, seed)
+    for m in PAIR_MEASURES:  # the rate with its interval, or a count held under the column's name
+        row[m.name] = accuracy.rate.pct if m.interval else getattr(accuracy, m.name)
+        row.update(zip(m.bounds or (), (accuracy.rate.lo, accuracy.rate.hi)))
     if not len(dirs):
         return _row_of_columns(row)
 

@@ -29,18 +29,36 @@ def pair_population(dirs: pd.DataFrame, strict: np.ndarray, groups: str) -> pd.D
     return pairs.assign(both=(pairs["hits"] == 2).astype(float))
 
 
+class Rate(NamedTuple):
+    """A paired accuracy in percent with its 95% source-group bootstrap interval (NaN ends without a pair)."""
+
+    pct: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class PairedAccuracy:
+    """Table II's paired accuracy: the complete pairs strict in both directions, the complete pairs, and the rate
+    with its interval. ``reports.measures.summarize`` writes it as Table II's pair columns."""
+
+    paired: int
+    paired_n: int
+    rate: Rate
+
+
 def paired_accuracy(dirs: pd.DataFrame, strict: np.ndarray, groups: str, n_resamples: int,
-                    seed: int) -> dict[str, float | int]:
-    """Table II's paired, paired_n and paired_pct over the complete pairs of ``dirs`` (aligned with ``strict``),
-    and paired_pct's interval when there is a pair: the complete pairs resampled with their groups."""
+                    seed: int) -> PairedAccuracy:
+    """Paired accuracy over the complete pairs of ``dirs`` (aligned with ``strict``), with its interval when there
+    is a pair: the complete pairs resampled with their groups."""
     pairs = pair_population(dirs, strict, groups) if len(dirs) else pd.DataFrame({"both": []})
-    row: dict[str, float | int] = {"paired": int(pairs["both"].sum()), "paired_n": int(len(pairs))}
-    row["paired_pct"] = 100.0 * row["paired"] / row["paired_n"] if row["paired_n"] else float("nan")
-    if row["paired_n"]:
+    paired, n = int(pairs["both"].sum()), int(len(pairs))
+    lo = hi = float("nan")
+    if n:
         ci = group_bootstrap({"both": pairs["both"].to_numpy(), "pairs": np.ones(len(pairs))}, pairs["group"].to_numpy(),
                              {"paired_pct": Ratio("both", "pairs")}, n_resamples, seed)["paired_pct"]
-        row["paired_pct_lo"], row["paired_pct_hi"] = 100 * ci.lo, 100 * ci.hi
-    return row
+        lo, hi = 100 * ci.lo, 100 * ci.hi
+    return PairedAccuracy(paired, n, Rate(100.0 * paired / n if n else float("nan"), lo, hi))
 
 
 #: NevIR's paired accuracy on the given pair (docs/protocol.md#given-pair-paired), under each tie rule: ``fail``, a
@@ -48,14 +66,6 @@ def paired_accuracy(dirs: pd.DataFrame, strict: np.ndarray, groups: str, n_resam
 #: the pair's credit is the product of its two directions' (the expectation over uniformly random tie orders, each
 #: query ranked on its own: MTEB's recall@1 over the two passages leaves a tie in arbitrary order).
 GIVEN_PAIR_TIE_RULES = ("fail", "random")
-
-
-class Rate(NamedTuple):
-    """A paired accuracy in percent with its 95% source-group bootstrap interval (NaN ends without a pair)."""
-
-    pct: float
-    lo: float
-    hi: float
 
 
 @dataclass(frozen=True)
