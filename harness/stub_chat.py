@@ -22,11 +22,12 @@ import time
 from fixtures.settings import PROJECT_ROOT
 from harness.loopback import LoopbackServer
 
+_TOP = [{"token": "3", "logprob": math.log(0.7)}, {"token": "4", "logprob": math.log(0.2)},
+        {"token": "2", "logprob": math.log(0.1)}]
 REPLY = json.dumps({
     "model": "stub", "choices": [{"message": {"role": "assistant", "content": "3"}, "finish_reason": "stop",
-                                  "logprobs": {"content": [{"token": "3", "logprob": math.log(0.7), "top_logprobs": [
-                                      {"token": "3", "logprob": math.log(0.7)}, {"token": "4", "logprob": math.log(0.2)},
-                                      {"token": "2", "logprob": math.log(0.1)}]}]}}],
+                                  "logprobs": {"content": [{"token": "3", "logprob": math.log(0.7),
+                                                            "top_logprobs": _TOP}]}}],
     "usage": {"prompt_tokens": 400, "completion_tokens": 1}}).encode()
 RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(REPLY)) + REPLY
 

@@ -55,7 +55,7 @@ def paired_accuracy(dirs: pd.DataFrame, strict: np.ndarray, groups: str, n_resam
     paired, n = int(pairs["both"].sum()), int(len(pairs))
     lo = hi = float("nan")
     if n:
-        ci = group_bootstrap({"both": pairs["both"].to_numpy(), "pairs": np.ones(len(pairs))}, pairs["group"].to_numpy(),
+        ci = group_bootstrap({"both": pairs["both"].to_numpy(), "pairs": np.ones(n)}, pairs["group"].to_numpy(),
                              {"paired_pct": Ratio("both", "pairs")}, n_resamples, seed)["paired_pct"]
         lo, hi = 100 * ci.lo, 100 * ci.hi
     return PairedAccuracy(paired, n, Rate(100.0 * paired / n if n else float("nan"), lo, hi))
