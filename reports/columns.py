@@ -1,9 +1,10 @@
-"""What a Table II column is, apart from which columns Table II has (``reports.measures``).
+"""What a column of a result table is, apart from which columns each table has (``reports.measures``).
 
-Each column is a small typed record saying what it measures, how it aggregates and how it is presented and used
-(unit, digits, label, interval, contract, the outputs that show it, claims, pins, ``--compare-to``), so that no
-output or vocabulary lists columns of its own. The records and the checks every column list must pass live here;
-the list itself, in table2.csv's order, is the registry in ``reports.measures``.
+Each Table II column is a small typed record saying what it measures, how it aggregates and how it is presented and
+used (unit, digits, label, interval, contract, the outputs that show it, claims, pins, ``--compare-to``), so that no
+output or vocabulary lists columns of its own; Table III's columns are Table II measures on one side
+(``SideColumn``), nevir_paired's are records of their own (``GivenPairMeasure``). The records and the checks every
+column list must pass live here; the lists themselves, in each CSV's order, are the registry in ``reports.measures``.
 """
 from __future__ import annotations
 
@@ -87,7 +88,8 @@ class DirectionMeasure(BootstrappedColumn):
 
 @dataclass(frozen=True)
 class PairMeasure(BootstrappedColumn):
-    """A column over complete pairs (both directions eligible), NevIR's paired aggregation."""
+    """A column over complete pairs (both directions eligible), NevIR's paired aggregation: with ``interval``, the
+    rate of ``reports.pairs.PairedAccuracy``; without, a count it holds under the column's name."""
 
     name: str
     doc: str
@@ -119,6 +121,23 @@ class IntervalMeasure(Column):
 
 
 @dataclass(frozen=True)
+class GivenPairMeasure(Column):
+    """A nevir_paired.csv column: NevIR's paired accuracy of a pair-only scorer on the given pair under one tie rule
+    (``rule``, one of ``reports.pairs.GIVEN_PAIR_TIE_RULES``) with its 95% interval in the two columns ``interval``
+    names, or a count of complete pairs (``rule`` None) held under the column's name by
+    ``reports.pairs.GivenPairPaired`` (docs/protocol.md#given-pair-paired)."""
+
+    name: str
+    doc: str
+    rule: str | None = None
+    interval: tuple[str, str] | None = None
+
+    @property
+    def bounds(self) -> tuple[str, str] | None:
+        return self.interval
+
+
+@dataclass(frozen=True)
 class ChangeMeasure(Column):
     """Directions the ranker fixes or breaks against its baseline, or source groups by net gain
     (``corrections_regressions``): the session adds them to the ``summarize`` row."""
@@ -127,35 +146,54 @@ class ChangeMeasure(Column):
     doc: str
 
 
-Measure = DirectionMeasure | PairMeasure | BaselineMeasure | IntervalMeasure | ChangeMeasure
+Measure = DirectionMeasure | PairMeasure | BaselineMeasure | IntervalMeasure | GivenPairMeasure | ChangeMeasure
 
 
-def interval_ends(of: DirectionMeasure | PairMeasure) -> tuple[IntervalMeasure, IntervalMeasure]:
-    """The two columns holding a measure's 95% source-group bootstrap interval, in its units."""
-    unit = "complete pairs" if isinstance(of, PairMeasure) else "directions"
-    return tuple(IntervalMeasure(f"{of.name}_{end}", of.name, end, f"{'lower' if end == 'lo' else 'upper'} end of the "
-                                 f"95% source-group bootstrap interval of {of.name} ({unit} resampled with their "
-                                 "groups)", unit=of.unit, digits=of.digits)
-                 for end in ("lo", "hi"))
+@dataclass(frozen=True)
+class SideColumn:
+    """A Table III column: a direction measure (Table II's, or the pair-only ``unavailable`` count) on one side of
+    the comparison, pair-only scoring (``l1``: the designated pair alone) or window reranking (``l2``: the ranker's
+    Table II row); without a side, the Q_c both sides count (``n``)."""
+
+    measure: DirectionMeasure
+    side: Literal["l1", "l2"] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.side}_{self.measure.name}" if self.side else self.measure.name
 
 
-def table2_order(contract: tuple[Measure, ...], uncertainty: tuple[Measure, ...],
-            changes: tuple[Measure, ...]) -> tuple[Measure, ...]:
-    """Every Table II column in table2.csv's order, checked: names unique, every interval bound a column, every
-    measure with an interval given its two ends (appended after the uncertainty columns when new)."""
-    placed = {m.of for m in uncertainty if isinstance(m, IntervalMeasure)}
-    later = tuple(end for m in contract if isinstance(m, (DirectionMeasure, PairMeasure)) and m.interval
-                  and m.name not in placed for end in interval_ends(m))
-    columns = (*contract, *uncertainty, *later, *changes)
+def interval_ends(of: DirectionMeasure | PairMeasure | GivenPairMeasure) -> tuple[IntervalMeasure, IntervalMeasure]:
+    """The two columns holding a measure's 95% source-group bootstrap interval (``of.bounds``), in its units."""
+    unit = "directions" if isinstance(of, DirectionMeasure) else "complete pairs"
+    return tuple(IntervalMeasure(name, of.name, end, f"{'lower' if end == 'lo' else 'upper'} end of the 95% "
+                                 f"source-group bootstrap interval of {of.name} ({unit} resampled with their groups)",
+                                 unit=of.unit, digits=of.digits)
+                 for name, end in zip(of.bounds or (), ("lo", "hi")))
+
+
+def checked(table: str, columns: tuple[Measure, ...]) -> tuple[Measure, ...]:
+    """``columns`` of ``table``, checked: names unique, every interval bound a column, every interval end the end
+    of a column with an interval, every column shown beyond the brief labelled."""
     names = [m.name for m in columns]
     if len(names) != len(set(names)):
-        raise ValueError(f"Table II names a column twice: {sorted(n for n in set(names) if names.count(n) > 1)}")
+        raise ValueError(f"{table} names a column twice: {sorted(n for n in set(names) if names.count(n) > 1)}")
     by_name = dict(zip(names, columns))
     for m in columns:
         if m.bounds is not None and not set(m.bounds) <= set(names):
-            raise ValueError(f"Table II column {m.name!r}: its interval {m.bounds} is not among the columns")
+            raise ValueError(f"{table} column {m.name!r}: its interval {m.bounds} is not among the columns")
         if isinstance(m, IntervalMeasure) and by_name[m.of].bounds is None:
-            raise ValueError(f"Table II column {m.name!r} bounds {m.of!r}, which has no interval")
+            raise ValueError(f"{table} column {m.name!r} bounds {m.of!r}, which has no interval")
         if m.shown - {"brief"} and not m.label:
-            raise ValueError(f"Table II column {m.name!r} is shown in {sorted(m.shown)} without a label")
+            raise ValueError(f"{table} column {m.name!r} is shown in {sorted(m.shown)} without a label")
     return columns
+
+
+def table2_order(contract: tuple[Measure, ...], uncertainty: tuple[Measure, ...],
+                 changes: tuple[Measure, ...]) -> tuple[Measure, ...]:
+    """Every Table II column in table2.csv's order, ``checked``; a measure with an interval is given its two ends,
+    appended after the uncertainty columns when new."""
+    placed = {m.of for m in uncertainty if isinstance(m, IntervalMeasure)}
+    later = tuple(end for m in contract if isinstance(m, (DirectionMeasure, PairMeasure)) and m.interval
+                  and m.name not in placed for end in interval_ends(m))
+    return checked("Table II", (*contract, *uncertainty, *later, *changes))

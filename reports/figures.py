@@ -20,6 +20,7 @@ import pandas as pd
 
 from fixtures.artifacts import atomic_write
 from reports.hypotheses import format_interval
+from reports.measures import column
 from reports.tables import interval_note
 from reports.tie_branch import BRANCHES
 
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 #: Characters per line of a ranker's label in a legend or tick label, so long labels wrap instead of overlapping.
 WRAP = 38
 MARKERS = "osD^v<>ph*XP"
+#: Figure 1's Table II columns (``reports.measures``): preference (x) against position (y), each with its 95%
+#: interval's two columns, and the mean full-pool ranks of the preferred and the counterpart passage (bars).
+PREFERENCE, POSITION = column("strict_pct"), column("mrr")
+RANKS = (column("mean_rank_pos"), column("mean_rank_neg"))
 
 
 def _labels(table2: pd.DataFrame) -> pd.Series:
@@ -46,17 +51,17 @@ def figure1_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     whether its intervals are unreliable (``reports.tables.interval_note``). Empty when no ranker has an MRR: there
     is then no Figure 1."""
     table2 = tables["table2"]
-    n_max = table2["n"].max()
-    data = table2[["ranker", "n", "strict_pct", "mrr", "mean_rank_pos", "mean_rank_neg"]].copy()
-    for column in ("strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi"):
-        data[column] = table2[column] if column in table2.columns else np.nan
+    data = table2[["ranker", "n", PREFERENCE.name, POSITION.name, *(m.name for m in RANKS)]].copy()
+    bounds = (*PREFERENCE.bounds, *POSITION.bounds)
+    for name in bounds:
+        data[name] = table2[name] if name in table2.columns else np.nan
     numeric = [c for c in data.columns if c != "ranker"]
     data[numeric] = data[numeric].apply(pd.to_numeric, errors="coerce").astype(float)
     data.insert(1, "label", _labels(table2).to_numpy())
-    data["sampled"] = data["n"] < n_max
+    data["sampled"] = data["n"] < table2["n"].max()
     data["interval_note"] = [interval_note(n, lo, hi) or interval_note(n, mlo, mhi) for n, lo, hi, mlo, mhi in zip(
-        data["n"], data["strict_pct_lo"], data["strict_pct_hi"], data["mrr_lo"], data["mrr_hi"])]
-    return data[np.isfinite(data["mrr"])].reset_index(drop=True)
+        data["n"], *(data[b] for b in bounds))]
+    return data[np.isfinite(data[POSITION.name])].reset_index(drop=True)
 
 
 def ranker_tick(ranker: str, label: str, n: float) -> str:
@@ -100,21 +105,22 @@ def draw_figure1(data: pd.DataFrame) -> Figure:
     fig, (ax1, ax2) = _pyplot().subplots(1, 2, figsize=(13, 4.6 + 0.55 * rows), layout="constrained",
                                    gridspec_kw={"width_ratios": [1.1, 1]})
     seen: dict[tuple[float, float], str] = {}
+    (x, (x_lo, x_hi)), (y, (y_lo, y_hi)) = ((m.name, m.bounds) for m in (PREFERENCE, POSITION))
     for i, row in data.iterrows():
         xerr = yerr = None
-        if np.isfinite(row["strict_pct_lo"]):
-            xerr = [[row["strict_pct"] - row["strict_pct_lo"]], [row["strict_pct_hi"] - row["strict_pct"]]]
-        if np.isfinite(row["mrr_lo"]):
-            yerr = [[row["mrr"] - row["mrr_lo"]], [row["mrr_hi"] - row["mrr"]]]
+        if np.isfinite(row[x_lo]):
+            xerr = [[row[x] - row[x_lo]], [row[x_hi] - row[x]]]
+        if np.isfinite(row[y_lo]):
+            yerr = [[row[y] - row[y_lo]], [row[y_hi] - row[y]]]
         style = {"mfc": "none", "mew": 1.5} if row["sampled"] else {}
-        key = (round(float(row["strict_pct"]), 6), round(float(row["mrr"]), 6))
+        key = (round(float(row[x]), 6), round(float(row[y]), 6))
         text = ranker_tick(row["ranker"], row["label"], row["n"])
         if row["interval_note"]:
             text += " interval unreliable"
         if key in seen:
             text += f"; same point as {seen[key]}"
         seen.setdefault(key, str(row["ranker"]))
-        ax1.errorbar(row["strict_pct"], row["mrr"], xerr=xerr, yerr=yerr, fmt=MARKERS[i % len(MARKERS)], capsize=3,
+        ax1.errorbar(row[x], row[y], xerr=xerr, yerr=yerr, fmt=MARKERS[i % len(MARKERS)], capsize=3,
                      color=f"C{i % 10}", ms=7 + 3 * (key in seen and seen[key] != row["ranker"]), label=text, **style)
     ax1.set_xlabel("strict preference (%), 95% source-group interval")
     ax1.set_ylabel("preferred-passage MRR (full pool), 95% interval")
@@ -122,10 +128,10 @@ def draw_figure1(data: pd.DataFrame) -> Figure:
     ax1.grid(alpha=0.3)
     fig.legend(loc="outside lower center", ncol=2, fontsize=7, frameon=False)
 
-    y = np.arange(len(data))
-    ax2.barh(y - 0.2, data["mean_rank_pos"], height=0.4, label="preferred")
-    ax2.barh(y + 0.2, data["mean_rank_neg"], height=0.4, label="counterpart")
-    ax2.set_yticks(y, [ranker_tick(r, lab, n) for r, lab, n in zip(data["ranker"], data["label"], data["n"])],
+    at = np.arange(len(data))
+    for m, side, shift in zip(RANKS, ("preferred", "counterpart"), (-0.2, 0.2)):
+        ax2.barh(at + shift, data[m.name], height=0.4, label=side)
+    ax2.set_yticks(at, [ranker_tick(r, lab, n) for r, lab, n in zip(data["ranker"], data["label"], data["n"])],
                    fontsize=7)
     ax2.invert_yaxis()
     ax2.set_xscale("log")
@@ -151,9 +157,9 @@ def figure2_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     if claims is not None and {"family", "measure", "ranker", "effect"} <= set(claims.columns):
         rows = claims[(claims["measure"] == "tie_branch_share") & claims["family"].astype(str).str.startswith("H3")]
         h3 = {str(r["ranker"]): r for r in rows.to_dict("records")}
-    for column in ("effect", "lo", "hi", "n"):
-        data[f"h3_{column}"] = [float(h3[s][column]) if s in h3 and pd.notna(h3[s][column]) else np.nan
-                                for s in data["scorer"].astype(str)]
+    for field in ("effect", "lo", "hi", "n"):
+        data[f"h3_{field}"] = [float(h3[s][field]) if s in h3 and pd.notna(h3[s][field]) else np.nan
+                               for s in data["scorer"].astype(str)]
     data["h3_interval_note"] = [interval_note(n, lo, hi) for n, lo, hi in zip(data["h3_n"], data["h3_lo"],
                                                                               data["h3_hi"])]
     return data

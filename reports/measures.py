@@ -1,8 +1,11 @@
-"""The registry of Table II's columns (docs/protocol.md#measures) and ``summarize``, the one evaluator that applies it.
+"""The registry of the result tables' columns (docs/protocol.md#measures) and the evaluators that apply it:
+``summarize`` (Table II), ``pair_only_row`` (Table III's pair-only side) and ``nevir_paired_row``.
 
 In the spirit of ir_measures, each column is one record (``reports.columns``); ``TABLE2`` lists them in table2.csv's
-order and every output, vocabulary and ``summarize`` derives its columns from it, so a measure is declared once. The
-measures two rankers are compared on direction by direction (``PAIRED_MEASURES``) are named here too.
+order and every output, vocabulary and ``summarize`` derives its columns from it, so a measure is declared once.
+``TABLE3`` (Table III: Table II measures on the pair-only and the window side) and ``NEVIR_PAIRED`` (given-pair
+paired accuracy) list theirs the same way. The measures two rankers are compared on direction by direction
+(``PAIRED_MEASURES``) are named here too.
 
 Every rate and mean carries a 95% source-group bootstrap interval (same draws for all columns of a row); a ranker
 evaluated on its designated pair only (no full-pool ranks) gets NaN position measures while its preference measures
@@ -19,10 +22,10 @@ import pandas as pd
 from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
 from reports.columns import (OUTPUTS, PERCENT, POINTS, POPULATION, RANK, Aggregate, BaselineMeasure,
-                             ChangeMeasure, Columns, DirectionMeasure, IntervalMeasure, Measure, Output, PairMeasure,
-                             interval_ends, table2_order)
+                             ChangeMeasure, Columns, DirectionMeasure, GivenPairMeasure, IntervalMeasure, Measure,
+                             Output, PairMeasure, SideColumn, checked, interval_ends, table2_order)
 from reports.outcomes import aligned_population, baseline_columns, outcome_columns
-from reports.pairs import paired_accuracy
+from reports.pairs import GivenPairPaired, paired_accuracy
 from reports.stats import PairedDifference, paired_difference
 
 _ALL: frozenset[Output] = frozenset(OUTPUTS)
@@ -130,6 +133,7 @@ _CHANGES: tuple[Measure, ...] = (
 #: Every Table II column, in table2.csv's order: the registry every output, vocabulary and ``summarize`` reads.
 TABLE2: tuple[Measure, ...] = table2_order(_CONTRACT, _UNCERTAINTY, _CHANGES)
 DIRECTION_MEASURES: tuple[DirectionMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, DirectionMeasure))
+PAIR_MEASURES: tuple[PairMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, PairMeasure))
 BASELINE_MEASURES: tuple[BaselineMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, BaselineMeasure))
 INTERVAL_MEASURES: tuple[IntervalMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, IntervalMeasure))
 CHANGE_MEASURES: tuple[ChangeMeasure, ...] = tuple(m for m in TABLE2 if isinstance(m, ChangeMeasure))
@@ -219,6 +223,40 @@ PAIRED_MEASURES: tuple[PairedMeasure, ...] = (*_WITH_DELTAS, *(
     for m in DIRECTION_MEASURES if m.paired and all(m.name not in p.columns for p in _WITH_DELTAS)))
 _PAIRED_BY_NAME = {m.name: m for m in PAIRED_MEASURES}
 
+#: Directions whose pair-only score of either designated passage is unavailable (failures): counted on Table III's
+#: pair-only side only, as a ranking leaves no direction unavailable.
+UNAVAILABLE = DirectionMeasure("unavailable", _col("unavailable"), "count",
+                               "directions whose pair-only score of either designated passage is unavailable "
+                               "(failures)")
+#: Table III's columns after ``scorer``, in table3.csv's order (docs/protocol.md#outputs): the Q_c both sides count,
+#: then pair-only scoring's (L1) strict preference, ties and unavailable directions, then window reranking's (L2)
+#: strict preference.
+TABLE3: tuple[SideColumn, ...] = (
+    SideColumn(_BY_NAME["n"]),
+    *(SideColumn(m, "l1") for m in (_BY_NAME["strict"], _BY_NAME["strict_pct"], _BY_NAME["ties"], UNAVAILABLE)),
+    *(SideColumn(_BY_NAME[name], "l2") for name in ("strict", "strict_pct")),
+)
+TABLE3_COLUMNS: tuple[str, ...] = ("scorer", *(c.name for c in TABLE3))
+
+
+def _rate(m: GivenPairMeasure) -> tuple[Measure, ...]:
+    return (m, *interval_ends(m))
+
+
+#: nevir_paired.csv's columns after ``scorer``, in its order (docs/protocol.md#given-pair-paired): a pair-only
+#: scorer's complete pairs and its paired accuracy on the given pair under each tie rule, with 95% intervals.
+NEVIR_PAIRED: tuple[Measure, ...] = checked("nevir_paired", (
+    GivenPairMeasure("pairs", "complete pairs among the scorer's eligible directions", unit=POPULATION),
+    GivenPairMeasure("paired", "complete pairs whose two directions are both strict (a tie fails)"),
+    *_rate(GivenPairMeasure("paired_pct", "given-pair paired accuracy, a tied direction failing, % of complete pairs",
+                            rule="fail", interval=("paired_lo", "paired_hi"), unit=PERCENT, digits=2)),
+    GivenPairMeasure("tied_pairs", "complete pairs with a tied direction: where the two tie rules differ"),
+    *_rate(GivenPairMeasure("paired_random_pct", "given-pair paired accuracy, a tied direction right with "
+                            "probability 1/2, % of complete pairs", rule="random",
+                            interval=("paired_random_lo", "paired_random_hi"), unit=PERCENT, digits=2)),
+))
+NEVIR_PAIRED_COLUMNS: tuple[str, ...] = ("scorer", *(m.name for m in NEVIR_PAIRED))
+
 
 def aggregate(column: str, cols: Columns) -> float | int:
     """A Table II direction measure's value over the given per-direction columns, by the column's name."""
@@ -243,6 +281,37 @@ def delta_row(measure: PairedMeasure, diff: PairedDifference | None) -> dict[str
     if diff is None:
         return dict.fromkeys(names, float("nan"))
     return dict(zip(names, (diff.effect, diff.lo, diff.hi, diff.se, diff.mde)))
+
+
+def pair_only_row(cols: Columns) -> dict[str, float | int]:
+    """Table III's pair-only (L1) values of one scorer by measure name (``n``, ``strict``, ``strict_pct``, ``ties``,
+    ``unavailable``), from its per-direction columns (n, strict, tie, unavailable).
+
+    A rate is 100 × its count / n, exactly rounded, as table3.csv has always written it; Table II's rate is its
+    mean × 100 (``summarize``), which can differ from it in the last binary place.
+    """
+    n = len(cols["n"])
+    row: dict[str, float | int] = {}
+    for c in TABLE3:
+        if c.side != "l2":
+            values = np.asarray(c.measure.value(cols), dtype=float)
+            row[c.measure.name] = (_aggregate(values, c.measure.aggregate) if c.measure.aggregate != "pct"
+                                   else 100.0 * float(values.sum()) / n if n else float("nan"))
+    return row
+
+
+def nevir_paired_row(scorer: str, result: GivenPairPaired) -> dict[str, object]:
+    """One nevir_paired.csv row, keys exactly ``NEVIR_PAIRED_COLUMNS``: a count column is the result's value under
+    its name, a rate column its tie rule's percentage, then that rate's interval."""
+    row: dict[str, object] = {"scorer": scorer}
+    for m in NEVIR_PAIRED:
+        if isinstance(m, GivenPairMeasure) and m.rule is None:
+            row[m.name] = getattr(result, m.name)
+        elif isinstance(m, GivenPairMeasure):
+            rate = result.rates[m.rule]
+            row[m.name] = rate.pct
+            row.update(zip(m.bounds or (), (rate.lo, rate.hi)))
+    return {c: row[c] for c in NEVIR_PAIRED_COLUMNS}
 
 
 def _aggregate(values: np.ndarray, how: Aggregate) -> float | int:
@@ -278,7 +347,10 @@ def summarize(outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, baseli
     if len(dirs) and groups not in dirs.columns:
         raise ValueError(f"directions frame has no bootstrap group column {groups!r}")
 
-    row.update(paired_accuracy(dirs, cols["strict"], groups, n_resamples, seed))
+    accuracy = paired_accuracy(dirs, cols["strict"], groups, n_resamples, seed)
+    for m in PAIR_MEASURES:  # the rate with its interval, or a count held under the column's name
+        row[m.name] = accuracy.rate.pct if m.interval else getattr(accuracy, m.name)
+        row.update(zip(m.bounds or (), (accuracy.rate.lo, accuracy.rate.hi)))
     if not len(dirs):
         return _row_of_columns(row)
 

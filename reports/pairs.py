@@ -4,6 +4,9 @@ strict (docs/protocol.md#measures), and a pair-only scorer's paired accuracy on 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -26,18 +29,36 @@ def pair_population(dirs: pd.DataFrame, strict: np.ndarray, groups: str) -> pd.D
     return pairs.assign(both=(pairs["hits"] == 2).astype(float))
 
 
+class Rate(NamedTuple):
+    """A paired accuracy in percent with its 95% source-group bootstrap interval (NaN ends without a pair)."""
+
+    pct: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class PairedAccuracy:
+    """Table II's paired accuracy: the complete pairs strict in both directions, the complete pairs, and the rate
+    with its interval. ``reports.measures.summarize`` writes it as Table II's pair columns."""
+
+    paired: int
+    paired_n: int
+    rate: Rate
+
+
 def paired_accuracy(dirs: pd.DataFrame, strict: np.ndarray, groups: str, n_resamples: int,
-                    seed: int) -> dict[str, float | int]:
-    """Table II's paired, paired_n and paired_pct over the complete pairs of ``dirs`` (aligned with ``strict``),
-    and paired_pct's interval when there is a pair: the complete pairs resampled with their groups."""
+                    seed: int) -> PairedAccuracy:
+    """Paired accuracy over the complete pairs of ``dirs`` (aligned with ``strict``), with its interval when there
+    is a pair: the complete pairs resampled with their groups."""
     pairs = pair_population(dirs, strict, groups) if len(dirs) else pd.DataFrame({"both": []})
-    row: dict[str, float | int] = {"paired": int(pairs["both"].sum()), "paired_n": int(len(pairs))}
-    row["paired_pct"] = 100.0 * row["paired"] / row["paired_n"] if row["paired_n"] else float("nan")
-    if row["paired_n"]:
-        ci = group_bootstrap({"both": pairs["both"].to_numpy(), "pairs": np.ones(len(pairs))}, pairs["group"].to_numpy(),
+    paired, n = int(pairs["both"].sum()), int(len(pairs))
+    lo = hi = float("nan")
+    if n:
+        ci = group_bootstrap({"both": pairs["both"].to_numpy(), "pairs": np.ones(n)}, pairs["group"].to_numpy(),
                              {"paired_pct": Ratio("both", "pairs")}, n_resamples, seed)["paired_pct"]
-        row["paired_pct_lo"], row["paired_pct_hi"] = 100 * ci.lo, 100 * ci.hi
-    return row
+        lo, hi = 100 * ci.lo, 100 * ci.hi
+    return PairedAccuracy(paired, n, Rate(100.0 * paired / n if n else float("nan"), lo, hi))
 
 
 #: NevIR's paired accuracy on the given pair (docs/protocol.md#given-pair-paired), under each tie rule: ``fail``, a
@@ -47,8 +68,20 @@ def paired_accuracy(dirs: pd.DataFrame, strict: np.ndarray, groups: str, n_resam
 GIVEN_PAIR_TIE_RULES = ("fail", "random")
 
 
+@dataclass(frozen=True)
+class GivenPairPaired:
+    """A pair-only scorer's paired accuracy on the given pair: its complete pairs, those right with ties failing,
+    those with a tied direction (where the tie rules differ), and the rate under each tie rule
+    (``GIVEN_PAIR_TIE_RULES``). ``reports.measures.nevir_paired_row`` writes it as nevir_paired.csv's columns."""
+
+    pairs: int
+    paired: int
+    tied_pairs: int
+    rates: dict[str, Rate]
+
+
 def given_pair_paired(pair_outcomes: pd.DataFrame, directions_annotated: pd.DataFrame, groups: str = "group",
-                      n_resamples: int = N_RESAMPLES, seed: int = SEED) -> dict[str, object]:
+                      n_resamples: int = N_RESAMPLES, seed: int = SEED) -> GivenPairPaired:
     """Paired accuracy of a pair-only scorer (``reports.tables.pair_only_outcomes`` rows) over the complete pairs
     of its directions, under both tie rules, each with its source-group bootstrap interval (percent).
 
@@ -70,18 +103,14 @@ def given_pair_paired(pair_outcomes: pd.DataFrame, directions_annotated: pd.Data
                                                   directions=("fail", "size"))
     if (pairs["directions"] != 2).any():
         raise ValueError(f"pair {pairs.index[pairs['directions'] != 2][0]!r} is marked complete without two directions")
-    row: dict[str, object] = {"pairs": int(len(pairs)), "paired": int(pairs["fail"].sum()),
-                              "tied_pairs": int(pairs["tied"].sum())}
-    for rule in GIVEN_PAIR_TIE_RULES:
-        suffix = "" if rule == "fail" else f"_{rule}"
-        row[f"paired{suffix}_pct"] = 100.0 * float(pairs[rule].mean()) if len(pairs) else float("nan")
-        row[f"paired{suffix}_lo"] = row[f"paired{suffix}_hi"] = float("nan")
+    nan = float("nan")
+    bounds = dict.fromkeys(GIVEN_PAIR_TIE_RULES, (nan, nan))
     if len(pairs):
         ones = np.ones(len(pairs))
         boot = group_bootstrap({"fail": pairs["fail"].to_numpy(), "random": pairs["random"].to_numpy(), "pairs": ones},
                                pairs["group"].to_numpy(),
                                {rule: Ratio(rule, "pairs") for rule in GIVEN_PAIR_TIE_RULES}, n_resamples, seed)
-        for rule in GIVEN_PAIR_TIE_RULES:
-            suffix = "" if rule == "fail" else f"_{rule}"
-            row[f"paired{suffix}_lo"], row[f"paired{suffix}_hi"] = 100 * boot[rule].lo, 100 * boot[rule].hi
-    return row
+        bounds = {rule: (100 * boot[rule].lo, 100 * boot[rule].hi) for rule in GIVEN_PAIR_TIE_RULES}
+    rates = {rule: Rate(100.0 * float(pairs[rule].mean()) if len(pairs) else nan, *bounds[rule])
+             for rule in GIVEN_PAIR_TIE_RULES}
+    return GivenPairPaired(int(len(pairs)), int(pairs["fail"].sum()), int(pairs["tied"].sum()), rates)

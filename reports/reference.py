@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from fixtures.reference import PublishedResult
+from reports.columns import GivenPairMeasure
+from reports.measures import NEVIR_PAIRED
 from reports.tables import interval_note
 
 #: What the table says before its rows, in report.md.
@@ -22,6 +24,9 @@ CAVEAT = ("Given-pair paired accuracy (NevIR's measure: both directions of a pai
           "shown here as its expectation over random tie orders.")
 COLUMNS = ("system", "source", "pairs", "ties fail (this suite) [95% CI]",
            "ties in random order (MTEB-style) [95% CI]", "pairs with a tie", "published")
+#: nevir_paired.csv's rates with their intervals (``reports.measures.NEVIR_PAIRED``), one per tie rule, in the order
+#: of their two columns above: ties fail, then ties in random order.
+RATES = tuple(m for m in NEVIR_PAIRED if isinstance(m, GivenPairMeasure) and m.rule is not None)
 
 
 def _pct(value: object, lo: object, hi: object, n: object) -> str:
@@ -35,8 +40,7 @@ def beside_published(nevir_paired: pd.DataFrame, labels: Mapping[str, str], spli
                      published: Sequence[PublishedResult]) -> pd.DataFrame:
     """This run's rows (``nevir_paired.csv``), then the published ones, as display strings in ``COLUMNS`` order."""
     rows = [(labels.get(str(r["scorer"]), str(r["scorer"])), f"this run ({split}), pair-only scoring (L1)",
-             str(int(r["pairs"])), _pct(r["paired_pct"], r["paired_lo"], r["paired_hi"], r["pairs"]),
-             _pct(r["paired_random_pct"], r["paired_random_lo"], r["paired_random_hi"], r["pairs"]),
+             str(int(r["pairs"])), *(_pct(r[m.name], *(r[b] for b in m.bounds or ()), r["pairs"]) for m in RATES),
              str(int(r["tied_pairs"])), "--") for r in nevir_paired.to_dict("records")]
     rows += [(p.system, f"{p.source}, {p.source_table} ({p.setting})", "--", "--", "--", "--", f"{p.paired_pct:.1f}")
              for p in published]

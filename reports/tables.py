@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fixtures.populations import eligible_directions
+from reports.measures import TABLE3, TABLE3_COLUMNS, pair_only_row
 
 #: The report's tables: file stem -> (title, columns that identify a row, shown in the terminal summary).
 TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
@@ -45,10 +46,6 @@ TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
 DIRECTION_BASE_COLUMNS = ("qid", "pair_id", "direction", "split", "group", "preferred_pid", "counterpart_pid",
                           "eligible", "conflict", "covered")
 RANKER_FIELDS = {"strict": "boolean", "rank_pos": "Int64", "rank_neg": "Int64", "tie": "boolean", "fallback": "boolean"}
-TABLE3_COLUMNS = ("scorer", "n", "l1_strict", "l1_strict_pct", "l1_ties", "l1_unavailable", "l2_strict", "l2_strict_pct")
-#: ``nevir_paired.csv``: one row per pair-only (L1) scorer (``reports.pairs.given_pair_paired``).
-NEVIR_PAIRED_COLUMNS = ("scorer", "pairs", "paired", "paired_pct", "paired_lo", "paired_hi", "tied_pairs",
-                        "paired_random_pct", "paired_random_lo", "paired_random_hi")
 #: Fewer directions than this leave a source-group bootstrap too few groups to resample: its interval is printed
 #: with a note (``interval_note``) in every table, report and figure, never as a bare number pair.
 RELIABLE_N = 20
@@ -124,37 +121,40 @@ def pair_only_outcomes(directions_annotated: pd.DataFrame, pos_scores: pd.Series
 
 
 def pair_only_summary(outcomes: pd.DataFrame, scorer: str) -> dict[str, object]:
-    """One scorer's L1 counts for Table III: n, strict, strict_pct, ties, unavailable."""
-    n = len(outcomes)
-    strict = int(outcomes["strict"].sum())
-    return {"scorer": scorer, "n": n, "strict": strict, "strict_pct": 100.0 * strict / n if n else float("nan"),
-            "ties": int(outcomes["tie"].sum()), "unavailable": int(outcomes["unavailable"].sum())}
+    """One scorer's L1 values for Table III (``reports.measures.pair_only_row``): n, strict, strict_pct, ties,
+    unavailable."""
+    flags = {c: outcomes[c].to_numpy(dtype=float) for c in ("strict", "tie", "unavailable")}
+    return {"scorer": scorer, **pair_only_row({"n": np.ones(len(outcomes)), **flags})}
 
 
 def table3(l1_rows: Sequence[dict[str, object]], l2_rows: Sequence[dict[str, object]]) -> pd.DataFrame:
-    """Pair-only (L1, ``pair_only_summary`` rows) beside window (L2, Table II rows) per scorer.
+    """Pair-only (L1, ``pair_only_summary`` rows) beside window (L2, Table II rows) per scorer, in
+    ``reports.measures.TABLE3``'s columns.
 
     L2 rows name their scorer under ``scorer`` (or ``ranker``); a scorer present on
     one side only (e.g. E0 as full-pool reference) gets NA on the other. Both sides
     must count the same Q_c.
     """
-    l1 = pd.DataFrame([{"scorer": r["scorer"], "n": r["n"], "l1_strict": r["strict"], "l1_strict_pct": r["strict_pct"],
-                        "l1_ties": r["ties"], "l1_unavailable": r["unavailable"]} for r in l1_rows],
-                      columns=["scorer", "n", "l1_strict", "l1_strict_pct", "l1_ties", "l1_unavailable"])
-    l2 = pd.DataFrame([{"scorer": r.get("scorer", r.get("ranker")), "n_l2": r["n"], "l2_strict": r["strict"],
-                        "l2_strict_pct": r["strict_pct"]} for r in l2_rows],
-                      columns=["scorer", "n_l2", "l2_strict", "l2_strict_pct"])
+    l1_columns = {c.name: c.measure.name for c in TABLE3 if c.side != "l2"}
+    l2_columns = {c.name if c.side else f"{c.name}_l2": c.measure.name for c in TABLE3 if c.side != "l1"}
+    l1 = pd.DataFrame([{"scorer": r["scorer"], **{k: r[m] for k, m in l1_columns.items()}} for r in l1_rows],
+                      columns=["scorer", *l1_columns])
+    l2 = pd.DataFrame([{"scorer": r.get("scorer", r.get("ranker")), **{k: r[m] for k, m in l2_columns.items()}}
+                       for r in l2_rows], columns=["scorer", *l2_columns])
     for side, frame in (("L1", l1), ("L2", l2)):
         if frame["scorer"].isna().any() or frame["scorer"].duplicated().any():
             raise ValueError(f"Table III {side} rows need unique scorer names, got {frame['scorer'].tolist()}")
     order = l1["scorer"].tolist() + [s for s in l2["scorer"] if s not in set(l1["scorer"])]
     merged = l1.merge(l2, on="scorer", how="outer").set_index("scorer").loc[order].reset_index()
-    clash = merged["n"].notna() & merged["n_l2"].notna() & (merged["n"] != merged["n_l2"])
-    if clash.any():
-        raise ValueError(f"Table III: L1 and L2 count different populations for {merged.loc[clash, 'scorer'].tolist()}")
-    merged["n"] = merged["n"].fillna(merged["n_l2"]).astype("Int64")
-    for c in ("l1_strict", "l1_ties", "l1_unavailable", "l2_strict"):
-        merged[c] = merged[c].astype("Int64")
+    for shared in (c.name for c in TABLE3 if c.side is None):  # the Q_c both sides count
+        clash = merged[shared].notna() & merged[f"{shared}_l2"].notna() & (merged[shared] != merged[f"{shared}_l2"])
+        if clash.any():
+            raise ValueError(f"Table III: L1 and L2 count different populations for "
+                             f"{merged.loc[clash, 'scorer'].tolist()}")
+        merged[shared] = merged[shared].fillna(merged[f"{shared}_l2"]).astype("Int64")
+    for c in TABLE3:
+        if c.side is not None and c.measure.aggregate == "count":
+            merged[c.name] = merged[c.name].astype("Int64")
     return merged[list(TABLE3_COLUMNS)]
 
 

@@ -2,7 +2,7 @@
 
 The suite's request path — ``LLMGrader`` over the OpenAI-compatible backend: prompts built and escaped,
 bodies sent over httpx at a concurrency, replies parsed with their top log-probabilities, grades read —
-against a loopback stub process (``tests.support.stub_chat_server``) that answers at once or after a fixed
+against a loopback stub process (``harness.stub_chat``) that answers at once or after a fixed
 latency, at concurrency 1, 8, 64 and 256. The stub's own ceiling at each concurrency (requests per second to
 a client costing next to nothing) is measured in the same test, before and after the client's rounds, and the
 client's share of it reported (``client_over_ceiling``). Goal: >= 0.9 at concurrency 64 on the latency stub
@@ -32,8 +32,8 @@ from rankers.scorers.judgments import timed
 from rankers.scorers.llm.generation import GenerationSettings
 from rankers.scorers.llm.openai_compatible import OpenAIBackend
 from rankers.scorers.pointwise import score_outcomes, score_with_cache
-from tests.support.loopback import running
-from tests.support.stub_chat_server import StubChatServer, ceiling
+from harness.loopback import running
+from harness.stub_chat import StubChatServer, ceiling
 
 LATENCY_S = float(os.environ.get("NEVIR_BENCH_STUB_LATENCY_MS", "100")) / 1000
 ROUNDS = int(os.environ.get("NEVIR_BENCH_ROUNDS", "2"))

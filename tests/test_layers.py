@@ -1,11 +1,12 @@
 """Layers point one way and nothing imports in a circle.
 
 data (fixtures: NevIR, splits, groups, populations, samples) → pools (fixtures: models, routes,
-pools) → rankers → reports → harness → conftest/specs. Every import in the project's source,
-at module level, inside a function or under ``if TYPE_CHECKING:`` (a type-only import is still a
-dependency a reader must follow), is read with ``ast``; an import that points to a higher layer,
-an import cycle between modules, production code importing test code, or a function-level import
-without a one-line reason comment fails here, naming the file and line.
+pools) → rankers → reports → harness → evaluation (``specs/``, ``conftest.py``). Every import in the
+project's source and its evaluation, at module level, inside a function or under ``if TYPE_CHECKING:``
+(a type-only import is still a dependency a reader must follow), is read with ``ast``; an import that
+points to a higher layer (the evaluation may import every layer, nothing imports it, tests included),
+an import cycle between modules, production or evaluation code importing test code, or a function-level
+import without a one-line reason comment fails here, naming the file and line.
 """
 from __future__ import annotations
 
@@ -21,11 +22,15 @@ PACKAGES = ("fixtures", "rankers", "reports", "harness")
 #: fixtures modules that form the pools layer (everything else in fixtures is the data layer).
 POOL_MODULES = ("fixtures.models", "fixtures.routes", "fixtures.pools", "fixtures.freeze_pools", "fixtures.gguf",
                 "fixtures.perturbation")
-LAYERS = ("data", "pools", "rankers", "reports", "harness")
+#: The evaluation: the specs and the pytest wiring at the repository root (docs/architecture.md#layers).
+EVALUATION = ("specs", "conftest")
+LAYERS = ("data", "pools", "rankers", "reports", "harness", "evaluation")
 
 
 def layer_of(module: str) -> str | None:
     top = module.split(".")[0]
+    if top in EVALUATION:
+        return "evaluation"
     if top == "fixtures":
         return "pools" if any(module == m or module.startswith(m + ".") for m in POOL_MODULES) else "data"
     return top if top in PACKAGES else None
@@ -57,8 +62,13 @@ def _imports(path: Path) -> list[tuple[str, int, bool, str]]:
     return out
 
 
-def _sources() -> list[Path]:
+def _production() -> list[Path]:
     return sorted(p for pkg in PACKAGES for p in (PROJECT_ROOT / pkg).rglob("*.py"))
+
+
+def _sources() -> list[Path]:
+    """The production packages and the evaluation: every module whose imports the layers govern."""
+    return sorted([*_production(), *(PROJECT_ROOT / "specs").rglob("*.py"), PROJECT_ROOT / "conftest.py"])
 
 
 def test_no_import_points_to_a_higher_layer() -> None:
@@ -73,10 +83,20 @@ def test_no_import_points_to_a_higher_layer() -> None:
 
 
 def test_production_code_never_imports_test_code() -> None:
-    """Test servers and probes live in ``tests/support``; the suite's packages must run without them."""
+    """Test servers and probes live in ``tests/support``; the suite's packages and its evaluation (benchmarks
+    included: their stub server is ``harness.stub_chat``) must run without them."""
     found = [f"{path.relative_to(PROJECT_ROOT)}:{line}: {module}" for path in _sources()
              for module, line, _, _ in _imports(path) if module.split(".")[0] == "tests"]
-    assert not found, "production modules importing tests:\n" + "\n".join(found)
+    assert not found, "production or evaluation modules importing tests:\n" + "\n".join(found)
+
+
+def test_tests_never_import_the_evaluation() -> None:
+    """The specs are the top layer: a test imports what they use from the packages, never a spec or conftest.py
+    (pytest loads conftest.py itself)."""
+    found = [f"{path.relative_to(PROJECT_ROOT)}:{line}: {module}"
+             for path in sorted((PROJECT_ROOT / "tests").rglob("*.py"))
+             for module, line, _, _ in _imports(path) if layer_of(module) == "evaluation"]
+    assert not found, "tests importing the evaluation:\n" + "\n".join(found)
 
 
 def test_type_only_imports_are_checked_too(tmp_path: Path) -> None:
@@ -121,9 +141,10 @@ def test_no_import_cycle_between_modules() -> None:
 
 
 def test_function_level_imports_say_why() -> None:
-    """A function-level import keeps a heavy or optional dependency out of import time, and says so."""
+    """A function-level import in a production module keeps a heavy or optional dependency out of import time, and
+    says so (the specs and benchmarks import what a test needs inside it, so collection stays cheap)."""
     silent = [f"{path.relative_to(PROJECT_ROOT)}:{line}: {text.strip()}"
-              for path in _sources() for module, line, inside, text in _imports(path)
+              for path in _production() for module, line, inside, text in _imports(path)
               if inside and "#" not in text and not text.rstrip().endswith(",")]
     assert not silent, "function-level imports without a reason comment:\n" + "\n".join(silent)
 

@@ -1,4 +1,5 @@
-"""Given-pair paired accuracy under both tie rules, and the table beside the published figures, by hand."""
+"""Given-pair paired accuracy under both tie rules, as nevir_paired.csv's row, and the table beside the published
+figures, by hand."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 
 from fixtures.populations import annotate_population
 from fixtures.reference import PublishedResult
+from reports.measures import NEVIR_PAIRED_COLUMNS, nevir_paired_row
 from reports.pairs import given_pair_paired
 from reports.reference import COLUMNS, beside_published
 from reports.tables import pair_only_outcomes
@@ -35,7 +37,8 @@ def outcomes(d: pd.DataFrame, pos=POS, neg=NEG) -> pd.DataFrame:
 
 def test_both_tie_rules_by_hand():
     d = directions()
-    row = given_pair_paired(outcomes(d), d)
+    row = nevir_paired_row("ce", given_pair_paired(outcomes(d), d))
+    assert tuple(row) == NEVIR_PAIRED_COLUMNS
     # Ties fail: only P1 counts, 1 of 3 complete pairs. Random order: P1 1, P2 1 x 1/2, P3 1/2 x 1/2 -> 1.75 / 3.
     assert (row["pairs"], row["paired"], row["tied_pairs"]) == (3, 1, 2)
     assert row["paired_pct"] == pytest.approx(100 / 3)
@@ -50,7 +53,7 @@ def test_unavailable_scores_fail_under_both_rules():
     d = directions()
     pos = list(POS)
     pos[0] = float("nan")  # P1_q1 unavailable: P1 no longer right under either rule
-    row = given_pair_paired(outcomes(d, pos=pos), d)
+    row = nevir_paired_row("ce", given_pair_paired(outcomes(d, pos=pos), d))
     assert (row["paired"], row["paired_random_pct"]) == (0, pytest.approx(75 / 3))
 
 
@@ -64,7 +67,7 @@ def test_qids_outside_the_population_are_an_error():
 
 def test_run_rows_then_published_rows_with_their_sources():
     d = directions()
-    row = {"scorer": "grader_pairs", **given_pair_paired(outcomes(d), d)}
+    row = nevir_paired_row("grader_pairs", given_pair_paired(outcomes(d), d))
     published = (PublishedResult("Rank1-7B", 65.1, "NevIR Test; given pair", "Rank1, arXiv 2502.18418", "Table 2"),)
     table = beside_published(pd.DataFrame([row]), {"grader_pairs": "LLM grader"}, "test", published)
     assert list(table.columns) == list(COLUMNS)
@@ -75,3 +78,11 @@ def test_run_rows_then_published_rows_with_their_sources():
     assert ours["ties in random order (MTEB-style) [95% CI]"].startswith("58.3 [25.0, 75.0]")
     assert theirs["published"] == "65.1" and "arXiv 2502.18418, Table 2" in theirs["source"]
     assert theirs["ties fail (this suite) [95% CI]"] == "--"
+
+
+def test_no_complete_pair_gives_counts_of_zero_and_no_rate():
+    d = directions()
+    q1 = outcomes(d).query("qid == 'Q1_q1'")  # Q1's other direction is a conflict: Q1 is not a complete pair
+    row = nevir_paired_row("ce", given_pair_paired(q1, d))
+    assert (row["pairs"], row["paired"], row["tied_pairs"]) == (0, 0, 0)
+    assert all(np.isnan(row[c]) for c in NEVIR_PAIRED_COLUMNS[1:] if c not in ("pairs", "paired", "tied_pairs"))

@@ -1,18 +1,24 @@
-"""Every output and vocabulary takes its Table II columns from the registry (``reports.measures.TABLE2``, docs/
-protocol.md#measures): walking the registry gives each one's column list, and a measure added to the registry appears
-in every output that shows it with nothing else changed."""
+"""Every output and vocabulary takes its columns from the registry (``reports.measures``: ``TABLE2``, ``TABLE3``,
+``NEVIR_PAIRED``; docs/protocol.md#measures): walking the registry gives each one's column list, and a measure added
+to the registry appears in every output that shows it with nothing else changed."""
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
+import pytest
 
 from harness import profile_terms, session
-from reports import columns, explore_data, history, hypotheses, measures, paper, render
+from reports import columns, explore_data, figures, history, hypotheses, measures, paper, reference, render
 from reports.explore import ASSETS
 from reports.explore_data import table2_columns
-from reports.measures import PAIRED_MEASURES, TABLE2, TABLE2_COLUMNS, TABLE2_INTERVAL_COLUMNS, TABLE2_ROW_COLUMNS, column, shown_in
-from reports.columns import OUTPUTS, BaselineMeasure, ChangeMeasure, DirectionMeasure, IntervalMeasure
+from reports.measures import (NEVIR_PAIRED, NEVIR_PAIRED_COLUMNS, PAIRED_MEASURES, TABLE2, TABLE2_COLUMNS, TABLE3,
+                              TABLE3_COLUMNS, TABLE2_INTERVAL_COLUMNS, TABLE2_ROW_COLUMNS, column, shown_in)
+from reports.columns import (OUTPUTS, BaselineMeasure, ChangeMeasure, DirectionMeasure, GivenPairMeasure,
+                             IntervalMeasure, PairMeasure, SideColumn, checked)
+from reports.pairs import GIVEN_PAIR_TIE_RULES, GivenPairPaired, Rate
+from reports.tables import pair_only_outcomes, pair_only_summary, table3
 
 
 def registry(flag: str) -> tuple[str, ...]:
@@ -137,3 +143,64 @@ def test_a_new_registry_column_reaches_every_output_that_shows_it(monkeypatch):
     assert render.table2_markdown(frame, {}).splitlines()[2].strip("|").split("|")[-1].strip() == "12.35"
     assert _latex_headings(frame)[-2] == r"Pref@5 (\%)"
     assert table2_columns()[-1]["name"] == "pref_at_5"
+
+
+def test_table3_is_table2_measures_on_each_side_under_its_published_names():
+    assert TABLE3_COLUMNS == ("scorer", "n", "l1_strict", "l1_strict_pct", "l1_ties", "l1_unavailable", "l2_strict",
+                              "l2_strict_pct")  # table3.csv's contract (docs/protocol.md#outputs)
+    for c in TABLE3:  # a Table II measure, or the count only pair-only scoring has
+        assert c.measure is measures.UNAVAILABLE or c.measure is column(c.measure.name), c.name
+    # The pair-only side is computed by the same records: its keys are their names, its rate the count's share of n.
+    o = pd.DataFrame({"strict": [True, False, False], "tie": [False, True, False], "unavailable": [False, False, True]})
+    row = pair_only_summary(o, "ce")
+    assert tuple(row) == ("scorer", *(c.measure.name for c in TABLE3 if c.side != "l2"))
+    assert row["strict_pct"] == 100.0 * 1 / 3 and (row["n"], row["strict"], row["ties"], row["unavailable"]) == (
+        3, 1, 1, 1)
+
+
+def test_a_new_table3_column_is_one_record(monkeypatch):
+    """A Table II measure added on the window side reaches table3.csv from its Table II row, nothing else changed."""
+    monkeypatch.setattr("reports.tables.TABLE3", (*TABLE3, SideColumn(column("ties"), "l2")))
+    monkeypatch.setattr("reports.tables.TABLE3_COLUMNS", (*TABLE3_COLUMNS, "l2_ties"))
+    l1 = pair_only_summary(pd.DataFrame({"strict": [True], "tie": [False], "unavailable": [False]}), "ce")
+    t = table3([l1], [{"ranker": "ce", "n": 1, "strict": 0, "strict_pct": 0.0, "ties": 1}])
+    assert t.columns[-1] == "l2_ties" and t["l2_ties"].tolist() == [1] and str(t["l2_ties"].dtype) == "Int64"
+
+
+def test_nevir_paired_columns_are_records_with_their_intervals():
+    assert NEVIR_PAIRED_COLUMNS == ("scorer", "pairs", "paired", "paired_pct", "paired_lo", "paired_hi", "tied_pairs",
+                                    "paired_random_pct", "paired_random_lo", "paired_random_hi")  # published names
+    by_name = {m.name: m for m in NEVIR_PAIRED}
+    rates = [m for m in NEVIR_PAIRED if isinstance(m, GivenPairMeasure) and m.rule is not None]
+    assert sorted(m.rule for m in rates) == sorted(GIVEN_PAIR_TIE_RULES)  # one rate per tie rule
+    for m in rates:
+        lo, hi = (by_name[b] for b in m.bounds)
+        assert (lo.of, hi.of, lo.end, hi.end, lo.unit, lo.digits) == (m.name, m.name, "lo", "hi", m.unit, m.digits)
+    assert [m.rule for m in reference.RATES] == ["fail", "random"]  # report.md's two rate columns, in order
+    result = GivenPairPaired(pairs=4, paired=1, tied_pairs=2, rates={"fail": Rate(25.0, 0.0, 50.0),
+                                                                     "random": Rate(50.0, 25.0, 75.0)})
+    assert measures.nevir_paired_row("ce", result) == {
+        "scorer": "ce", "pairs": 4, "paired": 1, "paired_pct": 25.0, "paired_lo": 0.0, "paired_hi": 50.0,
+        "tied_pairs": 2, "paired_random_pct": 50.0, "paired_random_lo": 25.0, "paired_random_hi": 75.0}
+
+
+def test_a_column_list_is_checked_when_it_is_declared():
+    rate = GivenPairMeasure("rate", "a rate", rule="fail", interval=("rate_lo", "rate_hi"))
+    with pytest.raises(ValueError, match=r"nevir_paired column 'rate': its interval \('rate_lo', 'rate_hi'\) is not"):
+        checked("nevir_paired", (rate,))
+    with pytest.raises(ValueError, match="names a column twice"):
+        checked("nevir_paired", (rate, *columns.interval_ends(rate), rate))
+    assert [m.name for m in checked("x", (rate, *columns.interval_ends(rate)))] == ["rate", "rate_lo", "rate_hi"]
+    assert [m.name for m in columns.interval_ends(PairMeasure("p", "a pair rate", interval=True))] == ["p_lo", "p_hi"]
+
+
+def test_figure1_plots_the_registrys_columns_and_their_intervals():
+    assert figures.PREFERENCE.name == "strict_pct" and figures.POSITION.name == "mrr"
+    frame = pd.DataFrame([table2_row("a"), table2_row("b", n=4)])
+    data = figures.figure1_data({"table2": frame})
+    assert data.columns.tolist() == ["ranker", "label", "n", "strict_pct", "mrr", "mean_rank_pos", "mean_rank_neg",
+                                     "strict_pct_lo", "strict_pct_hi", "mrr_lo", "mrr_hi", "sampled",
+                                     "interval_note"]  # figure1.csv as published
+    assert data["mrr_lo"].tolist() == frame[column("mrr").bounds[0]].tolist()
+    assert data["sampled"].tolist() == [False, True]
+    assert np.isnan(figures.figure1_data({"table2": frame.drop(columns=["mrr_lo"])})["mrr_lo"]).all()

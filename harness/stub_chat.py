@@ -1,11 +1,13 @@
-"""A chat-completions stub for the client benchmark: one fixed reply, instantly or after a fixed latency.
+"""A chat-completions stub server: one fixed grade reply, at once or after a fixed latency.
 
-Run as its own process (``python -m tests.support.stub_chat_server --port P --latency-ms L``) so it never
-shares the client's interpreter lock: raw asyncio streams with HTTP/1.1 keep-alive, no framework, so what
-limits it is the socket work alone. Every request (any method and path) gets the same grade reply ("3",
-with the digit's top log-probabilities, as a server with ``logprobs`` answers). :func:`ceiling` is the
-stub's own ceiling: requests per second a client costing next to nothing (pre-built bytes, one connection
-per slot, only ``Content-Length`` read) gets from it at a given concurrency.
+The client benchmark (``specs/bench_client.py``) measures the suite's own request path against it, and anyone can
+measure theirs the same way: ``python -m harness.stub_chat --port P --latency-ms L`` serves on 127.0.0.1 until
+stopped, and an ``llm_grader`` pointed at ``http://127.0.0.1:P/v1`` is graded "3" on every request. It runs as its
+own process so it never shares the client's interpreter lock: raw asyncio streams with HTTP/1.1 keep-alive, no
+framework, so what limits it is the socket work alone. Every request (any method and path) gets the same reply
+("3", with the digit's top log-probabilities, as a server with ``logprobs`` answers). :func:`ceiling` is the stub's
+own ceiling: requests per second a client costing next to nothing (pre-built bytes, one connection per slot, only
+``Content-Length`` read) gets from it at a given concurrency.
 """
 from __future__ import annotations
 
@@ -16,15 +18,16 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 
-from tests.support.loopback import LoopbackServer
+from fixtures.settings import PROJECT_ROOT
+from harness.loopback import LoopbackServer
 
+_TOP = [{"token": "3", "logprob": math.log(0.7)}, {"token": "4", "logprob": math.log(0.2)},
+        {"token": "2", "logprob": math.log(0.1)}]
 REPLY = json.dumps({
     "model": "stub", "choices": [{"message": {"role": "assistant", "content": "3"}, "finish_reason": "stop",
-                                  "logprobs": {"content": [{"token": "3", "logprob": math.log(0.7), "top_logprobs": [
-                                      {"token": "3", "logprob": math.log(0.7)}, {"token": "4", "logprob": math.log(0.2)},
-                                      {"token": "2", "logprob": math.log(0.1)}]}]}}],
+                                  "logprobs": {"content": [{"token": "3", "logprob": math.log(0.7),
+                                                            "top_logprobs": _TOP}]}}],
     "usage": {"prompt_tokens": 400, "completion_tokens": 1}}).encode()
 RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(REPLY)) + REPLY
 
@@ -100,11 +103,11 @@ class StubChatServer(LoopbackServer):
         return f"{self.base_url}/models"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "tests.support.stub_chat_server", "--port", str(self.port),
+        return [sys.executable, "-m", "harness.stub_chat", "--port", str(self.port),
                 "--latency-ms", f"{self.latency_s * 1000:g}"]
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        return {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
 
 
 def main() -> None:
