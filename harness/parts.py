@@ -38,14 +38,14 @@ from rankers.trec_run import direction_coverage
 from reports.comparisons import pairwise_table
 from reports.cost import ranking_cost, replay_rows, stage_cost
 from reports.explore_data import top_of
-from reports.measures import paired_measure
+from reports.measures import nevir_paired_row, paired_measure
 from reports.order_bias import order_bias_row
 from reports.outcomes import direction_outcomes
 from reports.outputs import stash_frame, stash_run
 from reports.pairs import given_pair_paired
 from reports.populations import table1_row
 from reports.record import Artifact, RecordBuilder
-from reports.tables import NEVIR_PAIRED_COLUMNS, judgments_table, pair_only_outcomes, pair_only_summary, table3
+from reports.tables import judgments_table, pair_only_outcomes, pair_only_summary, table3
 from reports.tie_branch import expected_grade_rows, tie_branch_table
 from reports.trec import mrr_from_files
 
@@ -299,7 +299,8 @@ def perturbed_claim(ev: Evaluation, rec: RecordBuilder, split: str, trained_comp
     exact, noisy = book.result(split, trained_comparison), noisy_book.result(split, trained_comparison)
     published = published_result(ev, book, split, trained_comparison)
     rows = [("status", exact.status, noisy.status), ("effect", exact.effect, noisy.effect),
-            ("p_adjusted", exact.p_adjusted, noisy.p_adjusted), ("published_status", published.status, published.status)]
+            ("p_adjusted", exact.p_adjusted, noisy.p_adjusted),
+            ("published_status", published.status, published.status)]
     single, single_after = book.single_seed_result(split, trained_comparison), \
         noisy_book.single_seed_result(split, trained_comparison)
     if single is not None:
@@ -360,9 +361,8 @@ def pair_only(ev: Evaluation, rec: RecordBuilder, split: str, window_ranker: str
     row = table3([pair_only_summary(outcomes, window_ranker)], [{**l2, "scorer": window_ranker}]).iloc[0].to_dict()
     order = ev.decl(window_ranker).order
     rec.add("table3", split, row, order=order)
-    paired = given_pair_paired(outcomes, directions, seed=ev.settings.seed)
-    rec.add("nevir_paired", split, {c: ({"scorer": window_ranker} | paired)[c] for c in NEVIR_PAIRED_COLUMNS},
-            order=order)
+    paired = nevir_paired_row(window_ranker, given_pair_paired(outcomes, directions, seed=ev.settings.seed))
+    rec.add("nevir_paired", split, paired, order=order)
     assert paired["paired"] <= paired["pairs"] and paired["paired_pct"] <= paired["paired_random_pct"]
     assert row["n"] == l2["n"]
     if not ev.decl(window_ranker).ranker_kind.pointwise:

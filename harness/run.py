@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
+from fixtures import progress
 from fixtures.settings import SPLITS, Settings
 from harness.checks import Check, enforce
-from harness.claims import ClaimBook, designated_twins, h2_claims, h3_claims, same_scorer, tie_twins
+from harness.claims import ClaimBook, check_claim_names, designated_twins, h2_claims, h3_claims, same_scorer, tie_twins
 from harness.options import OPTIONS, OptionError, needed, resolve_before_work, settings_from, use_pythonpath
 from harness.parts import PARTS, WITH_BOOK, NotApplicable, Part
 from harness.profile import load_profile
@@ -219,8 +221,6 @@ class RunBuilder:
 
     def compute_all(self) -> None:
         """Every part of the plan that this run selects, in plan order, each named as it starts."""
-        from fixtures import progress
-
         todo = [call for key, call in self.calls.items() if key not in self.deselected and key not in self.done]
         for i, call in enumerate(todo, 1):
             progress.note(f"part {i}/{len(todo)}: {call.name}")
@@ -266,8 +266,6 @@ class RunBuilder:
 def settle(outcome: Outcome) -> None:
     """A part's outcome as a spec's pytest outcome: its error raised again, its reason skipped, its checks
     enforced (``harness.checks.enforce``)."""
-    import pytest
-
     if outcome.error is not None:
         raise outcome.error
     if outcome.skipped is not None:
@@ -298,8 +296,6 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, rankers: Iterable[
     loads is resolved before any work, and every expensive value is cached, so a second call is quick. Nothing is
     written to the results folder: ``publish`` does that.
     """
-    from harness.claims import check_claim_names
-
     settings = settings_for(profile, **options)
     loaded = load_profile(settings.profile, SPLITS)
     check_claim_names(loaded)
@@ -320,7 +316,7 @@ def publish(record: RunRecord, results_dir: str | os.PathLike[str] | None = None
     """Write a run's files (docs/protocol.md#outputs) into ``results_dir`` (default: the record's own) as one
     transaction, keep it in the history, and compare it with a saved run (``compare_to``); returns where each
     split went (``published``), its history id (``saved``) and anything that went wrong."""
-    from reports.writer import publish_run
+    from reports.writer import publish_run  # figures and the explorer load only when publishing
 
     settings = next(iter(record.splits.values())).entries.get("settings", {}) if record.splits else {}
     target = Path(results_dir or settings.get("results_dir") or "results").expanduser().resolve()
