@@ -276,12 +276,14 @@ class ReportPlugin:
                                      partial=self.end.partial, interrupts=interrupts)
         except PublishError as exc:
             self.end.failed.append(str(exc))
-        for split, path in self.end.published.items():  # a partial run too, marked (docs/protocol.md#publishing)
+        if self.end.published:  # a partial run too, marked (docs/protocol.md#publishing)
             try:
-                save_to_history(results_dir, ident, split, path)
+                saved = save_to_history(results_dir, ident, records, self.end.published)
                 self.end.saved = ident
+                if saved.healed:
+                    self.end.notices.append(saved.healed)
             except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
-                self.end.errors.append(f"{split}: published, but not saved to the history ({type(exc).__name__}: {exc})")
+                self.end.errors.append(f"published, but not saved to the history ({type(exc).__name__}: {exc})")
 
     def _compared(self, record: SplitRecord, results_dir: Path, other: str) -> SplitRecord:
         """The record with its ``comparison`` table against the saved run ``other``; unchanged (and the error
@@ -289,8 +291,7 @@ class ReportPlugin:
         from reports.history import comparison_table  # pandas I/O only at session end
 
         try:
-            comparison = comparison_table(results_dir, other, record.split, record.tables["table2"],
-                                          record.entries, record.directions)
+            comparison = comparison_table(results_dir, other, record)
         except Exception as exc:  # noqa: BLE001 - the run is still published; the error is reported
             self.end.errors.append(f"{record.split}: no comparison with {other} ({type(exc).__name__}: {exc})")
             return record

@@ -124,6 +124,26 @@ def test_an_export_of_another_split_keeps_the_splits_it_does_not_write(exported:
 
 
 @pytest.mark.parametrize("point", ["swap", "swapped"])
+def test_sigint_on_either_side_of_the_commit_says_which_export_is_in_place(exported: Path, tmp_path: Path,
+                                                                          point: str) -> None:
+    """The probe: SIGINT just after the swap printed "nothing exported; ... keeps the previous export" while the new
+    export was in place. Interrupted just before the rename of ``.current`` the previous export stays and the
+    message says so; just after it the new one is in place, whole, and the message says that."""
+    before = complete(exported)
+    interrupted = _interrupted(exported, tmp_path, signal.SIGINT, point)
+    assert interrupted.returncode == 130 and "Traceback" not in interrupted.stderr, interrupted.stderr[-3000:]
+    now = complete(exported)
+    if point == "swap":
+        assert now == before
+        assert f"interrupted: nothing exported; {exported} keeps the previous export" in interrupted.stderr
+    else:
+        assert now != before and "nothing exported" not in interrupted.stderr
+        assert (f"interrupted after the export was committed: {exported} holds the new export of {SPLIT}, whole"
+                in interrupted.stderr)
+    assert staged(exported) == [], "the interrupted export left a run behind"
+
+
+@pytest.mark.parametrize("point", ["swap", "swapped"])
 def test_sigkill_mid_swap_leaves_the_previous_export_or_the_new_one_whole(exported: Path, tmp_path: Path,
                                                                          point: str) -> None:
     """Killed inside the commit: just before the rename of ``.current`` the previous export is in place, just
