@@ -29,13 +29,13 @@ BEFORE, KILLED, AFTER = "20261101T000000.1Z-before", "20261102T000000.2Z-killed"
 #: A save that holds itself at ``point``: ``copying`` (the first split's files are copied, its digests not yet
 #: taken) or ``staged`` (``entry.json`` is written inside the staging folder, not yet renamed into place).
 SAVER = '''
+import os
 import sys
 from pathlib import Path
 
 import reports.history as history
 from tests.reports.saved_runs import save, small_run
 from tests.support.hold import MARKER, RELEASE, hold_here
-import os
 
 results, ident, point, folder = Path(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
 name = {"copying": "folder_digests", "staged": "atomic_write_text"}[point]
