@@ -278,10 +278,8 @@ class ReportPlugin:
             self.end.failed.append(str(exc))
         if self.end.published:  # a partial run too, marked (docs/protocol.md#publishing)
             try:
-                saved = save_to_history(results_dir, ident, records, self.end.published)
+                self.end.healed = save_to_history(results_dir, ident, records, self.end.published).healed
                 self.end.saved = ident
-                if saved.healed:
-                    self.end.notices.append(saved.healed)
             except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
                 self.end.errors.append(f"published, but not saved to the history ({type(exc).__name__}: {exc})")
 

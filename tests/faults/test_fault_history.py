@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import fake_project as fake
 import reports.history as history
 from fixtures.settings import PROJECT_ROOT
 from reports.history import HISTORY, STAGING, HistoryError, compare_problem, saved_runs, saved_split
@@ -154,3 +155,33 @@ def test_a_full_disk_during_the_save_leaves_no_run_and_the_next_save_is_whole(tm
     assert saved.healed is None and saved_runs(results) == [BEFORE, AFTER]
     for split in ("test", "confirmation"):
         assert saved_split(results, AFTER, split).outcomes("fusion")["strict"].sum() == 14
+
+
+def test_a_run_compared_with_an_edited_saved_run_names_the_file_and_compares_nothing(tmp_path: Path) -> None:
+    """The probe: editing ``.history/<id>/test/table2.csv`` (fusion MRR 0.5878 -> 0.9999) and running
+    ``--compare-to <id>`` exited 0 with the edited value compared. Now the run says which file changed, fails, and
+    publishes no comparison."""
+    folder, results = fake.write(tmp_path / "project"), tmp_path / "results"
+    first = fake.run(folder, results, FAKE_STRICT="3")
+    assert first.returncode == 0, first.stdout[-3000:]
+    [ident] = saved_runs(results)
+    edited = results / HISTORY / ident / "test" / "table2.csv"
+    edited.write_text(edited.read_text(encoding="utf-8").replace(",3,", ",9,", 1), encoding="utf-8")
+    result = fake.run(folder, results, f"--compare-to={ident}", FAKE_STRICT="3")
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert f"{edited} was changed after the run saved it" in result.stdout.replace("\n", "")
+    assert not (results / "test" / "comparison.csv").exists()
+    assert saved_runs(results)[0] == ident and len(saved_runs(results)) == 2  # the new run is kept all the same
+
+
+def test_a_run_that_finds_what_a_killed_save_left_removes_it_and_says_so_in_one_line(tmp_path: Path) -> None:
+    folder, results = fake.write(tmp_path / "project"), tmp_path / "results"
+    leftover = results / HISTORY / f"{STAGING}{KILLED}" / "test"
+    leftover.mkdir(parents=True)
+    (leftover / "table2.csv").write_text("ranker,strict\nfusion,3\n", encoding="utf-8")
+    result = fake.run(folder, results, FAKE_STRICT="3")
+    assert result.returncode == 0, result.stdout[-3000:]
+    lines = [line for line in result.stdout.splitlines() if "history: removed" in line]
+    assert lines == [f"history: removed 1 incomplete run(s) left by killed or failed saves in {results / HISTORY} "
+                     f"({STAGING}{KILLED})"], result.stdout[-3000:]
+    assert _listing(results) == saved_runs(results) and len(saved_runs(results)) == 1
