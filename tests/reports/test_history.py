@@ -192,6 +192,9 @@ def test_the_reviewed_run_is_the_newest_saved_run_reproducing_the_pins(tmp_path:
     found = reviewed_run(results, "embedded", "full", "test", "abc", {("fusion", "strict"): strict})
     assert found.folder == results / ".history" / "20261103T000000Z-c" / "test"
     assert found.outcomes("fusion")["strict"].sum() == strict and found.outcomes("other") is None
+    # A pin is decided on the saved outcomes as read (nullable dtypes), paired with this run's (docs/statistics.md#pins)
+    same = paired_change("strict_pct", outcomes(base), found.outcomes("fusion"), base["group"].to_numpy(), margin=1.0)
+    assert (same.decision, same.basis, same.n) == ("unchanged", "paired", N)
     assert reviewed_run(results, "embedded", "full", "test", "other-pool", {("fusion", "strict"): strict}) is None
     assert reviewed_run(results, "embedded", "full", "test", "abc", {("fusion", "strict"): strict + 5}) is None
     assert reviewed_run(tmp_path / "none", "embedded", "full", "test", "abc", {}) is None
