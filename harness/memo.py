@@ -145,8 +145,9 @@ class Memo:
 
     @property
     def key(self) -> bytes:
+        """This user's key, which must lie outside the cache that holds ``root`` (``<cache>/memo``)."""
         if self._key is None:
-            self._key = memo_key(self.root)
+            self._key = memo_key(self.root.parent)
         return self._key
 
     @property

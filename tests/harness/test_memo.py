@@ -22,7 +22,7 @@ def key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_memo_computes_once_per_key_and_recomputes_an_altered_value(tmp_path: Path) -> None:
-    memo, calls = Memo(tmp_path / "memo"), []
+    memo, calls = Memo(tmp_path / "cache" / "memo"), []
 
     def compute() -> dict:
         calls.append(1)
@@ -85,21 +85,25 @@ def test_the_memo_key_is_private_made_once_and_kept_outside_the_cache(tmp_path: 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "cache"
     key = memo_key(cache)
+    assert Memo(cache / "memo").key == key
     assert key_file.read_bytes() == key and len(key) == 32 and memo_key(cache) == key  # made once, then read
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert Memo(cache).folder == Memo(cache).folder and key.hex()[:16] not in Memo(cache).folder.name
+    folder = Memo(cache / "memo").folder
+    assert folder.parent == cache / "memo" and key.hex()[:16] not in folder.name
     key_file.chmod(0o644)
     with pytest.raises(MemoKeyError, match=f"memo key {key_file} .*mode 0600 .*mode 644"):
         memo_key(cache)
     monkeypatch.setenv(KEY_ENV, str(cache / "memo.key"))
     with pytest.raises(MemoKeyError, match="lies inside the cache"):
         memo_key(cache)
+    with pytest.raises(MemoKeyError, match="lies inside the cache"):
+        Memo(cache / "memo").get("row", {}, lambda: "never kept")
     assert not (cache / "memo.key").exists()
 
 
 def test_users_sharing_a_cache_keep_their_own_memos_without_warnings(tmp_path: Path, key_file: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    cache = tmp_path / "cache"
+    cache = tmp_path / "cache" / "memo"
     assert Memo(cache).get("row", {}, lambda: "mine") == "mine"
     monkeypatch.setenv(KEY_ENV, str(tmp_path / "other" / "memo.key"))
     with warnings.catch_warnings():
@@ -110,7 +114,7 @@ def test_users_sharing_a_cache_keep_their_own_memos_without_warnings(tmp_path: P
 
 
 def test_a_value_its_keep_test_refuses_is_returned_but_not_kept(tmp_path: Path) -> None:
-    memo, calls = Memo(tmp_path / "memo"), []
+    memo, calls = Memo(tmp_path / "cache" / "memo"), []
 
     def compute() -> int:
         calls.append(1)
