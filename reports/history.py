@@ -240,8 +240,8 @@ def _verify(entry: Path, split: str, files: Mapping[str, str], names: Sequence[s
     for name in files if names is None else names:
         path = entry / split / name
         if name not in files or not path.is_file():
-            raise HistoryError(f"saved run {entry.name}: {path} is missing (listed in {entry / ENTRY}: "
-                               f"{name in files}); it cannot be used")
+            why = "is missing" if name in files else f"is not listed in {entry / ENTRY}"
+            raise HistoryError(f"saved run {entry.name}: {path} {why}; it cannot be used")
         if sha256_file(path) != files[name]:
             raise HistoryError(f"saved run {entry.name}: {path} was changed after the run saved it (its sha256 "
                                f"differs from {entry / ENTRY}); refusing to use it: restore it, or compare with "
