@@ -22,14 +22,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from harness.profile_file import shown
 from harness.profile_records import Expectation, Gate, Pin, Profile
 from reports.comparisons import group_labels
 from reports.changes import ChangeVerdict, paired_change, tolerance_change
-from reports.history import ranker_outcomes, reviewed_run
+from reports.history import SavedSplit, reviewed_run
 from reports.hypotheses import ClaimResult, check_verdict
 from reports.measures import paired_measure
 
@@ -175,7 +174,7 @@ def gate_checks(profile: Profile, split: str, measured: list[tuple[Gate, float]]
     return rows, tuple(checks)
 
 
-def pin_baseline(ev: Evaluation, split: str) -> Path | None:
+def pin_baseline(ev: Evaluation, split: str) -> SavedSplit | None:
     """The saved run the split's pins were reviewed on (``reports.history.reviewed_run``), looked up once."""
     scope = ev.settings.run_scope()
     pins = {(p.ranker, p.measure): p.value for p in ev.profile.pins if p.scope == scope and p.split == split}
@@ -188,8 +187,7 @@ def pin_verdict(ev: Evaluation, pin: Pin) -> ChangeVerdict:
     (same pool snapshot), else by the pin's tolerance (docs/statistics.md#pins)."""
     now = float(ev.row(pin.split, pin.ranker)[pin.measure])
     baseline = pin_baseline(ev, pin.split)
-    then = None if baseline is None else ranker_outcomes(
-        ev.shared(("pin-directions", pin.split), lambda: pd.read_csv(baseline / "directions.csv")), pin.ranker)
+    then = None if baseline is None else baseline.outcomes(pin.ranker)
     mine = ev.outcomes(pin.split, pin.ranker)
     try:
         measure = paired_measure(pin.measure)

@@ -48,7 +48,7 @@ from rankers.base import Ranking
 from rankers.declarations import FUSION
 from rankers.window import WINDOW_K
 from rankers.trec import write_qrels, write_run
-from reports.transaction import StagedRun, unique_run_id
+from reports.transaction import StagedRun, current_run, unique_run_id
 
 #: The qid, passage-id and corpus rules an outside run must follow (also in ``manifest.json``).
 CONTRACT = {
@@ -135,15 +135,17 @@ def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WI
     return manifest
 
 
-def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K) -> dict[str, Path]:
+def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K,
+           export_id: str | None = None) -> dict[str, Path]:
     """Export every split of the run's settings under ``out/<split>``, all swapped in together when complete.
 
     The same transaction as publishing (``reports.transaction``): the splits are staged in
     ``out/.runs/<export id>/`` and committed by one atomic rename, so a killed or interrupted export
     leaves the previous export whole. Splits of the previous export that this one does not write
-    stay, carried into the new one as hard links (copies where the file system has none).
+    stay, carried into the new one as hard links (copies where the file system has none). Whether an
+    interrupted export was committed is whether ``out`` holds ``export_id`` (``reports.transaction.current_run``).
     """
-    run = StagedRun(out, unique_run_id(), legacy_marker="manifest.json")
+    run = StagedRun(out, export_id or unique_run_id(), legacy_marker="manifest.json")
     try:
         for split in ev.settings.splits:
             (run.folder / split).mkdir()
@@ -166,6 +168,15 @@ def _link_or_copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
+def interrupted_message(out: Path, export_id: str, splits: Sequence[str]) -> str:
+    """What an interrupt left, read from the folder itself: the commit is the one rename that puts ``export_id`` in
+    place, so the message is true on either side of it."""
+    if current_run(out) == export_id:
+        return (f"interrupted after the export was committed: {out} holds the new export of "
+                f"{', '.join(splits)}, whole")
+    return f"interrupted: nothing exported; {out} keeps the previous export"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     pin_cpu_kernels()  # as the suite does, before anything loads torch: a pool built here is the suite's pool
     parser = argument_parser("python -m harness.export", "Export the frozen pools (queries, corpus, qrels, "
@@ -182,11 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         resolve_before_work(settings, profile, lambda decl: decl.name == FUSION)
     except (OptionError, pytest.UsageError) as exc:  # a bad option or profile, named, before any work
         parser.exit(2, f"error: {exc}\n")
-    started, out = time.perf_counter(), path_option(args.out)
+    started, out, ident = time.perf_counter(), path_option(args.out), unique_run_id()
     try:
-        written = export(Evaluation(settings, profile), out, args.rank_llm_depth)
+        written = export(Evaluation(settings, profile), out, args.rank_llm_depth, ident)
     except KeyboardInterrupt:
-        print(f"interrupted: nothing exported; {out} keeps the previous export", file=sys.stderr)
+        print(interrupted_message(out, ident, settings.splits), file=sys.stderr)
         return 130
     except OSError as exc:
         print(f"error: cannot export into {out} ({type(exc).__name__}: {exc}); it keeps the previous export",

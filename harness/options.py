@@ -33,7 +33,7 @@ from fixtures.settings import (DEFAULT_SPLITS, EVALUABLE_SPLITS, PROJECT_ROOT, S
 from harness.profile import load_profile
 from harness.profile_records import Profile, ProfileError
 from rankers.declarations import RankerDecl
-from reports.history import saved_run, saved_runs
+from reports.history import compare_problem
 
 GROUP = ("nevir", "Preference Is Not Position evaluation")
 #: Every option of the suite, as (flag, argparse/pytest keyword arguments): declared once, read by both.
@@ -110,18 +110,6 @@ def path_option(value: str | os.PathLike[str]) -> Path:
     return Path(value).expanduser().resolve()
 
 
-def _compare_problem(compare: str, results_dir: Path, splits: tuple[str, ...]) -> str | None:
-    """``--compare-to``: a saved run id or a results folder holding a Table II of every split of this run."""
-    missing = [s for s in splits if saved_run(results_dir, compare, s) is None]
-    if not missing:
-        return None
-    if path_option(compare).is_dir() or (results_dir / ".history" / compare).is_dir():
-        return (f"--compare-to {compare}: holds no Table II of split(s) {missing} of this run (no <split>/table2.csv "
-                "there); compare with a run of the same splits, or choose --splits accordingly")
-    return (f"--compare-to {compare!r} is neither a saved run id under {results_dir / '.history'} (latest: "
-            f"{saved_runs(results_dir)[-5:]}) nor a results directory")
-
-
 def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Settings:
     """Settings from option values (``get(dest)``), or ``OptionError`` naming every bad option.
 
@@ -161,7 +149,7 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
             if problem:
                 problems.append(problem)
         if compare and splits:
-            problem = _compare_problem(compare, results_dir, splits)
+            problem = compare_problem(results_dir, compare, splits)
             if problem:
                 problems.append(problem)
     if problems:

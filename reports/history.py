@@ -1,15 +1,21 @@
 """Run history and comparisons between runs: changed, unchanged or undetermined, direction by direction.
 
-``results/.history/<run id>/<split>/`` keeps the small files of each published run (tables,
-``directions.csv`` with every ranker's per-direction outcomes, manifest, report; not the
-large runs or pool), complete or partial: a partial run (``-k``, ``-m``, ...) is marked in its
-run id (``-partial-``) and its manifest (``partial``: why), so the researcher's ``-m "not llm"``
-loop has runs to compare with, and a pin's reviewed run is only ever a complete one
-(docs/protocol.md#publishing). Two runs are compared as a paired experiment when they share the pool
-snapshot, so both evaluated the same directions; each measure's decision (changed, unchanged, ...)
-is ``reports.changes``'s. Without per-direction outcomes of both runs (an older run, another pool
-snapshot) the comparison is *unpaired*: it says so, and a pin falls back to its tolerance. The
-paper's published values ride along as a labeled reference column for Test.
+``results/.history/<run id>/`` keeps each published run, complete or partial, as a typed record per split
+(``<split>/table2.parquet``: Table II; ``<split>/outcomes.parquet``: every ranker's per-direction outcomes;
+``<split>/manifest.json``) beside the split's small published files for people to read, and ``entry.json``: the
+sha256 of every file. ``--compare-to``, pins and the reviewed-run lookup read only the typed record, through
+``SavedSplit``, after checking every file of the split against ``entry.json``: an edited file is refused, named,
+never used. An entry is staged whole in ``.history/.staging-<run id>`` (held by its lock file while a live process
+writes it) and renamed into place with ``entry.json`` already inside, so a run id under ``.history`` is complete or
+absent; the next save removes, under the results folder's lock, what a killed run left (``heal``) and says so.
+
+A partial run (``-k``, ``-m``, ...) is marked in its run id (``-partial-``) and its manifest (``partial``: why),
+so the researcher's ``-m "not llm"`` loop has runs to compare with, and a pin's reviewed run is only ever a
+complete one (docs/protocol.md#publishing). Two runs are compared as a paired experiment when they share the pool
+snapshot, so both evaluated the same directions; each measure's decision (changed, unchanged, ...) is
+``reports.changes``'s. Without per-direction outcomes of both runs (another pool snapshot) the comparison is
+*unpaired*: it says so, and a pin falls back to its tolerance. The paper's published values ride along as a
+labeled reference column for Test.
 """
 from __future__ import annotations
 
@@ -19,32 +25,52 @@ import re
 import secrets
 import shutil
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from filelock import FileLock, Timeout
 
+from fixtures.artifacts import atomic_write_text
 from fixtures.environment import version_changes
+from fixtures.identity import folder_digests, sha256_file
 from fixtures.settings import SEED
+from reports.changes import ChangeVerdict, paired_change
 from reports.measures import TABLE2, paired_measure
 from reports.paper import paper_table2
-from reports.changes import ChangeVerdict, paired_change
 from reports.record import SplitRecord, profile_of
+from reports.tables import RANKER_FIELDS
+from reports.transaction import LOCK
 
 HISTORY = ".history"
+#: A history entry's index (run id, and each split's files with their sha256), the last file staged.
+ENTRY = "entry.json"
+#: The prefix of an entry being staged (and of its lock file).
+STAGING = ".staging-"
+#: Published files kept beside the typed record, for people to read (never read back).
 KEEP = ("*.csv", "*.json", "*.md", "*.tex")
+#: The typed record of a split in the history.
+TABLE2_FILE, OUTCOMES_FILE, MANIFEST_FILE = "table2.parquet", "outcomes.parquet", "manifest.json"
 #: Table II measures compared across runs (``compared`` in the registry), in table2.csv's order.
 COMPARED = tuple(m.name for m in TABLE2 if m.compared)
-#: Per-direction outcome fields a ranker leaves in directions.csv (``<ranker>__<field>``).
-FIELDS = ("strict", "rank_pos", "rank_neg", "tie", "fallback")
+#: Per-direction outcome fields of a ranker (``reports.tables.RANKER_FIELDS``).
+FIELDS = tuple(RANKER_FIELDS)
+#: ``outcomes.parquet``: one row per ranker and eligible direction, with the direction's source group.
+OUTCOME_COLUMNS = ("ranker", "qid", "group", *FIELDS)
 COMPARISON_COLUMNS = ("ranker", "measure", "now", "then", "delta", "delta_lo", "delta_hi", "p_changed",
                       "p_unchanged", "margin", "certifiable_margin", "decision", "basis", "n", "differing_groups",
                       "discordant", "paper")
 
 #: The mark of a partial run in its run id.
 PARTIAL_MARK = "partial"
+
+
+class HistoryError(ValueError):
+    """A saved run that cannot be used: incomplete, edited since it was saved (the file is named), or absent."""
 
 
 def run_id(records: Sequence[SplitRecord], partial: bool = False) -> str:
@@ -64,48 +90,199 @@ def run_id(records: Sequence[SplitRecord], partial: bool = False) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{stamp}-{commit}-{profile}-{scope}-{unique}")
 
 
-def save_to_history(results_dir: Path, ident: str, split: str, published: Path) -> Path:
-    """Copy a published split's small files into the history under the run id, as a transaction: they are
-    copied into a hidden staging folder and renamed into place whole, so a full disk or a kill leaves no
-    empty or cut file in the history (the error says why, and the staging folder is removed)."""
-    history = Path(results_dir) / HISTORY
-    target = history / ident / split
-    staging = history / f".staging-{ident}-{split}-{os.getpid()}"
-    try:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        for pattern in KEEP:
-            for path in published.glob(pattern):
-                shutil.copyfile(path, staging / path.name)
-        target.parent.mkdir(exist_ok=True)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        with suppress(OSError):
-            target.parent.rmdir()  # only when empty: this run saved no other split
-        raise
-    return target
-
-
-def ranker_outcomes(directions: pd.DataFrame, ranker: str) -> pd.DataFrame | None:
-    """A ranker's per-direction outcomes from a published ``directions.csv`` (eligible rows); None if absent."""
-    columns = [f"{ranker}__{f}" for f in FIELDS]
-    if any(c not in directions.columns for c in columns):
-        return None
-    rows = directions[directions[f"{ranker}__strict"].notna()]
-    out = rows[["qid", *columns]].rename(columns=dict(zip(columns, FIELDS))).reset_index(drop=True)
-    out["qid"] = out["qid"].astype(str)
-    for f in ("strict", "tie", "fallback"):
-        out[f] = out[f].astype(str).str.lower().map({"true": True, "false": False, "1": True, "0": False,
-                                                     "1.0": True, "0.0": False})
-    for f in ("rank_pos", "rank_neg"):
-        out[f] = pd.to_numeric(out[f]).astype("Int64")
+def record_outcomes(record: SplitRecord) -> pd.DataFrame:
+    """Every ranker's per-direction outcomes of a split in one frame (``OUTCOME_COLUMNS``), from the record's
+    sealed outcome artifacts; ``group`` from its population (NA without one)."""
+    population = record.artifact("population")
+    groups = (record.frame(population).assign(qid=lambda f: f["qid"].astype(str)).set_index("qid")["group"]
+              if population is not None else None)
+    frames = []
+    for ranker in record.rankers:
+        artifact = record.artifact("outcomes", ranker)
+        if artifact is None:
+            continue
+        rows = record.frame(artifact)
+        qids = rows["qid"].astype(str)
+        frame = pd.DataFrame({"ranker": ranker, "qid": qids.to_numpy(),
+                              "group": groups.reindex(qids).to_numpy() if groups is not None else pd.NA})
+        for name, dtype in RANKER_FIELDS.items():
+            frame[name] = rows[name].astype(dtype).to_numpy()
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=RANKER_FIELDS.get(c, "object")) for c in OUTCOME_COLUMNS})
+    out = pd.concat(frames, ignore_index=True)
+    out["group"] = out["group"].astype("string")
     return out
 
 
-def _read_manifest(folder: Path) -> dict:
-    path = folder / "manifest.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+@dataclass(frozen=True)
+class Saved:
+    """A run saved in the history, and the line saying what a killed run's leftovers were removed (None: none)."""
+
+    path: Path
+    healed: str | None = None
+
+
+def _lock(path: Path) -> FileLock:
+    return FileLock(str(path) + ".lock", timeout=0)
+
+
+def _heal(history: Path) -> str | None:
+    """Remove what killed runs left in the history (the caller holds the results folder's lock): staging folders
+    and lock files no live process holds, and run folders without ``entry.json`` (cut by a killed run, or saved
+    before the history kept typed records: neither can be compared with). Returns the one line saying so."""
+    removed: list[str] = []
+    for path in sorted(history.iterdir()):
+        if path.name.startswith(STAGING):
+            folder = path.with_name(path.name.removesuffix(".lock"))  # a run id may hold dots
+            if folder.name in removed:
+                continue  # its lock file, removed with it
+            try:
+                with _lock(folder):
+                    shutil.rmtree(folder, ignore_errors=True)
+            except Timeout:
+                continue  # a live process is saving it
+            Path(str(folder) + ".lock").unlink(missing_ok=True)
+            removed.append(folder.name)
+        elif path.is_dir() and not path.name.startswith(".") and not (path / ENTRY).is_file():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
+    if not removed:
+        return None
+    shown = ", ".join(removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
+    return f"history: removed {len(removed)} incomplete run(s) left by killed or failed saves in {history} ({shown})"
+
+
+def save_to_history(results_dir: Path, ident: str, records: Mapping[str, SplitRecord],
+                    published: Mapping[str, Path]) -> Saved:
+    """Keep a published run in the history under its run id: per split its typed record (Table II, every ranker's
+    outcomes, manifest) and its small published files, with ``entry.json`` listing every file's sha256.
+
+    Under the results folder's lock it first removes what killed runs left (``Saved.healed`` says what) and opens
+    its own staging folder, ``.history/.staging-<run id>``, whose lock it holds while it writes; the entry is
+    renamed into place under that lock again, ``entry.json`` already inside. A kill or a full disk leaves no entry
+    (the error says why; the staging folder is removed on the way out, or by the next save after a SIGKILL).
+    """
+    results_dir = Path(results_dir)
+    history, lock = results_dir / HISTORY, FileLock(str(results_dir / LOCK))
+    staging = history / f"{STAGING}{ident}"
+    own = _lock(staging)
+    history.mkdir(parents=True, exist_ok=True)
+    with lock:
+        healed = _heal(history)
+        own.acquire()
+    try:
+        staging.mkdir()
+        files: dict[str, dict[str, str]] = {}
+        for split, folder in published.items():
+            out = staging / split
+            out.mkdir()
+            for pattern in KEEP:
+                for path in sorted(Path(folder).glob(pattern)):
+                    shutil.copyfile(path, out / path.name)
+            records[split].tables["table2"].to_parquet(out / TABLE2_FILE, index=False)
+            record_outcomes(records[split]).to_parquet(out / OUTCOMES_FILE, index=False)
+            files[split] = folder_digests(out)
+        atomic_write_text(staging / ENTRY, json.dumps({"run_id": ident, "splits": files}, indent=1, sort_keys=True))
+        with lock:
+            staging.rename(history / ident)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        own.release()
+        Path(str(staging) + ".lock").unlink(missing_ok=True)
+    return Saved(history / ident, healed)
+
+
+@dataclass(frozen=True)
+class SavedSplit:
+    """One split of a saved run, its files checked against ``entry.json`` when opened (``open_saved``)."""
+
+    run_id: str
+    split: str
+    folder: Path
+    manifest: Mapping[str, Any]
+
+    def table2(self) -> pd.DataFrame:
+        return pd.read_parquet(self.folder / TABLE2_FILE)
+
+    @cached_property
+    def all_outcomes(self) -> pd.DataFrame:
+        """Every ranker's outcomes (``OUTCOME_COLUMNS``)."""
+        return pd.read_parquet(self.folder / OUTCOMES_FILE)
+
+    def outcomes(self, ranker: str) -> pd.DataFrame | None:
+        """A ranker's per-direction outcomes (qid and ``FIELDS``), None when the run holds none of it."""
+        return ranker_outcomes(self.all_outcomes, ranker)
+
+
+def ranker_outcomes(outcomes: pd.DataFrame, ranker: str) -> pd.DataFrame | None:
+    """One ranker's rows of an ``OUTCOME_COLUMNS`` frame (qid and ``FIELDS``); None when it has none."""
+    rows = outcomes[outcomes["ranker"] == ranker]
+    return rows[["qid", *FIELDS]].reset_index(drop=True) if len(rows) else None
+
+
+def _index(entry: Path) -> dict[str, Any]:
+    """An entry's ``entry.json``; ``HistoryError`` naming it when it cannot be read."""
+    path = entry / ENTRY
+    try:
+        index = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(index, dict) or not isinstance(index.get("splits"), dict):
+            raise ValueError("no 'splits' table")
+    except (OSError, ValueError) as exc:
+        raise HistoryError(f"saved run {entry.name}: {path} cannot be read ({exc}); it cannot be used") from exc
+    return index
+
+
+def _verify(entry: Path, split: str, files: Mapping[str, str], names: Sequence[str] | None = None) -> None:
+    """Check ``names`` (default: every listed file) of a split against their digests in ``entry.json``."""
+    for name in files if names is None else names:
+        path = entry / split / name
+        if name not in files or not path.is_file():
+            why = "is missing" if name in files else f"is not listed in {entry / ENTRY}"
+            raise HistoryError(f"saved run {entry.name}: {path} {why}; it cannot be used")
+        if sha256_file(path) != files[name]:
+            raise HistoryError(f"saved run {entry.name}: {path} was changed after the run saved it (its sha256 "
+                               f"differs from {entry / ENTRY}); refusing to use it: restore it, or compare with "
+                               f"another run")
+
+
+def open_saved(entry: Path, split: str) -> SavedSplit:
+    """A split of a complete history entry, every file of it checked; ``HistoryError`` (naming the file) when the
+    entry is incomplete, holds no such split, or a file was changed."""
+    entry = Path(entry)
+    if not (entry / ENTRY).is_file():
+        raise HistoryError(f"saved run {entry.name} is incomplete (no {ENTRY}: cut by a killed or failed save); it "
+                           f"cannot be used, and the next run removes it")
+    index = _index(entry)
+    files = index["splits"].get(split)
+    if not isinstance(files, dict):
+        raise HistoryError(f"saved run {entry.name} holds no split {split!r} (it holds {sorted(index['splits'])})")
+    _verify(entry, split, files)
+    return SavedSplit(entry.name, split, entry / split, _manifest(entry, split) if MANIFEST_FILE in files else {})
+
+
+def _manifest(entry: Path, split: str) -> dict[str, Any]:
+    path = entry / split / MANIFEST_FILE
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HistoryError(f"saved run {entry.name}: {path} cannot be read ({exc}); it cannot be used") from exc
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def _entries(results_dir: Path) -> list[Path]:
+    """Complete history entries (those holding ``entry.json``), oldest first."""
+    history = Path(results_dir) / HISTORY
+    return sorted(p for p in history.iterdir() if not p.name.startswith(".") and (p / ENTRY).is_file()) \
+        if history.is_dir() else []
+
+
+def saved_runs(results_dir: Path) -> list[str]:
+    """Run ids of the complete runs under ``<results>/.history``, oldest first (a partial run's id carries
+    ``-partial-``); an incomplete one is never listed."""
+    return [p.name for p in _entries(results_dir)]
 
 
 def pool_digest(manifest: Mapping) -> str | None:
@@ -121,59 +298,79 @@ def partial_reasons(manifest: Mapping) -> list[str]:
 
 
 def reviewed_run(results_dir: Path, profile: str, scope: str, split: str, pool: str,
-                 pins: Mapping[tuple[str, str], float]) -> Path | None:
+                 pins: Mapping[tuple[str, str], float]) -> SavedSplit | None:
     """The newest complete saved run of this profile, scope and pool snapshot whose Table II reproduces every pin
     of the split exactly (counts equal, rates to the digits they are written with): the run a pin was reviewed
-    on, or one that cannot be told apart from it. None when the history holds no such run."""
-    root = Path(results_dir) / HISTORY
-    if not root.is_dir():
-        return None
-    for folder in sorted((p / split for p in root.iterdir() if (p / split / "directions.csv").is_file()),
-                         reverse=True):
-        manifest = _read_manifest(folder)
-        named = profile_of(manifest).get("name")
-        if (named != profile or manifest.get("scope") != scope or pool_digest(manifest) != pool
-                or partial_reasons(manifest)):
+    on, or one that cannot be told apart from it. None when the history holds no such run; ``HistoryError`` when
+    a candidate's files were changed after it was saved."""
+    for entry in reversed(_entries(results_dir)):
+        files = _index(entry)["splits"].get(split)
+        if not isinstance(files, dict) or MANIFEST_FILE not in files:
             continue
-        try:
-            table = pd.read_csv(folder / "table2.csv").set_index("ranker")
-        except (OSError, ValueError, KeyError):
+        _verify(entry, split, files, [MANIFEST_FILE])
+        manifest = _manifest(entry, split)
+        if (profile_of(manifest).get("name") != profile or manifest.get("scope") != scope
+                or pool_digest(manifest) != pool or partial_reasons(manifest)):
             continue
+        saved = open_saved(entry, split)
+        table = saved.table2().set_index("ranker")
         if all(r in table.index and m in table.columns and abs(float(table.at[r, m]) - v) <= 5e-7
                for (r, m), v in pins.items()):
-            return folder
+            return saved
     return None
 
 
-def saved_runs(results_dir: Path) -> list[str]:
-    """Run ids kept under ``<results>/.history``, oldest first (a partial run's id carries ``-partial-``)."""
+def saved_split(results_dir: Path, other: str, split: str) -> SavedSplit:
+    """The split ``--compare-to other`` means: a run id in the history, or a results folder (or one of its split
+    folders), whose ``manifest.json`` names the run that the history beside it keeps. ``HistoryError`` with what
+    to do when there is none, it is incomplete, or a file of it was changed."""
     history = Path(results_dir) / HISTORY
-    return sorted(p.name for p in history.glob("*") if p.is_dir() and not p.name.startswith(".")) \
-        if history.is_dir() else []
+    what = f"--compare-to {other}"
+    if other and "/" not in other and ((history / other).is_dir() or (history / f"{STAGING}{other}").exists()):
+        try:
+            return open_saved(history / other, split)
+        except HistoryError as exc:
+            raise HistoryError(f"{what}: {exc}; complete saved runs: {saved_runs(results_dir)[-5:]}") from exc
+    folder = Path(other).expanduser()
+    if folder.is_dir():
+        manifest = next((p for p in (folder / split / MANIFEST_FILE, folder / MANIFEST_FILE) if p.is_file()), None)
+        if manifest is None:
+            raise HistoryError(f"{what}: holds no {split}/{MANIFEST_FILE} (no published split {split!r}); compare "
+                               f"with a run of the same splits, or choose --splits accordingly")
+        try:
+            ident = str(json.loads(manifest.read_text(encoding="utf-8"))["run_id"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise HistoryError(f"{what}: {manifest} names no run_id ({exc})") from exc
+        root = manifest.parent.parent if manifest.parent.name == split else manifest.parent
+        for base in (root, root.parent):
+            if (base / HISTORY / ident).is_dir():
+                try:
+                    return open_saved(base / HISTORY / ident, split)
+                except HistoryError as exc:
+                    raise HistoryError(f"{what}: {exc}") from exc
+        raise HistoryError(f"{what}: {manifest} names run {ident}, which no history beside it keeps "
+                           f"({root / HISTORY}, {root.parent / HISTORY}); compare with a saved run id instead")
+    raise HistoryError(f"--compare-to {other!r} is neither a saved run id under {history} (latest: "
+                       f"{saved_runs(results_dir)[-5:]}) nor a results directory")
 
 
-def saved_run(results_dir: Path, other: str, split: str) -> Path | None:
-    """The folder ``--compare-to other`` means for a split: a run id's split in the history, or another results
-    directory's split folder (or that folder itself); None when none holds a table2.csv."""
-    candidates = [Path(results_dir) / HISTORY / other / split, Path(other) / split, Path(other)]
-    return next((folder for folder in candidates if (folder / "table2.csv").is_file()), None)
-
-
-def _locate(results_dir: Path, other: str, split: str) -> Path:
-    """The folder of a run id's split in the history, or of another results directory (or its split folder)."""
-    folder = saved_run(results_dir, other, split)
-    if folder is not None:
-        return folder
-    raise FileNotFoundError(f"--compare-to {other!r}: no {split}/table2.csv as a saved run id or a results "
-                            f"directory; saved runs: {saved_runs(results_dir)[-5:]}")
+def compare_problem(results_dir: Path, other: str, splits: Sequence[str]) -> str | None:
+    """Why ``--compare-to other`` cannot be used for these splits (one message each, before any work); None."""
+    problems = []
+    for split in splits:
+        try:
+            saved_split(results_dir, other, split)
+        except HistoryError as exc:
+            problems.append(str(exc))
+    return "; ".join(dict.fromkeys(problems)) or None
 
 
 def compare_tables(now: pd.DataFrame, then: pd.DataFrame, split: str,
-                   now_directions: pd.DataFrame | None = None, then_directions: pd.DataFrame | None = None,
+                   now_outcomes: pd.DataFrame | None = None, then_outcomes: pd.DataFrame | None = None,
                    margins: Mapping[str, float] | None = None, seed: int = SEED) -> pd.DataFrame:
-    """Per ranker and measure: now, then, Δ and the decision (paired where both runs' directions are given).
+    """Per ranker and measure: now, then, Δ and the decision (paired where both runs' outcomes are given).
 
-    ``now_directions``/``then_directions`` are the two runs' ``directions.csv`` on the same pool
+    ``now_outcomes``/``then_outcomes`` are the two runs' outcomes (``OUTCOME_COLUMNS``) on the same pool
     snapshot; a measure without a paired test (n, paired_pct) or a ranker missing from either
     is compared unpaired: Δ only, decision ``undetermined`` unless the values are equal.
     """
@@ -183,7 +380,7 @@ def compare_tables(now: pd.DataFrame, then: pd.DataFrame, split: str,
     rows = []
     for _, row in now.iterrows():
         name = row["ranker"]
-        pair = _paired_outcomes(name, now_directions, then_directions)
+        pair = _paired_outcomes(name, now_outcomes, then_outcomes)
         for measure in COMPARED:
             if measure not in now.columns:
                 continue
@@ -210,9 +407,11 @@ def _paired_outcomes(ranker: str, now: pd.DataFrame | None, then: pd.DataFrame |
     a, b = ranker_outcomes(now, ranker), ranker_outcomes(then, ranker)
     if a is None or b is None or len(a) != len(b) or set(a["qid"]) != set(b["qid"]):
         return None
+    groups = now[now["ranker"] == ranker]["group"]
+    if groups.isna().any():
+        return None
     b = b.set_index("qid").loc[a["qid"]].reset_index()
-    groups = now.set_index(now["qid"].astype(str))["group"].loc[a["qid"]].to_numpy()
-    return a, b, groups
+    return a, b, groups.to_numpy(dtype=str)
 
 
 def _verdict(measure: str, value: float, old: float, pair, margins: Mapping[str, float], seed: int) -> ChangeVerdict:
@@ -232,29 +431,30 @@ def _verdict(measure: str, value: float, old: float, pair, margins: Mapping[str,
     return ChangeVerdict("unchanged" if value == old else "undetermined", why, value, old, value - old)
 
 
-def compare_with(results_dir: Path, other: str, split: str, table2: pd.DataFrame, manifest: Mapping,
-                 directions: pd.DataFrame | None) -> pd.DataFrame:
-    """This run's Table II, manifest and ``directions.csv`` (as published, or about to be) against a saved run,
-    paired when both runs' directions exist and share the pool snapshot; margins from this run's manifest."""
-    folder = _locate(results_dir, other, split)
-    theirs = _read_manifest(folder)
-    paired = (pool_digest(manifest) is not None and pool_digest(manifest) == pool_digest(theirs)
-              and directions is not None and (folder / "directions.csv").is_file())
-    now_dirs = directions if paired else None
-    then_dirs = pd.read_csv(folder / "directions.csv") if paired else None
-    margins = manifest.get("margins") if isinstance(manifest.get("margins"), Mapping) else {}
-    return compare_tables(table2, pd.read_csv(folder / "table2.csv"), split, now_dirs, then_dirs, margins)
+def compare_with(results_dir: Path, other: str, record: SplitRecord) -> pd.DataFrame:
+    """A split's record (Table II, manifest entries, outcomes) against a saved run's, paired when both runs hold
+    outcomes on the same pool snapshot; margins from this run's manifest entries."""
+    saved = saved_split(results_dir, other, record.split)
+    return _compared(saved, record)
 
 
-def comparison_table(results_dir: Path, other: str, split: str, table2: pd.DataFrame, manifest: Mapping,
-                     directions: pd.DataFrame | None) -> pd.DataFrame:
+def _compared(saved: SavedSplit, record: SplitRecord) -> pd.DataFrame:
+    entries = record.entries
+    paired = pool_digest(entries) is not None and pool_digest(entries) == pool_digest(saved.manifest)
+    margins = entries.get("margins") if isinstance(entries.get("margins"), Mapping) else {}
+    return compare_tables(record.tables["table2"], saved.table2(), record.split,
+                          record_outcomes(record) if paired else None, saved.all_outcomes if paired else None,
+                          margins)
+
+
+def comparison_table(results_dir: Path, other: str, record: SplitRecord) -> pd.DataFrame:
     """``compare_with`` with the rankers matched by name made explicit, for ``comparison.csv``: a ``side``
     column says whether a ranker is in both runs (compared), in this run only, or in the saved run only (one
     row each, not compared)."""
-    folder = _locate(results_dir, other, split)
-    then = pd.read_csv(folder / "table2.csv")
-    table = compare_with(results_dir, other, split, table2, manifest, directions)
-    mine, theirs = manifest.get("environment"), _read_manifest(folder).get("environment")
+    saved = saved_split(results_dir, other, record.split)
+    then, table2 = saved.table2(), record.tables["table2"]
+    table = _compared(saved, record)
+    mine, theirs = record.entries.get("environment"), saved.manifest.get("environment")
     moved = version_changes(mine, theirs) if isinstance(mine, Mapping) and isinstance(theirs, Mapping) else []
     # A value that moved may owe it to the libraries: say which versions differ (or that the saved run lacks them).
     table["versions_differ"] = "; ".join(moved) if moved else ("" if isinstance(theirs, Mapping) else "not recorded")
@@ -264,5 +464,5 @@ def comparison_table(results_dir: Path, other: str, split: str, table2: pd.DataF
     extra = pd.DataFrame({"ranker": only_then, "side": "saved run only", "measure": "(not compared)"})
     table = pd.concat([table, extra], ignore_index=True) if only_then else table
     # A partial saved run holds only what it selected: the rankers both hold are compared, the rest listed.
-    table["saved_partial"] = "; ".join(partial_reasons(_read_manifest(folder)))
+    table["saved_partial"] = "; ".join(partial_reasons(saved.manifest))
     return table

@@ -189,12 +189,12 @@ def publish_run(run: RunRecord, results_dir: Path, *, exitstatus: int = 0, compa
                                 not_evaluated=run.not_evaluated, partial=end.partial, interrupts=interrupts)
     except PublishError as exc:
         end.failed.append(str(exc))
-    for split, path in end.published.items():  # a partial run too, marked (docs/protocol.md#publishing)
+    if end.published:  # a partial run too, marked (docs/protocol.md#publishing)
         try:
-            save_to_history(results_dir, ident, split, path)
+            end.healed = save_to_history(results_dir, ident, records, end.published).healed
             end.saved = ident
         except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
-            end.errors.append(f"{split}: published, but not saved to the history ({type(exc).__name__}: {exc})")
+            end.errors.append(f"published, but not saved to the history ({type(exc).__name__}: {exc})")
     return end
 
 
@@ -204,8 +204,7 @@ def _compared(record: SplitRecord, results_dir: Path, other: str, end: SessionEn
     from reports.history import comparison_table  # pandas I/O only when comparing
 
     try:
-        comparison = comparison_table(results_dir, other, record.split, record.tables["table2"],
-                                      record.entries, record.directions)
+        comparison = comparison_table(results_dir, other, record)
     except Exception as exc:  # noqa: BLE001 - the run is still published; the error is reported
         end.errors.append(f"{record.split}: no comparison with {other} ({type(exc).__name__}: {exc})")
         return record

@@ -8,6 +8,7 @@ not allowed the tests skip and say so. The runs are the publishing fault tests' 
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -23,8 +24,9 @@ import fake_project as fake
 from fixtures.artifacts import atomic_write_text
 from fixtures.settings import PROJECT_ROOT
 from rankers.scorers.cache import CachedScore, ScoreCache
-from reports.history import HISTORY, save_to_history, saved_runs
+from reports.history import HISTORY, save_to_history, saved_runs, saved_split
 from reports.transaction import RUNS, current_run
+from tests.reports.saved_runs import small_run
 from tests.support.hold import Hold
 from tests.support.score_cache import cache_key, stored_count
 
@@ -190,18 +192,23 @@ def test_an_export_to_a_disk_that_fills_keeps_the_previous_export(tmp_path: Path
 def test_a_history_that_cannot_be_saved_leaves_no_empty_or_cut_file(tmp_path: Path) -> None:
     """The probe: a results disk that filled after publishing left ``.history/<id>`` with a 0-byte file and a
     cut ``cost.json``."""
-    published = tmp_path / "published"
-    published.mkdir()
-    for name in ("table2.csv", "cost.json", "report.md", "manifest.json"):
-        (published / name).write_text(name * 4000)
+    records = small_run(tmp_path / "records")
+    published = {}
+    for split in records:
+        published[split] = tmp_path / "published" / split
+        published[split].mkdir(parents=True)
+        for name in ("table2.csv", "cost.json", "report.md", "manifest.json"):
+            (published[split] / name).write_text(json.dumps({"padding": name * 4000}))
     with tmpfs(tmp_path / "results", "1m") as results:
         fill(results, leave=40 << 10)
         with pytest.raises(OSError, match="No space left"):
-            save_to_history(results, "r1", "test", published)
+            save_to_history(results, "r1", records, published)
         assert sorted(p.name for p in (results / HISTORY).iterdir()) == [], "the history kept a partial run"
         assert saved_runs(results) == []
         (results / ".filler").unlink()
-        saved = save_to_history(results, "r1", "test", published)
-        assert sorted(p.name for p in saved.iterdir()) == sorted(p.name for p in published.iterdir())
-        assert all((saved / p.name).read_bytes() == p.read_bytes() for p in published.iterdir())
-        assert saved_runs(results) == ["r1"]
+        saved = save_to_history(results, "r1", records, published)
+        assert saved.healed is None and saved_runs(results) == ["r1"]
+        for split, folder in published.items():
+            kept = saved.path / split
+            assert all((kept / p.name).read_bytes() == p.read_bytes() for p in folder.iterdir())
+            assert saved_split(results, "r1", split).table2().equals(records[split].tables["table2"])

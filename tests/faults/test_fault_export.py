@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -121,6 +122,57 @@ def test_an_export_of_another_split_keeps_the_splits_it_does_not_write(exported:
     assert other.returncode == 0, other.stderr[-3000:]
     assert complete(exported) != before  # a new export in place, the test split carried into it unchanged
     assert (exported / "confirmation" / "manifest.json").is_file() and staged(exported) == []
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before the commit", "after the commit"])
+def test_the_interrupt_message_is_read_from_the_export_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                after: bool) -> None:
+    """The same in one process, without pools: an interrupt raised just before or just after the rename of
+    ``.current`` (the commit); the message is whatever the folder holds, on either side."""
+    import harness.export as export
+    import reports.transaction as transaction
+
+    out = tmp_path / "pools"
+    ev = SimpleNamespace(settings=SimpleNamespace(splits=(SPLIT,)))
+    monkeypatch.setattr(export, "export_split", lambda ev, split, folder, depth: (folder / "manifest.json").touch())
+    export.export(ev, out, export_id="previous")
+    real = transaction._replace_link
+
+    def interrupted(link: Path, target: str) -> None:
+        if link.name == transaction.CURRENT and after:
+            real(link, target)
+        if link.name == transaction.CURRENT:
+            raise KeyboardInterrupt
+        real(link, target)
+
+    monkeypatch.setattr(transaction, "_replace_link", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export.export(ev, out, export_id="new")
+    assert current_run(out) == ("new" if after else "previous") and (out / SPLIT / "manifest.json").is_file()
+    assert export.interrupted_message(out, "new", [SPLIT]) == (
+        f"interrupted after the export was committed: {out} holds the new export of {SPLIT}, whole" if after else
+        f"interrupted: nothing exported; {out} keeps the previous export")
+    assert staged(out) == []
+
+
+@pytest.mark.parametrize("point", ["swap", "swapped"])
+def test_sigint_on_either_side_of_the_commit_says_which_export_is_in_place(exported: Path, tmp_path: Path,
+                                                                          point: str) -> None:
+    """The probe: SIGINT just after the swap printed "nothing exported; ... keeps the previous export" while the new
+    export was in place. Interrupted just before the rename of ``.current`` the previous export stays and the
+    message says so; just after it the new one is in place, whole, and the message says that."""
+    before = complete(exported)
+    interrupted = _interrupted(exported, tmp_path, signal.SIGINT, point)
+    assert interrupted.returncode == 130 and "Traceback" not in interrupted.stderr, interrupted.stderr[-3000:]
+    now = complete(exported)
+    if point == "swap":
+        assert now == before
+        assert f"interrupted: nothing exported; {exported} keeps the previous export" in interrupted.stderr
+    else:
+        assert now != before and "nothing exported" not in interrupted.stderr
+        assert (f"interrupted after the export was committed: {exported} holds the new export of {SPLIT}, whole"
+                in interrupted.stderr)
+    assert staged(exported) == [], "the interrupted export left a run behind"
 
 
 @pytest.mark.parametrize("point", ["swap", "swapped"])

@@ -11,6 +11,7 @@ from fixtures.settings import Settings
 from harness.options import OptionError, resolve_before_work, settings_from, use_pythonpath
 from harness.profile import load_profile
 from harness.profile_records import ProfileError
+from tests.reports.saved_runs import save, small_run
 
 
 def write(path: Path, text: str) -> Path:
@@ -92,13 +93,12 @@ def test_model_location_rules(tmp_path: Path) -> None:
 
 def test_compare_to_must_hold_every_split_of_the_run(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    saved = results / ".history" / "run-1"
-    write(saved / "test" / "table2.csv", "ranker,n\nfusion,1\n")
+    save(results, "run-1", {"test": small_run(tmp_path / "records")["test"]})
     options = {"splits": "test", "results_dir": str(results), "cache_dir": str(tmp_path / "cache"), "data_dir": None,
                "profile": "embedded", "subset_pairs": None, "subset_seed": 0, "grader_sample": None,
                "compare_to": "run-1"}
     assert settings_from(options.get).compare_run == "run-1"
-    with pytest.raises(OptionError, match=r"--compare-to run-1: holds no Table II of split\(s\) \['confirmation'\]"):
+    with pytest.raises(OptionError, match=r"--compare-to run-1: saved run run-1 holds no split 'confirmation'"):
         settings_from({**options, "splits": "test,confirmation"}.get)
     with pytest.raises(OptionError, match=r"--compare-to 'run-2' is neither a saved run id .*\['run-1'\]"):
         settings_from({**options, "compare_to": "run-2"}.get)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from reports.history import comparison_table
 from reports.tables import JUDGMENT_COLUMNS, judgments_table
+from tests.reports.saved_runs import save, split_record
 
 
 def t2(names: list[str], strict_pct: float) -> pd.DataFrame:
@@ -17,11 +18,17 @@ def t2(names: list[str], strict_pct: float) -> pd.DataFrame:
                           "ties": 0, "fallback": 0} for n in names])
 
 
+def directions(names: list[str]) -> pd.DataFrame:
+    frame = pd.DataFrame({"qid": [f"q{i}" for i in range(10)], "group": [f"g{i // 2}" for i in range(10)]})
+    return frame.assign(**{f"{n}__{f}": v for n in names for f, v in
+                           (("strict", True), ("rank_pos", 1), ("rank_neg", 2), ("tie", False), ("fallback", False))})
+
+
 def test_rankers_on_one_side_only_are_listed_and_never_compared(tmp_path: Path) -> None:
-    saved = tmp_path / "old" / "test"
-    saved.mkdir(parents=True)
-    t2(["fusion", "gone"], 50.0).to_csv(saved / "table2.csv", index=False)
-    table = comparison_table(tmp_path / "results", str(tmp_path / "old"), "test", t2(["fusion", "new"], 52.0), {}, None)
+    old = split_record(tmp_path / "a", "test", t2(["fusion", "gone"], 50.0), directions(["fusion", "gone"]), {})
+    save(tmp_path / "old", "run-old", {"test": old})
+    now = split_record(tmp_path / "b", "test", t2(["fusion", "new"], 52.0), directions(["fusion", "new"]), {})
+    table = comparison_table(tmp_path / "results", str(tmp_path / "old"), now)
     sides = table.drop_duplicates("ranker").set_index("ranker")["side"].to_dict()
     assert sides == {"fusion": "both", "new": "this run only", "gone": "saved run only"}
     fusion = table[(table["ranker"] == "fusion") & (table["measure"] == "strict_pct")].iloc[0]

@@ -1,7 +1,6 @@
 """Run history and comparisons: changed / unchanged / undetermined, paired on the same directions."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -11,7 +10,9 @@ import pytest
 
 from reports.record import SplitRecord
 from reports.changes import decide_change, paired_change, tolerance_change
-from reports.history import COMPARISON_COLUMNS, compare_with, ranker_outcomes, reviewed_run, run_id, save_to_history
+from reports.history import (COMPARISON_COLUMNS, ENTRY, FIELDS, HISTORY, HistoryError, compare_with,
+                             comparison_table, reviewed_run, run_id, saved_runs, saved_split)
+from tests.reports.saved_runs import MANIFEST, save, split_record
 
 N = 400
 
@@ -35,7 +36,8 @@ def base() -> pd.DataFrame:
 
 
 def outcomes(frame: pd.DataFrame) -> pd.DataFrame:
-    return ranker_outcomes(frame, "fusion")
+    """The ranker's per-direction outcomes (qid and its fields) from a directions frame."""
+    return frame[["qid", *(f"fusion__{f}" for f in FIELDS)]].rename(columns=lambda c: c.removeprefix("fusion__"))
 
 
 def test_identical_runs_are_unchanged_and_a_systematic_shift_is_changed(base) -> None:
@@ -94,7 +96,7 @@ def grader_pin_rerun(changes: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarr
                           "fusion__tie": False, "fusion__fallback": False})
     rerun = frame.copy()
     rerun.loc[rng.choice(150, changes, replace=False), "fusion__strict"] ^= True
-    return ranker_outcomes(rerun, "fusion"), ranker_outcomes(frame, "fusion"), frame["group"].to_numpy()
+    return outcomes(rerun), outcomes(frame), frame["group"].to_numpy()
 
 
 def test_a_pin_on_a_150_direction_sample_reports_its_certifiable_margin() -> None:
@@ -125,37 +127,60 @@ def test_decision_words_and_the_tolerance_rule() -> None:
     assert "tolerance ±3" in tolerance_change(1391, 1387, 3).message()
 
 
-def publish_fake(root: Path, split: str, strict: int, frame: pd.DataFrame, pool: str = "abc",
-                 margins: dict | None = None) -> Path:
-    folder = root / split
-    folder.mkdir(parents=True, exist_ok=True)
-    table(strict, 0.5).to_csv(folder / "table2.csv", index=False)
-    frame.to_csv(folder / "directions.csv", index=False)
-    (folder / "manifest.json").write_text(json.dumps({
-        "profile": {"name": "embedded"}, "scope": "full", "pool": {"parquet_sha256": pool},
-        "margins": margins or {"strict": 1.0}}))
-    return folder
+def record(folder: Path, strict: int, frame: pd.DataFrame, pool: str = "abc", **entries) -> SplitRecord:
+    return split_record(folder, "test", table(strict, 0.5), frame,
+                        {**MANIFEST, "pool": {"parquet_sha256": pool}, **entries})
 
 
 def test_compare_to_is_paired_on_the_same_pool_and_unpaired_otherwise(tmp_path: Path, base) -> None:
     results = tmp_path / "results"
     strict = int(base["fusion__strict"].sum())
-    publish_fake(results, "test", strict, base)
-    saved = save_to_history(results, "20261201T000000Z-abc-embedded-full", "test", results / "test")
-    assert (saved / "directions.csv").is_file()
-    here = json.loads((results / "test" / "manifest.json").read_text())
-    rows = compare_with(results, "20261201T000000Z-abc-embedded-full", "test", table(strict, 0.5), here, base)
+    ident = "20261201T000000Z-abc-embedded-full"
+    saved = save(results, ident, {"test": record(tmp_path / "a", strict, base)})
+    assert saved.healed is None and (saved.path / "test" / "outcomes.parquet").is_file()
+    assert saved_runs(results) == [ident]
+    here = record(tmp_path / "b", strict, base)
+    rows = compare_with(results, ident, here)
     assert list(rows.columns) == list(COMPARISON_COLUMNS)
     rows = rows.set_index("measure")
     assert rows.at["strict_pct", "decision"] == "unchanged" and rows.at["strict_pct", "basis"] == "paired"
     assert rows.at["mrr", "decision"] == "undetermined"  # identical, but no MRR margin declared
     assert rows.at["n", "decision"] == "unchanged" and rows.at["n", "basis"] == "no per-direction test for this measure"
     assert rows.at["strict_pct", "paper"] == pytest.approx(52.30)  # the published value rides along on Test
-    other = publish_fake(tmp_path / "elsewhere", "test", strict, base, pool="different")
-    rows = compare_with(results, str(other.parent), "test", table(strict, 0.5), here, base).set_index("measure")
+    # Another results folder: its split's manifest names the run its history keeps.
+    save(tmp_path / "elsewhere", "20261202T000000Z-x", {"test": record(tmp_path / "c", strict, base, pool="other")})
+    rows = compare_with(results, str(tmp_path / "elsewhere"), here).set_index("measure")
     assert rows.at["strict_pct", "basis"] == "unpaired" and rows.at["strict_pct", "decision"] == "unchanged"
-    with pytest.raises(FileNotFoundError, match="no test/table2.csv"):
-        compare_with(results, "no-such-run", "test", table(strict, 0.5), here, base)
+    with pytest.raises(HistoryError, match="'no-such-run' is neither a saved run id"):
+        compare_with(results, "no-such-run", here)
+    with pytest.raises(HistoryError, match=f"saved run {ident} holds no split 'confirmation'"):
+        saved_split(results, ident, "confirmation")
+
+
+def test_a_saved_run_edited_after_it_was_saved_is_refused_naming_the_file(tmp_path: Path, base) -> None:
+    """The probe: editing ``.history/<id>/test/table2.csv`` (fusion MRR 0.5878 -> 0.9999) and comparing with the run
+    exited 0. Every file of a saved split is checked against ``entry.json`` before use; the typed record is read,
+    never the CSV."""
+    results = tmp_path / "results"
+    strict = int(base["fusion__strict"].sum())
+    ident = "20261201T000000Z-abc-embedded-full"
+    save(results, ident, {"test": record(tmp_path / "a", strict, base)})
+    here = record(tmp_path / "b", strict, base)
+    pins = {("fusion", "strict"): strict}
+    assert reviewed_run(results, "embedded", "full", "test", "abc", pins).run_id == ident
+    for name in ("table2.csv", "table2.parquet", "outcomes.parquet", "manifest.json"):
+        path = results / HISTORY / ident / "test" / name
+        kept = path.read_bytes()
+        path.write_bytes(kept.replace(b"0.5", b"0.9") if b"0.5" in kept else kept + b" ")
+        with pytest.raises(HistoryError, match=f"{path} was changed after the run saved it"):
+            comparison_table(results, ident, here)
+        with pytest.raises(HistoryError, match=f"{path} was changed"):
+            reviewed_run(results, "embedded", "full", "test", "abc", pins)
+        path.unlink()
+        with pytest.raises(HistoryError, match=f"{path} is missing"):
+            saved_split(results, ident, "test")
+        path.write_bytes(kept)
+    assert comparison_table(results, ident, here)["decision"].notna().all()
 
 
 def test_the_reviewed_run_is_the_newest_saved_run_reproducing_the_pins(tmp_path: Path, base) -> None:
@@ -163,12 +188,34 @@ def test_the_reviewed_run_is_the_newest_saved_run_reproducing_the_pins(tmp_path:
     strict = int(base["fusion__strict"].sum())
     for ident, value in (("20261101T000000Z-a", strict), ("20261102T000000Z-b", strict + 1),
                          ("20261103T000000Z-c", strict)):
-        publish_fake(results / ".history" / ident, "test", value, base)
+        save(results, ident, {"test": record(tmp_path / ident, value, base)})
     found = reviewed_run(results, "embedded", "full", "test", "abc", {("fusion", "strict"): strict})
-    assert found == results / ".history" / "20261103T000000Z-c" / "test"
+    assert found.folder == results / ".history" / "20261103T000000Z-c" / "test"
+    assert found.outcomes("fusion")["strict"].sum() == strict and found.outcomes("other") is None
+    # A pin is decided on the saved outcomes as read (nullable dtypes), paired with this run's (docs/statistics.md#pins)
+    same = paired_change("strict_pct", outcomes(base), found.outcomes("fusion"), base["group"].to_numpy(), margin=1.0)
+    assert (same.decision, same.basis, same.n) == ("unchanged", "paired", N)
     assert reviewed_run(results, "embedded", "full", "test", "other-pool", {("fusion", "strict"): strict}) is None
     assert reviewed_run(results, "embedded", "full", "test", "abc", {("fusion", "strict"): strict + 5}) is None
     assert reviewed_run(tmp_path / "none", "embedded", "full", "test", "abc", {}) is None
+
+
+def test_an_incomplete_run_is_never_listed_nor_used_and_the_next_save_removes_it(tmp_path: Path, base) -> None:
+    """A run folder without ``entry.json`` (cut by a killed save, or kept before the history kept typed records)
+    is not a saved run: ``--compare-to`` names it as incomplete, and the next save removes it and says so."""
+    results = tmp_path / "results"
+    strict = int(base["fusion__strict"].sum())
+    cut = results / HISTORY / "20261101T000000Z-cut" / "test"
+    cut.mkdir(parents=True)
+    table(strict, 0.5).to_csv(cut / "table2.csv", index=False)
+    assert saved_runs(results) == []
+    with pytest.raises(HistoryError, match="saved run 20261101T000000Z-cut is incomplete"):
+        saved_split(results, "20261101T000000Z-cut", "test")
+    saved = save(results, "20261102T000000Z-next", {"test": record(tmp_path / "a", strict, base)})
+    assert saved.healed == (f"history: removed 1 incomplete run(s) left by killed or failed saves in "
+                            f"{results / HISTORY} (20261101T000000Z-cut)")
+    assert sorted(p.name for p in (results / HISTORY).iterdir()) == ["20261102T000000Z-next"]
+    assert (saved.path / ENTRY).is_file() and saved_runs(results) == ["20261102T000000Z-next"]
 
 
 def test_run_id_names_commit_profile_and_scope() -> None:
@@ -180,20 +227,19 @@ def test_run_id_names_commit_profile_and_scope() -> None:
 
 
 def test_a_partial_run_is_never_a_pins_reviewed_run_but_is_compared_with(tmp_path: Path, base) -> None:
-    from reports.history import comparison_table
-
     results = tmp_path / "results"
     strict = int(base["fusion__strict"].sum())
-    for ident in ("20261101T000000Z-complete", "20261102T000000Z-partial"):
-        publish_fake(results / ".history" / ident, "test", strict, base)
-    newer = results / ".history" / "20261102T000000Z-partial" / "test" / "manifest.json"
-    newer.write_text(json.dumps({**json.loads(newer.read_text()), "partial": ["1 test(s) deselected"]}))
+    save(results, "20261101T000000Z-complete", {"test": record(tmp_path / "a", strict, base)})
+    save(results, "20261102T000000Z-partial", {"test": record(tmp_path / "b", strict, base,
+                                                               partial=["1 test(s) deselected"])})
     found = reviewed_run(results, "embedded", "full", "test", "abc", {("fusion", "strict"): strict})
-    assert found == results / ".history" / "20261101T000000Z-complete" / "test"
+    assert found.run_id == "20261101T000000Z-complete"
     now = pd.concat([table(strict, 0.5), table(strict, 0.5).assign(ranker="mine")], ignore_index=True)
-    rows = comparison_table(results, "20261102T000000Z-partial", "test", now, {}, None)
+    mine = base.assign(**{f"mine__{f}": base[f"fusion__{f}"] for f in FIELDS})
+    here = split_record(tmp_path / "c", "test", now, mine, {})
+    rows = comparison_table(results, "20261102T000000Z-partial", here)
     assert set(rows["saved_partial"]) == {"1 test(s) deselected"}
     assert rows.drop_duplicates("ranker").set_index("ranker")["side"].to_dict() == {"fusion": "both",
                                                                                      "mine": "this run only"}
-    complete = comparison_table(results, "20261101T000000Z-complete", "test", now, {}, None)
+    complete = comparison_table(results, "20261101T000000Z-complete", here)
     assert set(complete["saved_partial"]) == {""}
