@@ -36,7 +36,8 @@ def test_every_cited_statistics_section_exists() -> None:
     for path in PROJECT_ROOT.rglob("*"):
         if path.suffix not in (".py", ".md", ".toml") or ".venv" in path.parts or not path.is_file():
             continue
-        for anchor in re.findall(r"docs/statistics\.md#([a-z0-9-]+)", path.read_text(encoding="utf-8", errors="ignore")):
+        text = path.read_text(encoding="utf-8", errors="ignore")
+        for anchor in re.findall(r"docs/statistics\.md#([a-z0-9-]+)", text):
             cited.setdefault(anchor, path.relative_to(PROJECT_ROOT).as_posix())
     missing = {a: p for a, p in cited.items() if a not in anchors}
     assert cited and not missing, f"cited statistics sections that do not exist: {missing}"
@@ -50,7 +51,8 @@ def _defines(path, name: str) -> bool:
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
             return True
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             return True
     return False
@@ -95,7 +97,8 @@ def _prose(text: str) -> str:
 
 
 def github_anchors(text: str) -> set[str]:
-    """The anchors GitHub gives a file's headings: lower case, punctuation dropped, spaces to hyphens, repeats -1, -2."""
+    """The anchors GitHub gives a file's headings: lower case, punctuation dropped, spaces to hyphens, repeats
+    numbered (-1, -2)."""
     anchors: set[str] = set()
     for heading in re.findall(r"^#{1,6} (.+?)\s*$", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S), re.M):
         base = re.sub(r"[^\w\- ]", "", heading.lower().replace("`", "")).replace(" ", "-")
@@ -108,7 +111,8 @@ def github_anchors(text: str) -> set[str]:
 
 
 def test_github_anchors_follow_githubs_rule() -> None:
-    text = "# Top\n## 6. Another system's run\n### Is it? (`specs/bench_client.py`)\n## Top\n```\n# not a heading\n```\n"
+    text = ("# Top\n## 6. Another system's run\n### Is it? (`specs/bench_client.py`)\n## Top\n"
+            "```\n# not a heading\n```\n")
     assert github_anchors(text) == {"top", "6-another-systems-run", "is-it-specsbench_clientpy", "top-1"}
 
 

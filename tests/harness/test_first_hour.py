@@ -203,7 +203,8 @@ def test_the_exported_files_read_as_they_are_with_outside_tools(walkthrough, spl
     requests = [json.loads(line) for line in (folder / "rank_llm.jsonl").open()]
     assert len(requests) == manifest["counts"]["queries"]
     assert set(requests[0]) == {"query", "candidates"} and set(requests[0]["query"]) == {"text", "qid"}
-    assert set(requests[0]["candidates"][0]) == {"docid", "score", "doc"} and "contents" in requests[0]["candidates"][0]["doc"]
+    candidate = requests[0]["candidates"][0]
+    assert set(candidate) == {"docid", "score", "doc"} and "contents" in candidate["doc"]
     assert all(len(r["candidates"]) <= 20 for r in requests)
     assert manifest["pool_snapshot"]["parquet_sha256"] and "_q1" in manifest["contract"]["qid"]
     results = walkthrough["results"] / split
@@ -352,7 +353,8 @@ def test_a_check_carries_the_marks_of_every_ranker_it_computes(tmp_path: Path) -
     profile.write_text('[profile]\nname = "mine"\nextends = "embedded"\n'
                        '[rankers.cheap]\nkind = "fusion"\npopulation = "grader_pairs"\ncompare_to = "grader_pairs"\n'
                        '[rankers.server_pairs]\nlike = "grader_pairs"\nmarks = []\n'
-                       '[rankers.grader]\nenabled = true\n', encoding="utf-8")  # the window grader: declared, not enabled
+                       # the window grader: declared, not enabled
+                       '[rankers.grader]\nenabled = true\n', encoding="utf-8")
     args = ["--profile", str(profile), "--collect-only", "-q"]
     everything, _ = run_specs(args, tmp_path / "cache", tmp_path / "results")
     assert everything.returncode == 0, everything.stderr[-3000:]
