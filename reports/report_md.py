@@ -288,7 +288,7 @@ def bottom_line(claims: pd.DataFrame, split: str, run_n: int | None) -> list[str
                     *[f"- {line}" for line in (*contrast.departs, *contrast.undecided)], ""]
 
 
-#: A run comparison's decisions, those a reader must look at first first (docs/statistics.md#pins).
+#: A run comparison's decisions, gravest (what a reader must look at) first (docs/statistics.md#pins).
 CHANGE_ORDER = ("changed", "undetermined", "changed within margin", "margin unreachable", "unchanged")
 #: The columns a run comparison is read by; the rest (p-values, margins, n, the paper's value) are in comparison.csv.
 CHANGE_COLUMNS = ("ranker", "measure", "then", "now", "delta", "delta_lo", "delta_hi", "decision")
