@@ -204,9 +204,13 @@ def _claim_brief(row: dict[str, Any]) -> str:
     versus = _versus(row)
     if str(row.get("family", "")).startswith("H3x"):
         measure += f" on the equal-grade directions of {md_code(versus)}"
-    subject = f"{md_code(row['ranker'])} vs {md_code(versus)}, {measure}" if versus else \
-        f"{md_code(row['ranker'])}, {measure}"
-    return f"{subject} **{md_escape(row['status'])}** ({_effect_words(row)})"
+    ranker = row.get("ranker")
+    if ranker is None or pd.isna(ranker) or not str(ranker):
+        subject = md_code(str(row.get("claim", "")))  # a claim that names no ranker is named by itself
+    else:
+        subject = f"{md_code(str(ranker))} vs {md_code(versus)}, {measure}" if versus else \
+            f"{md_code(str(ranker))}, {measure}"
+    return f"{subject} **{md_escape(str(row.get('status', '')))}** ({_effect_words(row)})"
 
 
 def _measured_side(row: dict[str, Any]) -> str | None:
@@ -240,7 +244,7 @@ def paper_contrast(claims: pd.DataFrame, split: str, run_n: int | None) -> Paper
             column = paired_measure(str(row.get("measure"))).of
         except KeyError:
             continue
-        if not versus or column not in published.columns or not {row["ranker"], versus} <= set(published.index):
+        if not versus or column not in published.columns or not {row.get("ranker"), versus} <= set(published.index):
             continue
         mine, theirs = published.at[row["ranker"], column], published.at[versus, column]
         if pd.isna(mine) or pd.isna(theirs) or mine == theirs:

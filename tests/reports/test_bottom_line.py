@@ -69,3 +69,9 @@ def test_a_run_that_agrees_with_the_paper_says_so_and_other_splits_are_not_compa
     confirmation = "\n".join(bottom_line(claims(), "confirmation", 371))
     assert "Against the paper" not in confirmation and "**H1" in confirmation
     assert bottom_line(pd.DataFrame([{"claim": "pin:x", "family": "pin", "status": "unchanged"}]), "test", 1) == []
+
+
+def test_a_claim_that_names_no_ranker_is_named_by_itself() -> None:
+    """A profile's own claim row may carry only its name, status and measured text (no ranker, no effect)."""
+    lines = bottom_line(pd.DataFrame([{"claim": "h_demo", "status": "holds", "measured": "+1 pts"}]), "test", 10)
+    assert lines[:3] == ["## Bottom line", "", "- **Beyond the paper**: `h_demo` **holds** (+1 pts)."]
