@@ -7,6 +7,7 @@ It reads one split's record (``reports.record.SplitRecord``) and the run's publi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,8 @@ import pandas as pd
 
 from fixtures.reference import published_paired
 from reports.hypotheses import DIGITS, format_interval, format_p
-from reports.measures import PAIRED_MEASURES
-from reports.paper import paper_table2
+from reports.measures import PAIRED_MEASURES, paired_measure
+from reports.paper import PAPER, paper_table2
 from reports.record import Publication, SplitRecord
 from reports.reference import CAVEAT, beside_published
 from reports.render import (brief, endpoint_lines, md_code, md_escape, md_frame, table2_markdown,
@@ -31,6 +32,15 @@ FAMILY_TITLES = {"H1": "H1: preference is not position (the profile's declared c
 #: How a claim's measure reads in a sentence: a paired measure's words, and H3's share.
 MEASURE_WORDS = {**{m.name: m.words for m in PAIRED_MEASURES if m.words},
                  "tie_branch_share": "equal-grade branch, share of non-successes minus share of directions"}
+
+
+#: What each hypothesis says, for the bottom line (docs/statistics.md#claims).
+HYPOTHESES = {"H1": "training moves preference and position apart",
+              "H2": "window reranking raises preference and position over its baseline",
+              "H3": "the equal-grade branch holds the failures",
+              "beyond": "beyond the paper"}
+#: Where the published values the bottom line compares with are listed, with their sources.
+REFERENCE_PAGE = "docs/reference-results.md"
 
 
 def _num(row: dict[str, Any], key: str) -> float:
@@ -106,7 +116,8 @@ def lost_expectations(claims: pd.DataFrame) -> list[str]:
 def undecidable_on_subset(claims: pd.DataFrame) -> list[str]:
     """Full-run expectations a subset run cannot decide, one line each (docs/statistics.md#expectations)."""
     return [f"{md_code(r['claim'])}: {md_code(r['declared_in'])} expects **{r['expected']}** (reviewed on the full "
-            f"run); not decidable on this subset: {_measured(r)}" for r in _rows_checked(claims, "not decidable on this subset")]
+            f"run); not decidable on this subset: {_measured(r)}"
+            for r in _rows_checked(claims, "not decidable on this subset")]
 
 
 def inherited_misses(claims: pd.DataFrame) -> list[str]:
@@ -161,6 +172,186 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str],
     return lines
 
 
+def _study_claims(claims: pd.DataFrame) -> list[dict[str, Any]]:
+    """The hypothesis claims of a run (not gates or pins, not the single-seed replays), with ``family`` as text."""
+    rows = []
+    for r in claims.to_dict("records"):
+        family = "" if r.get("family") is None or pd.isna(r.get("family")) else str(r["family"])
+        if family in ("gate", "pin") or str(r.get("estimand") or "").startswith("single seed"):
+            continue
+        rows.append({**r, "family": family})
+    return rows
+
+
+def _versus(row: dict[str, Any]) -> str:
+    versus = row.get("versus")
+    return "" if versus is None or pd.isna(versus) else str(versus)
+
+
+def _effect_words(row: dict[str, Any]) -> str:
+    """``-4.64 pts [-6.36, -2.91]``, or what was measured when the claim has no effect."""
+    effect = _num(row, "effect")
+    if pd.isna(effect):
+        return _measured(row) or "not measured"
+    unit = str(row.get("unit") or "")
+    digits = DIGITS.get(unit, 2)
+    return f"{effect:+.{digits}f} {unit} {format_interval(_num(row, 'lo'), _num(row, 'hi'), digits)}"
+
+
+def _claim_brief(row: dict[str, Any]) -> str:
+    """A claim in a clause: who vs whom, on what, its status and its effect with the interval."""
+    measure = MEASURE_WORDS.get(str(row.get("measure")), str(row.get("measure")))
+    versus = _versus(row)
+    if str(row.get("family", "")).startswith("H3x"):
+        measure += f" on the equal-grade directions of {md_code(versus)}"
+    ranker = row.get("ranker")
+    if ranker is None or pd.isna(ranker) or not str(ranker):
+        subject = md_code(str(row.get("claim", "")))  # a claim that names no ranker is named by itself
+    else:
+        subject = f"{md_code(str(ranker))} vs {md_code(versus)}, {measure}" if versus else \
+            f"{md_code(str(ranker))}, {measure}"
+    return f"{subject} **{md_escape(str(row.get('status', '')))}** ({_effect_words(row)})"
+
+
+def _measured_side(row: dict[str, Any]) -> str | None:
+    """The side of 0 the run decided the effect on: the claimed side when it holds, the other when it fails."""
+    claimed = str(row.get("claimed") or "").strip()[:1]
+    if claimed not in (">", "<") or row.get("status") not in ("holds", "fails"):
+        return None
+    return claimed if row["status"] == "holds" else {">": "<", "<": ">"}[claimed]
+
+
+@dataclass(frozen=True)
+class PaperContrast:
+    """This run's comparison claims against the direction of the paper's published values (``reports.paper``)."""
+
+    departs: tuple[str, ...]  # decided on the other side of 0 than the paper's values
+    undecided: tuple[str, ...]  # the paper has a direction; this run decides none
+    agrees: int  # decided the paper's way
+
+
+def paper_contrast(claims: pd.DataFrame, split: str, run_n: int | None) -> PaperContrast | None:
+    """Each comparison claim whose two rankers the paper reports on the claim's measure, against the sign of their
+    published difference (the paper's direction); None when the paper reports nothing for the split."""
+    paper = paper_table2(split, run_n)
+    if paper is None:
+        return None
+    published = paper.set_index("ranker")
+    departs, undecided, agrees = [], [], 0
+    for row in _study_claims(claims):
+        versus = _versus(row)
+        try:
+            column = paired_measure(str(row.get("measure"))).of
+        except KeyError:
+            continue
+        if not versus or column not in published.columns or not {row.get("ranker"), versus} <= set(published.index):
+            continue
+        mine, theirs = published.at[row["ranker"], column], published.at[versus, column]
+        if pd.isna(mine) or pd.isna(theirs) or mine == theirs:
+            continue
+        side = ">" if mine > theirs else "<"
+        words = {">": "above", "<": "below"}
+        digits = DIGITS.get(str(row.get("unit") or ""), 2)
+        said = (f"the paper has {md_code(row['ranker'])} {words[side]} {md_code(versus)} "
+                f"({float(mine):.{digits}f} vs {float(theirs):.{digits}f})")
+        measured = _measured_side(row)
+        if measured is None:
+            undecided.append(f"{_claim_brief(row)}: {said}; this run does not decide it.")
+        elif measured != side:
+            departs.append(f"{_claim_brief(row)}: {said}; this run has it {words[measured]}.")
+        else:
+            agrees += 1
+    return PaperContrast(tuple(departs), tuple(undecided), agrees)
+
+
+def bottom_line(claims: pd.DataFrame, split: str, run_n: int | None) -> list[str]:
+    """report.md's first section: per hypothesis one sentence from its claims (status, effect, interval), then
+    where the run departs from the paper's published direction (computed from ``reports.paper``, never written in)."""
+    rows = _study_claims(claims)
+    if not rows:
+        return []
+    lines = ["## Bottom line", ""]
+    for section, words in HYPOTHESES.items():
+        members = [r for r in rows if _section(r["family"]) == section]
+        if members:
+            name = "Beyond the paper" if section == "beyond" else f"{section} ({words})"
+            lines.append(f"- **{name}**: " + "; ".join(_claim_brief(r) for r in members) + ".")
+    contrast = paper_contrast(claims, split, run_n)
+    if contrast is None or not (contrast.departs or contrast.undecided or contrast.agrees):
+        return lines + [""]
+    total = contrast.agrees + len(contrast.departs) + len(contrast.undecided)
+    source = f"{md_escape(PAPER)}; sources and why the measures differ: {md_code(REFERENCE_PAGE)}"
+    if not (contrast.departs or contrast.undecided):
+        return lines + ["", f"Against the paper ({source}): all {total} claims its published values give a direction "
+                        "for are decided its way.", ""]
+    return lines + ["", f"Against the paper ({source}): of the {total} claims its published values give a direction "
+                    f"for, this run decides {contrast.agrees} its way, {len(contrast.departs)} the other way and "
+                    f"{len(contrast.undecided)} not at all. Its values come from its GPU/API models and pools, "
+                    "matched to this run's rankers by role name: a departure is a finding about this profile's "
+                    "models, not a failed reproduction.", "",
+                    *[f"- {line}" for line in (*contrast.departs, *contrast.undecided)], ""]
+
+
+#: A run comparison's decisions, gravest (what a reader must look at) first (docs/statistics.md#pins).
+CHANGE_ORDER = ("changed", "undetermined", "changed within margin", "margin unreachable", "unchanged")
+#: The columns a run comparison is read by; the rest (p-values, margins, n, the paper's value) are in comparison.csv.
+CHANGE_COLUMNS = ("ranker", "measure", "then", "now", "delta", "delta_lo", "delta_hi", "decision")
+
+
+@dataclass(frozen=True)
+class ComparisonBrief:
+    """A comparison with a saved run as a reader meets it: what moved first, what held in one line."""
+
+    moved: pd.DataFrame  # rows of the rankers in both runs not unchanged, the ranker with the gravest decision first
+    unchanged: tuple[str, ...]  # rankers in both runs whose every measure is unchanged
+    one_sided: dict[str, tuple[str, ...]]  # "this run only" / "saved run only" -> rankers, not compared
+    saved_partial: str  # why the saved run is partial ("" when complete): said once, not per row
+    versions_differ: str  # installed versions that differ between the runs, said once
+
+
+def comparison_brief(frame: pd.DataFrame) -> ComparisonBrief:
+    """``comparison.csv`` ordered for reading: rankers that changed lead, unchanged ones are named once."""
+    both = frame[frame["side"] == "both"]
+    # A decision this order does not know is read as the gravest: shown, never folded into "unchanged".
+    rank = both["decision"].map({d: k for k, d in enumerate(CHANGE_ORDER)}).fillna(0).astype(int)
+    gravest = rank.groupby(both["ranker"], sort=False).transform("min")
+    order = {name: k for k, name in enumerate(dict.fromkeys(both["ranker"]))}
+    keep = rank < CHANGE_ORDER.index("unchanged")
+    moved = both[keep].assign(_g=gravest[keep], _o=both.loc[keep, "ranker"].map(order), _r=rank[keep]) \
+        .sort_values(["_g", "_o", "_r"], kind="stable")
+    columns = [c for c in CHANGE_COLUMNS if c in frame.columns]
+    unchanged = tuple(name for name in order if not keep[both["ranker"] == name].any())
+    one_sided = {side: tuple(dict.fromkeys(frame.loc[frame["side"] == side, "ranker"]))
+                 for side in ("this run only", "saved run only")}
+
+    def once(column: str) -> str:
+        values = [str(v) for v in frame.get(column, pd.Series(dtype=object)).dropna().unique() if str(v)]
+        return "; ".join(values)
+
+    return ComparisonBrief(moved[columns].reset_index(drop=True), unchanged,
+                           {k: v for k, v in one_sided.items() if v}, once("saved_partial"), once("versions_differ"))
+
+
+def comparison_lines(frame: pd.DataFrame) -> list[str]:
+    """report.md's comparison with a saved run: the saved run's partiality and version changes once, the rankers
+    that moved first, then the unchanged ones and the one-sided ones by name."""
+    brief_ = comparison_brief(frame)
+    lines = [f"## {TABLES['comparison'][0]}", ""]
+    if brief_.saved_partial:
+        lines += [f"The saved run is partial ({md_escape(brief_.saved_partial)}): the rankers both runs hold are "
+                  "compared.", ""]
+    if brief_.versions_differ:
+        lines += [f"Installed versions that differ from the saved run: {md_escape(brief_.versions_differ)}.", ""]
+    if len(brief_.moved):
+        lines += ["Not unchanged (gravest first; every measure and test is in `comparison.csv`):", "",
+                  md_frame(brief_.moved).to_markdown(index=False, floatfmt=".4g"), ""]
+    if brief_.unchanged:
+        lines += [f"Unchanged in every measure: {', '.join(md_code(n) for n in brief_.unchanged)}.", ""]
+    for side, names in brief_.one_sided.items():
+        lines += [f"Rankers in {side}, not compared: {', '.join(md_code(n) for n in names)}.", ""]
+    return lines
+
+
 def gates_and_pins_lines(claims: pd.DataFrame) -> list[str]:
     """Gates and pins in one line each when all hold; those that failed or moved listed in full."""
     lines = ["## Gates and pins", ""]
@@ -189,6 +380,9 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
     lines = [f"# Preference Is Not Position — {split}", "",
              f"Profile {md_code(record.profile_name or '?')}, "
              f"commit {md_code(record.entries.get('code_commit', '?'))}, run {md_code(publication.run_id)}.", ""]
+    if "claims" in tables:
+        lines += bottom_line(tables["claims"], split, int(tables["table2"]["n"].max())
+                             if "table2" in tables and len(tables["table2"]) else None)
     if publication.partial:
         lines += ["**Partial run**: this run did not compute every output of the split, so it was published apart "
                   "from the complete results:", "", *[f"- {md_escape(reason)}" for reason in publication.partial], ""]
@@ -234,7 +428,8 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
                   *[f"- {md_escape(line)}" for line in endpoint_lines(tables["endpoints"])], ""]
     lines += ["## Files", "",
               "- `table1.csv` populations; `table2.csv` one row per ranker (contract columns, then intervals, then "
-              "`label` and `compare_to`); `table3.csv` pair-only vs window; `nevir_paired.csv` given-pair paired accuracy "
+              "`label` and `compare_to`); `table3.csv` pair-only vs window; `nevir_paired.csv` given-pair paired "
+              "accuracy "
               "under both tie rules; `tie_branch.csv`; `pairwise.csv`; "
               "`cost.csv`; `claims.csv` (every claim with its p-values, MDE and reason); "
               "`unavailable.csv` (unavailable judgments by cause, when there are any); `endpoints.csv` (server "
@@ -245,7 +440,9 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
               "models, seeds, samples, stage wall-clock, the sha256 of every other file)", ""]
     for name, (title, keys, _) in TABLES.items():
-        if name in tables and name not in ("claims", "unavailable", "endpoints", "table2", "nevir_paired"):
+        if name == "comparison" and name in tables:
+            lines += comparison_lines(tables[name])
+        elif name in tables and name not in ("claims", "unavailable", "endpoints", "table2", "nevir_paired"):
             frame = brief(name, tables[name])
             if keys[0] in ("ranker", "scorer") and keys[0] in frame.columns:
                 frame = with_label_column(frame, keys[0], labels)

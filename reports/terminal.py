@@ -14,9 +14,26 @@ import pandas as pd
 
 from reports.record import SessionEnd
 from reports.render import terminal_tables, unavailable_lines
-from reports.report_md import inherited_misses, lost_expectations, undecidable_on_subset
+from reports.report_md import comparison_brief, inherited_misses, lost_expectations, undecidable_on_subset
 from reports.sequential import stop_lines
 from reports.tables import TABLES
+
+
+def comparison_text(split: str, compare_run: str | None, frame: pd.DataFrame) -> list[str]:
+    """The comparison with a saved run in the terminal: the rankers that moved lead, the unchanged ones are named in
+    one line, and the saved run's partiality is said once (``reports.report_md.comparison_brief``)."""
+    brief = comparison_brief(frame)
+    lines = [f"\n[{split}] Comparison with {compare_run} (comparison.csv; rankers matched by name)"]
+    if brief.saved_partial:
+        lines.append(f"the saved run is partial ({brief.saved_partial}): the rankers both runs hold are compared")
+    if brief.versions_differ:
+        lines.append(f"installed versions that differ from the saved run: {brief.versions_differ}")
+    if len(brief.moved):
+        lines += ["not unchanged, gravest first:", terminal_tables("comparison", brief.moved)]
+    if brief.unchanged:
+        lines.append(f"unchanged in every measure: {', '.join(brief.unchanged)}")
+    lines += [f"rankers in {side}, not compared: {', '.join(names)}" for side, names in brief.one_sided.items()]
+    return lines
 
 
 def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.DataFrame]],
@@ -58,17 +75,8 @@ def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.Dat
             for line in lines:
                 terminalreporter.write_line(line, **color)
     for split, frame in end.comparison.items():
-        terminalreporter.write_line(f"\n[{split}] Comparison with {compare_run} "
-                                    "(comparison.csv; rankers matched by name)")
-        saved_partial = str(frame["saved_partial"].iloc[0]) if len(frame) else ""
-        if saved_partial:
-            terminalreporter.write_line(f"the saved run is partial ({saved_partial}): the rankers both runs hold "
-                                        "are compared")
-        terminalreporter.write_line(terminal_tables("comparison", frame[frame["side"] == "both"]))
-        for side in ("this run only", "saved run only"):
-            names = list(dict.fromkeys(frame.loc[frame["side"] == side, "ranker"]))
-            if names:
-                terminalreporter.write_line(f"rankers in {side}, not compared: {', '.join(names)}")
+        for line in comparison_text(split, compare_run, frame):
+            terminalreporter.write_line(line)
     for message in end.notices:
         terminalreporter.write_line(f"\nnot published: {message}")
     for message in end.failed:

@@ -36,7 +36,8 @@ def test_every_cited_statistics_section_exists() -> None:
     for path in PROJECT_ROOT.rglob("*"):
         if path.suffix not in (".py", ".md", ".toml") or ".venv" in path.parts or not path.is_file():
             continue
-        for anchor in re.findall(r"docs/statistics\.md#([a-z0-9-]+)", path.read_text(encoding="utf-8", errors="ignore")):
+        text = path.read_text(encoding="utf-8", errors="ignore")
+        for anchor in re.findall(r"docs/statistics\.md#([a-z0-9-]+)", text):
             cited.setdefault(anchor, path.relative_to(PROJECT_ROOT).as_posix())
     missing = {a: p for a, p in cited.items() if a not in anchors}
     assert cited and not missing, f"cited statistics sections that do not exist: {missing}"
@@ -50,7 +51,8 @@ def _defines(path, name: str) -> bool:
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
             return True
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             return True
     return False
@@ -79,3 +81,104 @@ def test_the_architecture_map_names_only_what_exists() -> None:
         else:
             missing.append(ref)
     assert not missing, f"docs/architecture.md cites what does not exist: {missing}"
+
+
+# ---- the README as a user's document, and the links of every doc ---------------------------------------------------
+
+README = PROJECT_ROOT / "README.md"
+#: A researcher reads the README in five minutes: its length, and where their own ranker's section starts.
+README_MAX_LINES, OWN_RANKER_BEFORE_LINE = 350, 100
+COMMAND_1 = "bash .ci/setup && .venv/bin/python -m pytest specs --benchmark-skip"
+
+
+def _prose(text: str) -> str:
+    """Markdown without fenced code blocks and inline code spans (their brackets are code, not links)."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL))
+
+
+def github_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a file's headings: lower case, punctuation dropped, spaces to hyphens, repeats
+    numbered (-1, -2)."""
+    anchors: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+?)\s*$", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S), re.M):
+        base = re.sub(r"[^\w\- ]", "", heading.lower().replace("`", "")).replace(" ", "-")
+        anchor, k = base, 0
+        while anchor in anchors:
+            k += 1
+            anchor = f"{base}-{k}"
+        anchors.add(anchor)
+    return anchors
+
+
+def test_github_anchors_follow_githubs_rule() -> None:
+    text = ("# Top\n## 6. Another system's run\n### Is it? (`specs/bench_client.py`)\n## Top\n"
+            "```\n# not a heading\n```\n")
+    assert github_anchors(text) == {"top", "6-another-systems-run", "is-it-specsbench_clientpy", "top-1"}
+
+
+def test_the_readme_is_short_and_leads_to_the_users_own_ranker() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; at most {README_MAX_LINES}"
+    own = lines.index("## Evaluate your own reranker") + 1
+    assert own < OWN_RANKER_BEFORE_LINE, f"'Evaluate your own reranker' starts at line {own}"
+    terms = next(i for i, line in enumerate(lines, 1) if line.startswith("## Terms"))
+    assert terms < 40, f"the glossary starts at line {terms}, below the first screen"
+    glossary = "\n".join(lines[terms:own]).lower()
+    for term in ("direction", "designated", "preferred", "counterpart", "source group", "strict preference", "tie",
+                 "fallback", "e0", "n=8"):
+        assert f"| {term}" in glossary or f"/ {term}" in glossary, f"the glossary does not define {term!r}"
+
+
+def test_the_readme_holds_no_dated_timing_entry() -> None:
+    """Timings live in docs/benchmarks.md with their date and machine; the README keeps one undated line a command."""
+    duration = re.compile(r"\b\d+(?:[.,]\d+)?\s*(?:min|minutes|s|seconds|h|hours)\b")
+    for paragraph in _prose(README.read_text(encoding="utf-8")).split("\n\n"):
+        if re.search(r"\b20\d\d-\d\d-\d\d\b", paragraph):
+            assert not duration.search(paragraph), f"a dated timing in README.md: {paragraph[:300]!r}"
+
+
+def test_the_two_commands_are_the_first_code_block_and_command_2_is_what_ci_runs() -> None:
+    first = re.search(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert first and first.start() == README.read_text(encoding="utf-8").index("```"), "the first code block"
+    commands = [line for line in first.group(1).splitlines() if line and not line.startswith("#")]
+    ci = (PROJECT_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    [tests] = [line for line in ci.splitlines() if line.startswith(".venv/bin/python -m pytest tests specs")]
+    assert "export HF_HUB_OFFLINE=1" in ci
+    assert commands == [COMMAND_1, f"bash .ci/setup && HF_HUB_OFFLINE=1 {tests}"]
+
+
+def _markdown_files() -> list:
+    return [README, *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
+    """A link to a file names one that exists; a link with #anchor names a heading of that Markdown file."""
+    broken = []
+    for path in _markdown_files():
+        text = path.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", _prose(text)):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s), mailto: not this checkout's
+            file, _, anchor = target.partition("#")
+            where = (path.parent / file).resolve() if file else path
+            if not where.exists():
+                broken.append(f"{path.name}: {target} (no such file)")
+            elif anchor and where.suffix == ".md" and anchor not in github_anchors(where.read_text(encoding="utf-8")):
+                broken.append(f"{path.name}: {target} (no such heading)")
+    assert not broken, broken
+
+
+def test_the_reference_results_page_lists_every_published_number() -> None:
+    """docs/reference-results.md shows each published NevIR row and each of the paper's Table II values it keeps."""
+    from fixtures.reference import published_paired
+    from reports.paper import paper_table2
+
+    page = (PROJECT_ROOT / "docs" / "reference-results.md").read_text(encoding="utf-8")
+    rows = published_paired()
+    assert rows
+    for row in rows:
+        assert f"| {row.paired_pct:.1f} |" in page, f"{row.system} ({row.paired_pct}) is not on the page"
+    paper = paper_table2("test")
+    for column, digits in (("strict_pct", 2), ("paired_pct", 2), ("mrr", 4)):
+        for value in paper[column].dropna():
+            assert f"{value:.{digits}f}" in page, f"the paper's {column} {value} is not on the page"

@@ -1,8 +1,10 @@
 """A researcher's first hour, as the README tells it: their reranker in, the frozen pools out, nothing lost.
 
-The README's "Evaluate your own reranker" walk-through is run here as written, on the CI subset: its files are
-written into a home folder of the test's own (``~/my-eval``: a factory in a folder outside the project, found
-through the profile's ``pythonpath``; an outside BM25 script), its commands run in order from the checkout.
+The README's "Evaluate your own reranker" walk-through, continued by the tutorial's step that brings another system's
+run back (``docs/tutorial.md``), is run here as written, on the CI subset: its files are written into a home folder
+of the test's own (``~/my-eval``: a factory in a folder outside the project, found through the profile's
+``pythonpath``; an outside BM25 script), its commands run in order from the checkout, and the README's notebook
+path runs as written where the library API (``harness.run``) is in the checkout.
 Then the outside system's numbers are recomputed from its run file and the exported qrels with numpy alone and
 must equal the suite's row. Failures that can be found before any work (a missing module, a model that is not
 here, a bad ``--compare-to``) stop the run at once, naming the file and declaration, with nothing built or
@@ -26,14 +28,30 @@ from fixtures.settings import PROJECT_ROOT, default_cache_dir
 
 SUBSET = ("--subset-pairs", "24", "--grader-sample", "4")  # the CI scope
 SPLITS = ("test", "confirmation")
-SECTION = ("## Evaluate your own reranker", "### Kinds")
+#: Where the walk-through is: the README's section (to the next section), then the tutorial's step that brings another
+#: system's run back and compares (to the next step).
+SECTIONS = (("README.md", "## Evaluate your own reranker", "\n## "),
+            ("docs/tutorial.md", "## 6. Another system's run, read back and compared", "\n## "))
+#: The first line of the README's notebook block: run by its own test, not written as a file.
+NOTEBOOK = "# In a notebook or script, from the checkout"
+
+
+def _blocks(path: str, start: str, end: str) -> list[tuple[str, str, str]]:
+    text = (PROJECT_ROOT / path).read_text(encoding="utf-8")
+    begin = text.index(start)
+    section = text[begin:text.index(end, begin + len(start))]
+    return [(lang, body.split("\n", 1)[0], body) for lang, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S)]
 
 
 def readme_steps() -> list[tuple[str, str, str]]:
-    """The walk-through's code blocks in order: (language, first line, body)."""
-    text = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index(SECTION[0]):text.index(SECTION[1])]
-    return [(lang, body.split("\n", 1)[0], body) for lang, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S)]
+    """The walk-through's code blocks in order, the notebook block aside: (language, first line, body)."""
+    return [b for path, start, end in SECTIONS for b in _blocks(path, start, end) if b[1] != NOTEBOOK]
+
+
+def notebook_block() -> str:
+    """The README's notebook path, as written."""
+    [body] = [body for _, first, body in _blocks(*SECTIONS[0]) if first == NOTEBOOK]
+    return body
 
 
 def in_home(text: str, home: Path) -> str:
@@ -48,7 +66,7 @@ def run_readme(home: Path) -> list[subprocess.CompletedProcess]:
     for lang, first, body in readme_steps():
         if lang in ("python", "toml"):
             match = re.fullmatch(r"# (append to )?(~/\S+)", first)
-            assert match, f"README {lang} block must start with '# ~/path' or '# append to ~/path': {first!r}"
+            assert match, f"walk-through {lang} block must start with '# ~/path' or '# append to ~/path': {first!r}"
             target = Path(in_home(match.group(2), home))
             target.parent.mkdir(parents=True, exist_ok=True)
             with target.open("a" if match.group(1) else "w", encoding="utf-8") as fh:
@@ -101,6 +119,21 @@ def test_the_readme_walkthrough_runs_as_written_and_keeps_the_factory_outside_th
         assert "h2_my_reranker_strict_gt_fusion" in claims
     shown = walkthrough["commands"][1].stdout  # the README's command that prints the row
     assert "my_reranker" in shown and "strict_pct" in shown
+
+
+def test_the_readme_notebook_path_runs_as_written(walkthrough) -> None:
+    """evaluate() on the walk-through's profile prints the user's row beside fusion, and publish() writes it."""
+    if not (PROJECT_ROOT / "harness" / "run.py").is_file():
+        pytest.skip("harness.run (evaluate, publish) is not in this checkout: the README's notebook path cannot run")
+    home = walkthrough["home"]
+    env = {**os.environ, "HOME": str(home), "NEVIR_CACHE_DIR": str(default_cache_dir()), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", notebook_block()], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                          text=True, timeout=3600)
+    assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    assert "my_reranker" in done.stdout and "strict_pct" in done.stdout
+    t2 = pd.read_csv(home / "my-eval" / "results-notebook" / "test" / "table2.csv").set_index("ranker")
+    assert {"fusion", "my_reranker"} <= set(t2.index) and t2.loc["my_reranker", "n"] == t2.loc["fusion", "n"]
 
 
 def test_the_factorys_judgments_and_cost_are_published(walkthrough) -> None:
@@ -170,7 +203,8 @@ def test_the_exported_files_read_as_they_are_with_outside_tools(walkthrough, spl
     requests = [json.loads(line) for line in (folder / "rank_llm.jsonl").open()]
     assert len(requests) == manifest["counts"]["queries"]
     assert set(requests[0]) == {"query", "candidates"} and set(requests[0]["query"]) == {"text", "qid"}
-    assert set(requests[0]["candidates"][0]) == {"docid", "score", "doc"} and "contents" in requests[0]["candidates"][0]["doc"]
+    candidate = requests[0]["candidates"][0]
+    assert set(candidate) == {"docid", "score", "doc"} and "contents" in candidate["doc"]
     assert all(len(r["candidates"]) <= 20 for r in requests)
     assert manifest["pool_snapshot"]["parquet_sha256"] and "_q1" in manifest["contract"]["qid"]
     results = walkthrough["results"] / split
@@ -319,7 +353,8 @@ def test_a_check_carries_the_marks_of_every_ranker_it_computes(tmp_path: Path) -
     profile.write_text('[profile]\nname = "mine"\nextends = "embedded"\n'
                        '[rankers.cheap]\nkind = "fusion"\npopulation = "grader_pairs"\ncompare_to = "grader_pairs"\n'
                        '[rankers.server_pairs]\nlike = "grader_pairs"\nmarks = []\n'
-                       '[rankers.grader]\nenabled = true\n', encoding="utf-8")  # the window grader: declared, not enabled
+                       # the window grader: declared, not enabled
+                       '[rankers.grader]\nenabled = true\n', encoding="utf-8")
     args = ["--profile", str(profile), "--collect-only", "-q"]
     everything, _ = run_specs(args, tmp_path / "cache", tmp_path / "results")
     assert everything.returncode == 0, everything.stderr[-3000:]

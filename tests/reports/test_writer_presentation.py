@@ -78,7 +78,8 @@ def published(tmp_path: Path) -> Path:
 def test_report_opens_with_each_family_s_verdicts_in_words(tmp_path: Path) -> None:
     report = (published(tmp_path) / "report.md").read_text(encoding="utf-8")
     sections = [line for line in report.splitlines() if line.startswith("## ")]
-    assert sections[:4] == ["## Verdicts", "## Table II: preference and position per ranker", "## Gates and pins",
+    assert sections[:5] == ["## Bottom line", "## Verdicts", "## Table II: preference and position per ranker",
+                            "## Gates and pins",
                             "## Failed or skipped (their rows are missing; everything else is published)"]
     verdicts = report.split("## Verdicts")[1].split("## Table II")[0]
     headings = [line for line in verdicts.splitlines() if line.startswith("### ")]

@@ -248,12 +248,12 @@ def test_a_pool_scorer_series_on_the_pool_index_is_read_by_index_not_position():
     assert ints.dtype == float and ints.tolist() == [3.0, 1.0, 2.0, 5.0, 4.0]
 
 
-def test_the_readme_full_pool_example_keeps_the_contract(tmp_path, monkeypatch):
+def test_the_documented_full_pool_example_keeps_the_contract(tmp_path, monkeypatch):
     import re
 
     from fixtures.settings import PROJECT_ROOT
 
-    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (PROJECT_ROOT / "docs" / "kinds.md").read_text(encoding="utf-8")
     [example] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "def score_pool" in b]
     name = f"readme_pool_{next(_names)}"
     (tmp_path / f"{name}.py").write_text(example + "\n\ndef make():\n    return BM25Only()\n", encoding="utf-8")
