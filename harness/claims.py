@@ -218,7 +218,8 @@ class ClaimBook:
     def _decidable_by_design(self, split: str, d: ClaimDefinition) -> bool:
         """An unmeasured claim's sample decides it or not by its groups alone (H3x: at most its twin's)."""
         owner = d.versus if d.kind == "tie_resolution" else d.ranker
-        return decidable(len(pd.unique(_groups(self.ev, split, owner))))
+        sizes = pd.Series(_groups(self.ev, split, owner)).value_counts().to_numpy()
+        return decidable(sizes, guarded=d.kind != "tie_branch")
 
     @functools.cache
     def family(self, split: str, family: str, single_seed: bool = False) -> dict[str, ClaimResult | BaseException]:

@@ -26,22 +26,31 @@ from typing import Literal
 from reports.claim_families import ClaimDefinition
 from reports.claim_measures import ClaimTest
 from reports.measures import PAIRED_MEASURES
-from reports.group_tests import MIN_DIFFERING, smallest_p
+from reports.group_tests import MIN_DIFFERING, smallest_decision_p
+from reports.power import DECISION_TEST, decision_directions_needed, decision_mde
 from reports.stats import ALPHA, POWER, directions_needed, holm, minimum_detectable_effect
 
 Status = Literal["holds", "fails", "inconclusive"]
 #: Columns of a claims table row (``ClaimResult.row``).
 CLAIM_COLUMNS = ("claim", "family", "ranker", "versus", "measure", "claimed", "status", "reason", "effect", "lo", "hi",
-                 "unit", "p_value", "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level",
+                 "unit", "p_value", "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level", "mde_test",
                  "directions_needed", "n", "n_groups", "differing_groups", "discordant", "family_hypotheses",
                  "measured")
 #: Digits an effect is written with, per unit (from the paired measures' Table II records).
 DIGITS = {m.unit: m.digits for m in PAIRED_MEASURES}
 
 
-def decidable(n_groups: int, alpha: float = ALPHA) -> bool:
-    """Whether any outcome of a sample of ``n_groups`` source groups could reach α / 2 (design alone)."""
-    return smallest_p(n_groups) <= alpha / 2
+def decidable(sizes: Sequence[int], alpha: float = ALPHA, guarded: bool = True) -> bool:
+    """Whether any outcome on source groups of these sizes could reach α / 2 under the decision test (design alone;
+    ``guarded`` False for H3, which the bound-aware part never joins)."""
+    return smallest_decision_p(sizes, guarded) <= alpha / 2
+
+
+def design_sizes(t: ClaimTest) -> tuple[tuple[int, ...], bool]:
+    """A measured claim's group sizes and whether its test is guarded (groups of one direction when its design is
+    not known: the bound-aware part then sees equal groups)."""
+    sizes = t.design.sizes if t.design is not None else (1,) * t.n_groups
+    return sizes, t.definition.kind != "tie_branch"
 
 
 def format_interval(lo: float, hi: float, digits: int = 2) -> str:
@@ -84,6 +93,7 @@ class ClaimResult:
     alpha: float = field(default=ALPHA, repr=False)
     differing_groups: int = 0
     discordant: int = 0
+    mde_test: str = ""
 
     def __post_init__(self) -> None:
         check_verdict(self.status, self.p_adjusted, self.p_opposite_adjusted, self.alpha, self.name)
@@ -118,7 +128,7 @@ class ClaimResult:
                 "lo": self.lo, "hi": self.hi, "unit": self.unit, "p_value": self.p_value,
                 "p_adjusted": self.p_adjusted, "p_opposite": self.p_opposite,
                 "p_opposite_adjusted": self.p_opposite_adjusted, "mde": self.mde, "mde_level": self.mde_level,
-                "directions_needed": self.directions_needed, "n": self.n, "n_groups": self.n_groups,
+                "mde_test": self.mde_test, "directions_needed": self.directions_needed, "n": self.n, "n_groups": self.n_groups,
                 "differing_groups": self.differing_groups, "discordant": self.discordant,
                 "family_hypotheses": self.family_hypotheses,
                 "measured": self.summary() + (f"; {self.measured}" if self.measured and not math.isnan(self.effect)
@@ -142,12 +152,14 @@ def check_verdict(status: str, p_adjusted: float, p_opposite_adjusted: float, al
 
 
 def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_adj: float, hypotheses: int,
-            mde: float, needed: float, alpha: float) -> str:
+            mde: float, needed: float, alpha: float, mde_test: str) -> str:
     d = t.definition
     digits = DIGITS.get(t.unit, 4)
-    if not decidable(t.n_groups, alpha):
+    sizes, guarded = design_sizes(t)
+    if not decidable(sizes, alpha, guarded):
         return (f"unable to decide: {t.n_groups} source group(s) give a smallest attainable one-sided p of "
-                f"{smallest_p(t.n_groups):.3g} > α/2 = {alpha / 2:g}, whatever the outcomes"
+                f"{smallest_decision_p(sizes, guarded):.3g} > α/2 = {alpha / 2:g} (the decision test), whatever the "
+                "outcomes, so it is left out of its family"
                 + (f" ({t.measured})" if math.isnan(t.effect) and t.measured else ""))
     if math.isnan(t.effect):
         return f"not measured: {t.measured}"
@@ -155,16 +167,35 @@ def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_ad
         return f"unable to decide: {t.flag}"
     tests = (f"one-sided p {format_p(p)} on the claimed side (Holm {format_p(p_adj)}), {format_p(q)} on the other "
              f"(Holm {format_p(q_adj)}) in family {d.family} ({hypotheses} hypotheses, α {alpha:g})")
-    power = f"MDE {mde:.{digits}f} {t.unit}" if math.isfinite(mde) else "MDE unknown (no group differs)"
+    if not math.isfinite(mde):
+        power = ("MDE unknown (no group differs)" if math.isnan(mde) else
+                 f"no effect this discordance allows gives 80% power ({mde_test})")
+    else:
+        power = f"MDE {mde:.{digits}f} {t.unit} ({mde_test})"
     if t.guarded:
         tests += (f"; only {t.differing_groups} groups differ (< {MIN_DIFFERING}), so the bound-aware test decides "
                   "too (a rare whole-group loss could balance their sum)")
     sample = sample_size(t.n, t.n_groups, t.differing_groups, t.discordant, d.kind)
     if status in ("holds", "fails"):
         return f"{status}: {tests}; {power}; {sample}"
-    more = (f"; about {int(needed):,} directions would give 80% power at the observed {t.effect:+.{digits}f} {t.unit}"
-            if math.isfinite(needed) else "")
+    more = (f"; about {int(needed):,} directions would give 80% power at the observed {t.effect:+.{digits}f} {t.unit} "
+            f"({mde_test})" if math.isfinite(needed) else "")
     return f"inconclusive: {tests}; {power} at {sample}{more}"
+
+
+def power_numbers(t: ClaimTest, level: float, power: float = POWER) -> tuple[float, float, str]:
+    """(MDE, directions needed, the test they are for) of a measured claim at one-sided ``level``.
+
+    A comparison's are the decision test's own, simulated on its sample (``reports.power``); H3's (no design) are
+    the normal limit of its sign-flip statistic, and say so."""
+    normal = minimum_detectable_effect(t.null_sd, level, power)
+    normal_needed = directions_needed(t.n, normal, t.effect)
+    if t.design is None or power != POWER:
+        return normal, normal_needed, "sign-flip statistic, normal limit"
+    mde = decision_mde(t.design, level)
+    needed = decision_directions_needed(t.design, t.effect, level, normal=normal_needed) \
+        if math.isfinite(t.effect) and not math.isnan(mde) else float("nan")
+    return mde, needed, f"{DECISION_TEST} at one-sided level {level:.3g}"
 
 
 def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float = ALPHA,
@@ -180,7 +211,7 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
         raise ValueError(f"decide_family takes one family at a time; got {sorted(families)}")
     if unmeasured < 0:
         raise ValueError(f"unmeasured must be >= 0; got {unmeasured}")
-    usable = [decidable(t.n_groups, alpha) for t in tests]
+    usable = [decidable(design_sizes(t)[0], alpha, design_sizes(t)[1]) for t in tests]
     claimed = [1.0 if math.isnan(t.p_claimed) or t.flag else t.p_claimed for t, ok in zip(tests, usable) if ok]
     opposite = [1.0 if math.isnan(t.p_opposite) or t.flag else t.p_opposite for t, ok in zip(tests, usable) if ok]
     m = len(claimed) + unmeasured
@@ -194,12 +225,11 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
             else (nan, nan, nan, nan)
         k += ok
         status: Status = "holds" if p_adj <= alpha else "fails" if q_adj <= alpha else "inconclusive"
-        mde = minimum_detectable_effect(t.null_sd, level, power) if ok else nan
-        needed = directions_needed(t.n, mde, t.effect) if ok else nan
+        mde, needed, mde_test = power_numbers(t, level, power) if ok else (nan, nan, "")
         out.append(ClaimResult(t.definition, status, t.effect, t.lo, t.hi, t.unit, p, p_adj, q, q_adj, mde, level,
                                needed, t.n, t.n_groups, 2 * m, _reason(t, status, p, p_adj, q, q_adj, 2 * m, mde,
-                                                                       needed, alpha), t.measured, alpha,
-                               t.differing_groups, t.discordant))
+                                                                       needed, alpha, mde_test), t.measured, alpha,
+                               t.differing_groups, t.discordant, mde_test))
     return out
 
 

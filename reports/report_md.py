@@ -74,10 +74,12 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: Stopping
         why = f"Holm-adjusted one-sided p {format_p(p)} on the claimed side, {format_p(q)} on the other"
         if row["status"] == "inconclusive":
             mde, needed = _num(row, "mde"), _num(row, "directions_needed")
+            test = f" ({md_escape(row['mde_test'])})" if pd.notna(row.get("mde_test")) and row.get("mde_test") else ""
             if pd.notna(mde):
-                why += f"; MDE {mde:.{digits}f} {unit}"
+                why += (f"; MDE {mde:.{digits}f} {unit}{test}" if mde != float("inf") else
+                        f"; no effect the observed discordance allows gives 80% power{test}")
             if pd.notna(needed):
-                why += f"; about {int(needed):,} directions would give 80% power at this effect"
+                why += f"; about {int(needed):,} directions would give 80% power at this effect{test}"
     family = str(row.get("family", ""))
     own = f" (family {family})" if ":" in family else ""
     return (f"- **{md_escape(row['status'])}** — {subject}: {effect:+.{digits}f} {unit} "

@@ -23,6 +23,7 @@ import pandas as pd
 from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
 from reports.group_tests import MIN_DIFFERING, N_PERMUTATIONS, MeanTest, mean_test
+from reports.power import PowerDesign
 
 #: Level of every decision and the power at which a minimum detectable effect is quoted.
 ALPHA = 0.05
@@ -124,8 +125,10 @@ class PairedDifference:
 
     ``lo``/``hi``/``se``: the 95% source-group bootstrap interval and SE of Δ; ``null_sd``: the
     sign-flip null SD sqrt(Σ_g D_g²) × scale / n; ``mde``: the two-sided-α MDE (one-sided α/2,
-    80% power) from it; ``test``: the decision test (``mean_test``); ``differing_groups``: groups whose
-    summed difference is non-zero; ``discordant``: directions whose values differ.
+    80% power) from it, for the sign-flip test's normal limit (Table II's ``mde_pts``); ``test``: the decision
+    test (``mean_test``); ``differing_groups``: groups whose summed difference is non-zero; ``discordant``:
+    directions whose values differ; ``design``: what the decision test's own power is simulated on
+    (``reports.power``).
     """
 
     effect: float
@@ -139,6 +142,7 @@ class PairedDifference:
     n_groups: int
     differing_groups: int
     discordant: int
+    design: PowerDesign | None = None
 
 
 def paired_difference(first: np.ndarray, second: np.ndarray, labels: np.ndarray, scale: float = 1.0,
@@ -154,9 +158,10 @@ def paired_difference(first: np.ndarray, second: np.ndarray, labels: np.ndarray,
     n = len(d)
     boot = group_bootstrap({"d": d, "n": np.ones(n)}, labels, {"delta": Ratio("d", "n")}, n_resamples, seed)["delta"]
     tested = group_effect(d, labels, scale / n, 1.0, n_permutations, seed)
+    codes = pd.factorize(np.asarray(labels), sort=True)[0]
     return PairedDifference(scale * boot.point, scale * boot.lo, scale * boot.hi, scale * boot.se, tested.null_sd,
                             minimum_detectable_effect(tested.null_sd), tested.test, n, tested.n_groups,
-                            tested.differing, int((d != 0).sum()))
+                            tested.differing, int((d != 0).sum()), PowerDesign.of(d, codes, scale))
 
 
 def _check_unit_interval(*values: np.ndarray) -> None:

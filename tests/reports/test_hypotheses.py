@@ -72,7 +72,10 @@ def test_a_sample_too_small_to_decide_is_set_aside_before_its_outcomes_are_read(
     d = np.array([2.0, 2.0, 2.0, 2.0])
     t = sign_flip_test(d)
     assert t.p_greater == 1 / 16 == pytest.approx(scipy_p(d, "greater"))
-    assert not decidable(4) and not decidable(5) and decidable(6)
+    assert not decidable([2] * 4) and not decidable([2] * 5)
+    assert decidable([2] * 6, guarded=False)  # H3 (never guarded): the sign flip's floor 1/64 alone
+    # The decision test: equal groups that all gain whole reach α/2 from 9 groups (1/E of the bound-aware part).
+    assert not decidable([4] * 8) and decidable([4] * 9) and decidable([1] * 40)
     tiny = measured(t.p_greater, t.p_less, "tiny", groups=4, effect=100.0, null_sd=0.0)
     big = measured(0.015, 0.99, "big")
     results = decide_family([tiny, big])
