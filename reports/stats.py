@@ -174,15 +174,25 @@ def _check_unit_interval(*values: np.ndarray) -> None:
 
 @dataclass(frozen=True)
 class Equivalence:
-    """Two one-sided tests that |Δ| < margin: ``p`` = max of the two; below α reads "unchanged"."""
+    """Two one-sided tests that |Δ| < margin: ``p`` = max of the two; below α reads "unchanged".
+
+    The same shifted tests read on their other sides test that Δ lies *beyond* the margin: ``p_below_lower``
+    against Δ ≥ −margin, ``p_above_upper`` against Δ ≤ margin; ``p_beyond`` (twice the smaller: either side) below
+    α shows a change larger than the margin (docs/statistics.md#tost)."""
 
     margin: float
     p_above_lower: float
     p_below_upper: float
+    p_below_lower: float = 1.0
+    p_above_upper: float = 1.0
 
     @property
     def p(self) -> float:
         return max(self.p_above_lower, self.p_below_upper)
+
+    @property
+    def p_beyond(self) -> float:
+        return min(1.0, 2 * min(self.p_below_lower, self.p_above_upper))
 
 
 def equivalence(first: np.ndarray, second: np.ndarray, labels: np.ndarray, margin: float, scale: float = 1.0,
@@ -191,7 +201,8 @@ def equivalence(first: np.ndarray, second: np.ndarray, labels: np.ndarray, margi
 
     Each bound is tested like Δ = 0 after moving it to 0: against Δ ≤ −margin the group
     contributions are D_g + (margin / scale) × n_g, tested for a positive sum; against
-    Δ ≥ margin, D_g − (margin / scale) × n_g for a negative one (docs/statistics.md#tost).
+    Δ ≥ margin, D_g − (margin / scale) × n_g for a negative one (docs/statistics.md#tost). Their other sides
+    test Δ beyond the margin.
     """
     if not margin > 0:
         raise ValueError(f"an equivalence margin must be > 0; got {margin}")
@@ -199,9 +210,9 @@ def equivalence(first: np.ndarray, second: np.ndarray, labels: np.ndarray, margi
     _check_unit_interval(a, b)
     d = a - b
     shift = margin / scale
-    lower = group_effect(d + shift, labels, 1.0, 1.0 + shift, n_permutations, seed).test.p_greater
-    upper = group_effect(d - shift, labels, 1.0, 1.0 + shift, n_permutations, seed).test.p_less
-    return Equivalence(margin, lower, upper)
+    lower = group_effect(d + shift, labels, 1.0, 1.0 + shift, n_permutations, seed).test
+    upper = group_effect(d - shift, labels, 1.0, 1.0 + shift, n_permutations, seed).test
+    return Equivalence(margin, lower.p_greater, upper.p_less, lower.p_less, upper.p_greater)
 
 
 def certifiable_margin(labels: np.ndarray, null_sd: float, scale: float = 1.0, alpha: float = ALPHA,
