@@ -36,7 +36,7 @@ EXACT_LIMIT = 2 ** 16
 _BLOCK = 2000
 #: Fewer differing groups than this and the bound-aware test decides too (chosen by simulation:
 #: docs/statistics.md#weak-null; tests/reports/test_calibration.py).
-MIN_DIFFERING = 40
+MIN_DIFFERING = 60
 #: Bets of the bound-aware test's e-value mixture (each a fraction of the largest bet a bounded contribution allows).
 BETS = 0.9 * 2.0 ** -np.arange(8)
 
@@ -267,7 +267,7 @@ def mean_test_rows(u: np.ndarray, bound: float, n_permutations: int = 1000, seed
         less[small] = (1 + (t <= obs + tol).sum(axis=1)) / (n_permutations + 1)
         guarded = differing[small] < min_differing
         if guarded.any():
-            bounded = np.ones(rows), np.ones(rows)
+            bounded = np.zeros(rows), np.zeros(rows)  # no part for the rows the guard leaves out
             at = np.flatnonzero(small)[guarded]
             bounded[0][at], bounded[1][at] = bounded_rows(packed[guarded] / bound)
             parts.append(bounded)

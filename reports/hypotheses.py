@@ -10,7 +10,7 @@ What the claims are is ``reports.claim_families``; how each is measured, ``repor
   **inconclusive** otherwise;
 - a claim whose sample has too few source groups for any outcome to reach α/2 is
   *unable to decide*: set aside before its outcomes are read, and left out of the family;
-- with fewer than 40 differing groups the decision test includes a bound-aware test
+- with fewer than 60 differing groups the decision test includes a bound-aware test
   (docs/statistics.md#weak-null); a flagged claim (H3's rare cell) cannot reach a verdict;
 - power is reported beside the verdict, never mixed into it: the MDE at the level
   Holm's first step applies, α / (2 m) for m decidable claims, and the directions that

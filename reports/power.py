@@ -6,12 +6,15 @@ decides too, and there a normal MDE promises power the test does not have. So ev
 is simulated through the test's own parts (``reports.group_tests.mean_test_rows``) on the sample's real design
 (docs/statistics.md#power):
 
-- **the outcome model**: the sample's groups, sizes and discordant directions as observed, each discordant
-  direction keeping its magnitude |d_i| and drawing its sign anew, a gain with probability p, so that the mean
-  difference is (2p − 1) Σ|d_i| / n; p = ½ is the null, p = 1 the largest effect this discordance allows;
+- **the outcome model**: the sample's groups and sizes as they are, each group keeping the size |D_g| of its
+  observed summed difference with a sign drawn anew (the sign-flip test's own null: its SD is the reported null
+  SD), moved by the effect in proportion to that size: D_g = |D_g| (±1 + c), capped at the group's bound, so the
+  spread stays the observed one, as a location shift of the differing groups; groups that do not differ stay at
+  0 (the guard sees the sample's own differing groups). The mean effect rises with c up to every differing group
+  at its bound;
 - **the MDE**: the smallest effect at which the test says *holds* at one-sided level ℓ in 80% of simulated
   samples (seeded common random numbers: power rises with the effect in every simulated sample), or ∞ when even
-  the largest effect the discordance allows does not reach it;
+  the largest effect of the model does not reach it;
 - **directions needed**: the sample's groups redrawn with replacement, as many as give 80% power at the
   observed effect (beyond ``SIMULATED_GROUPS`` groups the guard is long off and the normal formula is used).
 
@@ -40,12 +43,11 @@ DECISION_TEST = "decision test (mean_test), simulated"
 
 @dataclass(frozen=True)
 class PowerDesign:
-    """What the decision test's power depends on: directions per group (every group of the sample), and for each
-    discordant direction its group and its |difference|; ``scale`` turns a mean difference into the effect's
-    unit (100: points), ``bound`` is the largest |difference| one direction may have."""
+    """What the decision test's power depends on: directions per group and the size |D_g| of each group's observed
+    summed difference (every group of the sample, zeros included); ``scale`` turns a mean difference into the
+    effect's unit (100: points), ``bound`` is the largest |difference| one direction may have."""
 
     sizes: tuple[int, ...]
-    groups: tuple[int, ...]
     magnitudes: tuple[float, ...]
     scale: float
     bound: float = 1.0
@@ -53,79 +55,86 @@ class PowerDesign:
     @classmethod
     def of(cls, differences: np.ndarray, codes: np.ndarray, scale: float, bound: float = 1.0) -> PowerDesign:
         """The design of per-direction differences with group codes 0..G−1."""
-        d = np.asarray(differences, dtype=float)
         codes = np.asarray(codes)
-        keep = d != 0
-        return cls(tuple(np.bincount(codes).tolist()), tuple(codes[keep].tolist()),
-                   tuple(np.abs(d[keep]).tolist()), float(scale), float(bound))
+        sums = np.bincount(codes, weights=np.asarray(differences, dtype=float))
+        return cls(tuple(np.bincount(codes).tolist()), tuple(np.round(np.abs(sums), 12).tolist()), float(scale),
+                   float(bound))
 
     @property
     def n(self) -> int:
         return int(sum(self.sizes))
 
-    @property
-    def largest_effect(self) -> float:
-        """The largest effect the observed discordance allows (every discordant direction a gain)."""
-        return self.scale * float(sum(self.magnitudes)) / self.n if self.n else float("nan")
+    def effect_at(self, shift: float, sizes: np.ndarray | None = None, magnitudes: np.ndarray | None = None) -> float:
+        """The model's mean effect at shift c: Σ_g E clip(|D_g| (±1 + c), ±bound n_g) / n, in the effect's unit."""
+        sizes = np.asarray(self.sizes if sizes is None else sizes, dtype=float)
+        m = np.asarray(self.magnitudes if magnitudes is None else magnitudes, dtype=float)
+        cap = self.bound * sizes
+        mean = (np.minimum(m * (1 + shift), cap) + np.clip(m * (shift - 1), -cap, cap)) / 2
+        return self.scale * float(mean.sum()) / float(sizes.sum())
+
+    def shift_for(self, effect: float, sizes: np.ndarray | None = None,
+                  magnitudes: np.ndarray | None = None) -> float:
+        """The shift c whose mean effect is ``effect`` (> 0), or ∞ beyond the largest (every differing group at its
+        bound)."""
+        m = np.asarray(self.magnitudes if magnitudes is None else magnitudes, dtype=float)
+        n_g = np.asarray(self.sizes if sizes is None else sizes, dtype=float)
+        if not (m > 0).any():
+            return float("inf")
+        hi = float((n_g[m > 0] * self.bound / m[m > 0]).max()) + 1  # every differing group at its bound
+        if effect >= self.effect_at(hi, sizes, magnitudes):
+            return float("inf")
+        lo = 0.0
+        for _ in range(50):  # the mean effect rises with c
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if self.effect_at(mid, sizes, magnitudes) < effect else (lo, mid)
+        return hi
 
 
-def _sums(sizes: np.ndarray, groups: np.ndarray, magnitudes: np.ndarray, gain: np.ndarray,
-          uniforms: np.ndarray) -> np.ndarray:
-    """(len(gain) × runs, G) group sums: each discordant direction a gain with probability ``gain`` (one per row
-    block), its magnitude kept; ``uniforms`` (runs, discordant) are shared by every probability."""
-    signs = np.where(uniforms[None] < gain[:, None, None], 1.0, -1.0) * magnitudes  # (effects, runs, k)
-    out = np.zeros((len(gain), uniforms.shape[0], len(sizes)))
-    if len(groups):
-        order = np.argsort(groups, kind="stable")
-        g = groups[order]
-        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-        out[..., g[starts]] = np.add.reduceat(signs[..., order], starts, axis=-1)
-    return out.reshape(-1, len(sizes))
-
-
-def _power(design: PowerDesign, effects: np.ndarray, level: float, runs: int, seed: int,
-           sizes: np.ndarray | None = None, groups: np.ndarray | None = None,
-           magnitudes: np.ndarray | None = None) -> np.ndarray:
-    """Share of simulated samples in which the decision test's claimed side is ≤ ``level``, per effect (> 0)."""
+def _power(design: PowerDesign, shifts: np.ndarray, level: float, runs: int, seed: int,
+           sizes: np.ndarray | None = None, magnitudes: np.ndarray | None = None) -> np.ndarray:
+    """Share of simulated samples in which the decision test's claimed side is ≤ ``level``, per shift c of the
+    outcome model (module doc); the same signs for every shift (common random numbers)."""
     sizes = np.asarray(design.sizes if sizes is None else sizes)
-    groups = np.asarray(design.groups if groups is None else groups, dtype=int)
     magnitudes = np.asarray(design.magnitudes if magnitudes is None else magnitudes, dtype=float)
-    n, total = int(sizes.sum()), float(magnitudes.sum())
-    if total == 0:
-        return np.zeros(len(effects))
-    gain = np.clip((1 + np.asarray(effects, dtype=float) / design.scale * n / total) / 2, 0.0, 1.0)
-    uniforms = np.random.default_rng(seed).random((runs, len(magnitudes)))
-    sums = _sums(sizes, groups, magnitudes, gain, uniforms)
+    if not magnitudes.any():
+        return np.zeros(len(shifts))
+    signs = np.where(np.random.default_rng(seed).random((runs, len(magnitudes))) < 0.5, 1.0, -1.0)
+    cap = design.bound * sizes
+    shifts = np.asarray(shifts, dtype=float)
+    sums = np.clip(magnitudes * (signs[None] + shifts[:, None, None]), -cap, cap).reshape(-1, len(magnitudes))
     greater, _ = mean_test_rows(sums, design.bound * float(sizes.max()), PERMUTATIONS, seed, MIN_DIFFERING)
-    return (greater <= level).reshape(len(gain), runs).mean(axis=1)
+    return (greater <= level).reshape(len(shifts), runs).mean(axis=1)
 
 
 def power_at(design: PowerDesign, effect: float, level: float, runs: int = RUNS, seed: int = SEED) -> float:
     """The decision test's power at a true ``effect`` (either sign: the model is symmetric) on this design."""
-    if not math.isfinite(effect) or abs(effect) > design.largest_effect:
+    shift = design.shift_for(abs(effect)) if math.isfinite(effect) else float("inf")
+    if not math.isfinite(shift):
         return float("nan")
-    return float(_power(design, np.array([abs(effect)]), level, runs, seed)[0])
+    return float(_power(design, np.array([shift]), level, runs, seed)[0])
 
 
 @functools.lru_cache(maxsize=512)
 def decision_mde(design: PowerDesign, level: float, target: float = TARGET, runs: int = RUNS,
                  seed: int = SEED) -> float:
     """The smallest effect the decision test detects at one-sided ``level`` with power ``target`` on this design
-    (see the module doc), to 1%: NaN when no direction differs, ∞ when the discordance allows no such effect.
+    (see the module doc), to 1%: NaN when no group differs, ∞ when no effect of the model reaches it.
 
-    The search starts from the normal limit's MDE under the outcome model (null SD sqrt(Σ|d_i|²) / n), which the
-    decision test never beats by much, and bisects: power rises with the effect in every simulated sample."""
-    top = design.largest_effect
-    if not design.magnitudes or not top > 0:
+    The search starts from the normal limit's MDE (null SD sqrt(Σ D_g²) / n), which the decision test never beats
+    by much, and bisects on the model's shift: power rises with it in every simulated sample."""
+    m = np.asarray(design.magnitudes)
+    if not m.any():
         return float("nan")
     from reports.stats import z_sum
 
-    normal = z_sum(level, target) * design.scale * math.sqrt(sum(m * m for m in design.magnitudes)) / design.n
+    normal = z_sum(level, target) * design.scale * math.sqrt(float((m ** 2).sum())) / design.n
+    top = float((np.asarray(design.sizes)[m > 0] * design.bound / m[m > 0]).max()) + 1
 
-    def reached(effect: float) -> bool:
-        return bool(_power(design, np.array([effect]), level, runs, seed)[0] >= target)
+    def reached(shift: float) -> bool:
+        return bool(_power(design, np.array([shift]), level, runs, seed)[0] >= target)
 
-    lo, hi = min(0.8 * normal, top), min(1.25 * normal, top)
+    start = design.shift_for(normal)
+    lo, hi = (0.0, top) if not math.isfinite(start) else (0.8 * start, min(1.25 * start, top))
     if reached(lo):
         lo, hi = 0.0, lo
     while not reached(hi):
@@ -135,7 +144,7 @@ def decision_mde(design: PowerDesign, level: float, target: float = TARGET, runs
     while hi - lo > 0.01 * hi:
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if reached(mid) else (mid, hi)
-    return float(hi)
+    return design.effect_at(hi)
 
 
 @functools.lru_cache(maxsize=512)
@@ -144,22 +153,18 @@ def decision_directions_needed(design: PowerDesign, effect: float, level: float,
     """Directions (the sample's groups redrawn with replacement) at which the decision test has power ``target``
     at a true effect equal to the observed ``effect``; NaN without an effect. Past ``SIMULATED_GROUPS`` groups it
     returns ``normal`` (the normal formula's count: the guard is long off there, see the module doc)."""
-    if not design.magnitudes or not math.isfinite(effect) or effect == 0:
+    if not any(design.magnitudes) or not math.isfinite(effect) or effect == 0:
         return float("nan")
-    sizes = np.asarray(design.sizes)
-    per_group = [[] for _ in sizes]
-    for g, m in zip(design.groups, design.magnitudes):
-        per_group[g].append(m)
+    sizes, magnitudes = np.asarray(design.sizes), np.asarray(design.magnitudes)
 
     def power(groups: int) -> float:
         drawn = np.random.default_rng((seed, groups)).integers(0, len(sizes), groups)
-        mags = [np.asarray(per_group[g]) for g in drawn]
-        codes = np.repeat(np.arange(groups), [len(m) for m in mags])
-        return float(_power(design, np.array([abs(effect)]), level, runs, seed, sizes[drawn], codes,
-                            np.concatenate(mags) if codes.size else np.zeros(0))[0])
+        shift = design.shift_for(abs(effect), sizes[drawn], magnitudes[drawn])
+        if not math.isfinite(shift):
+            return 0.0
+        return float(_power(design, np.array([shift]), level, runs, seed, sizes[drawn], magnitudes[drawn])[0])
 
-    g0 = len(sizes)
-    lo, hi = 0, g0
+    lo, hi = 0, len(sizes)
     while power(hi) < target:  # double until the redrawn sample has the power, or the simulation stops paying
         lo, hi = hi, 2 * hi
         if hi > SIMULATED_GROUPS:
