@@ -35,7 +35,7 @@ Status = Literal["holds", "fails", "inconclusive"]
 CLAIM_COLUMNS = ("claim", "family", "ranker", "versus", "measure", "claimed", "status", "reason", "effect", "lo", "hi",
                  "unit", "p_value", "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level", "mde_test",
                  "directions_needed", "n", "n_groups", "differing_groups", "discordant", "family_hypotheses",
-                 "measured")
+                 "family_members", "measured")
 #: Digits an effect is written with, per unit (from the paired measures' Table II records).
 DIGITS = {m.unit: m.digits for m in PAIRED_MEASURES}
 
@@ -94,6 +94,8 @@ class ClaimResult:
     differing_groups: int = 0
     discordant: int = 0
     mde_test: str = ""
+    family_members: str = ""
+    test: ClaimTest | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_verdict(self.status, self.p_adjusted, self.p_opposite_adjusted, self.alpha, self.name)
@@ -130,7 +132,7 @@ class ClaimResult:
                 "p_opposite_adjusted": self.p_opposite_adjusted, "mde": self.mde, "mde_level": self.mde_level,
                 "mde_test": self.mde_test, "directions_needed": self.directions_needed, "n": self.n, "n_groups": self.n_groups,
                 "differing_groups": self.differing_groups, "discordant": self.discordant,
-                "family_hypotheses": self.family_hypotheses,
+                "family_hypotheses": self.family_hypotheses, "family_members": self.family_members,
                 "measured": self.summary() + (f"; {self.measured}" if self.measured and not math.isnan(self.effect)
                                               else "")}  # a claim with no effect quotes it in its reason
 
@@ -152,7 +154,7 @@ def check_verdict(status: str, p_adjusted: float, p_opposite_adjusted: float, al
 
 
 def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_adj: float, hypotheses: int,
-            mde: float, needed: float, alpha: float, mde_test: str) -> str:
+            mde: float, needed: float, alpha: float, mde_test: str, members: str = "", holm_note: str = "") -> str:
     d = t.definition
     digits = DIGITS.get(t.unit, 4)
     sizes, guarded = design_sizes(t)
@@ -166,7 +168,8 @@ def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_ad
     if t.flag:
         return f"unable to decide: {t.flag}"
     tests = (f"one-sided p {format_p(p)} on the claimed side (Holm {format_p(p_adj)}), {format_p(q)} on the other "
-             f"(Holm {format_p(q_adj)}) in family {d.family} ({hypotheses} hypotheses, α {alpha:g})")
+             f"(Holm {format_p(q_adj)}) in family {d.family} ({hypotheses} hypotheses"
+             + (f": {members}" if members else "") + f"; α {alpha:g})" + holm_note)
     if not math.isfinite(mde):
         power = ("MDE unknown (no group differs)" if math.isnan(mde) else
                  f"no effect this discordance allows gives 80% power ({mde_test})")
@@ -217,6 +220,7 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
     m = len(claimed) + unmeasured
     adjusted = holm([*claimed, *opposite, *[1.0] * (2 * unmeasured)])
     level = alpha / (2 * m) if m else float("nan")
+    members = family_members([t.definition.name for t, ok in zip(tests, usable) if ok], unmeasured)
     out: list[ClaimResult] = []
     k = 0
     for t, ok in zip(tests, usable):
@@ -228,9 +232,18 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
         mde, needed, mde_test = power_numbers(t, level, power) if ok else (nan, nan, "")
         out.append(ClaimResult(t.definition, status, t.effect, t.lo, t.hi, t.unit, p, p_adj, q, q_adj, mde, level,
                                needed, t.n, t.n_groups, 2 * m, _reason(t, status, p, p_adj, q, q_adj, 2 * m, mde,
-                                                                       needed, alpha, mde_test), t.measured, alpha,
-                               t.differing_groups, t.discordant, mde_test))
+                                                                       needed, alpha, mde_test, members),
+                               t.measured, alpha, t.differing_groups, t.discordant, mde_test, members, t))
     return out
+
+
+def family_members(names: Sequence[str], unmeasured: int = 0) -> str:
+    """The claims a family's Holm counts, by name ("a, b and 1 not measured here"): shown beside every Holm p, so two
+    runs' different adjustments of the same p say why."""
+    text = f"{len(names) + unmeasured} claim{'' if len(names) + unmeasured == 1 else 's'}"
+    listed = ", ".join(names)
+    more = f"{unmeasured} not measured here" if unmeasured else ""
+    return f"{text}: {' and '.join(x for x in (listed, more) if x)}" if listed or more else text
 
 
 def robust_to_noise(exact: ClaimResult, noisy: ClaimResult, noise: str) -> ClaimResult:
@@ -240,6 +253,7 @@ def robust_to_noise(exact: ClaimResult, noisy: ClaimResult, noise: str) -> Claim
     Each side's adjusted p is the larger of the two Holm-adjusted p's, so the claim holds (fails) only when both
     families reject on that side; the rejections are a subset of the exact family's, whose family-wise error they keep.
     Effect, interval, raw p and power stay the exact inputs' (the paper's protocol); ``noise`` names the perturbation.
+    The reason quotes the published (larger) Holm p's, the one pair every table shows, and both families' beside.
     """
     if math.isnan(exact.p_adjusted) or math.isnan(noisy.p_adjusted):
         return exact
@@ -247,8 +261,14 @@ def robust_to_noise(exact: ClaimResult, noisy: ClaimResult, noise: str) -> Claim
     status: Status = "holds" if p_adj <= exact.alpha else "fails" if q_adj <= exact.alpha else "inconclusive"
     seen = (f"retrained on {noise}: {noisy.status} (Holm {format_p(noisy.p_adjusted)} on the claimed side, "
             f"{format_p(noisy.p_opposite_adjusted)} on the other)")
-    reason = exact.reason if noisy.status == exact.status else (
+    note = (f" (each Holm p the larger of the exact inputs' {format_p(exact.p_adjusted)} / "
+            f"{format_p(exact.p_opposite_adjusted)} and the retrained models' {format_p(noisy.p_adjusted)} / "
+            f"{format_p(noisy.p_opposite_adjusted)})")
+    published = exact.reason if exact.test is None else _reason(
+        exact.test, status, exact.p_value, p_adj, exact.p_opposite, q_adj, exact.family_hypotheses, exact.mde,
+        exact.directions_needed, exact.alpha, exact.mde_test, exact.family_members, note)
+    reason = published if noisy.status == exact.status else (
         f"inconclusive: {exact.status} on the exact inputs but {seen}, so the verdict hinges on floating-point noise; "
-        f"exact inputs: {exact.reason}")
+        f"published: {published}")
     return replace(exact, status=status, p_adjusted=p_adj, p_opposite_adjusted=q_adj, reason=reason,
                    measured=f"{exact.measured}; {seen}" if exact.measured else seen)
