@@ -32,7 +32,7 @@ from rankers.window import WINDOW_K
 from reports import claim_families
 from reports.claim_families import ClaimDefinition, DeclaredComparison
 from reports.claim_measures import ClaimTest, measure_comparison, measure_tie_branch, not_measured
-from reports.hypotheses import ClaimResult, decidable, decide_family
+from reports.hypotheses import DIGITS, ClaimResult, decidable, decide_family, format_interval
 from reports.tie_branch import expected_grade_splits, tie_branches
 
 # ``ev: Evaluation`` below is the session (harness.session), passed in and never imported: the session runs
@@ -192,7 +192,8 @@ def measure(ev: Evaluation, split: str, d: ClaimDefinition, single_seed: bool = 
 
 def anytime(ev: Evaluation, split: str, d: ClaimDefinition, test: ClaimTest) -> ClaimTest:
     """A claim on a sequential sample tested by its anytime-valid p-values at the stop (valid however often the
-    sample looked), its effect and interval unchanged; a claim without such a test is left undecided."""
+    sample looked), its interval the confidence sequence there (the bootstrap interval under-covers at a
+    data-dependent stop), its effect unchanged; a claim without such a test is left undecided."""
     sample = ev.profile.sequential_sample((d.ranker, d.versus))
     if sample is None:
         return test
@@ -200,8 +201,13 @@ def anytime(ev: Evaluation, split: str, d: ClaimDefinition, test: ClaimTest) -> 
     if d.name in run.untested:
         return not_measured(d, run.untested[d.name], test.unit, test.n, test.n_groups)
     p_greater, p_less = run.p_values(d.name)
-    return dataclasses.replace(test, p_greater=p_greater, p_less=p_less,
-                               measured=f"{test.measured}; {run.note(d.name)}" if test.measured else run.note(d.name))
+    sequence = run.tests[d.name]
+    note = (f"{run.note(d.name)}; the interval shown is that 95% confidence sequence, valid at this data-dependent "
+            f"stop (the fixed-sample bootstrap interval {format_interval(test.lo, test.hi, DIGITS.get(test.unit, 4))} "
+            "is not)")
+    return dataclasses.replace(test, p_greater=p_greater, p_less=p_less, lo=sequence.lo, hi=sequence.hi,
+                               bootstrap=(test.lo, test.hi), measured=f"{test.measured}; {note}" if test.measured
+                               else note)
 
 
 class ClaimBook:

@@ -56,6 +56,7 @@ class ClaimTest:
     guarded: bool = False
     flag: str = ""
     design: PowerDesign | None = None
+    bootstrap: tuple[float, float] | None = None
 
     @property
     def p_claimed(self) -> float:

@@ -105,6 +105,14 @@ class ClaimResult:
         return self.definition.name
 
     @property
+    def bootstrap_interval(self) -> tuple[float, float]:
+        """The fixed-sample bootstrap interval: ``lo``/``hi`` themselves, unless they are a sequential stop's
+        confidence sequence (docs/statistics.md#sequential-samples)."""
+        if self.test is not None and self.test.bootstrap is not None:
+            return self.test.bootstrap
+        return self.lo, self.hi
+
+    @property
     def family(self) -> str:
         return self.definition.family
 

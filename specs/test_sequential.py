@@ -18,7 +18,7 @@ def test_sequential_sample(evaluation, split, sequential_sample, report, request
     intervals = {}
     for claim in run.tests:
         result = book.result(split, claim)
-        intervals[claim] = (result.lo, result.hi)
+        intervals[claim] = result.bootstrap_interval
     report.add("cost", split, run.cost_row())
     for row in run.claim_rows(intervals):
         report.add("sequential", split, row)
