@@ -17,7 +17,8 @@ from reports.claim_families import ClaimDefinition
 from reports.claim_measures import ClaimTest
 from reports.hypotheses import decide_family
 from reports.power import PowerDesign, decision_mde, power_at
-from reports.sequential import plan, simulated_differences
+from reports.group_tests import mean_test_rows
+from reports.sequential import direction_differences, plan, simulated_differences
 from reports.stats import ALPHA, group_effect, minimum_detectable_effect
 
 CLAIM = ClaimDefinition("simulated_strict_gt_baseline", "simulated", "comparison", "candidate", "baseline", "strict")
@@ -101,3 +102,33 @@ def test_a_claims_mde_is_the_decision_tests(capsys) -> None:
               f"{100 * holds / runs:.1f}% of {runs} samples at it (simulated power there "
               f"{100 * power_at(design, mde, ALPHA / 2):.1f}%)")
     assert abs(holds / runs - 0.80) <= 0.05 + 3 * math.sqrt(0.16 / runs)
+
+
+def test_designs_at_the_graders_budget(test_sizes, capsys) -> None:
+    """The study behind docs/statistics.md#designs-at-a-fixed-budget: 150 directions judged as 38 whole Test groups
+    (the shipped design, bound 4 a group), as 75 complete pairs of distinct groups (bound 2), or as 150 directions
+    drawn independently and uniformly from Q_c (bound 1: the finite-population estimand, the rate over Q_c), through
+    the decision test's own parts at α/2. The smaller a unit's bound, the more the same judgments decide; at Δ = 0
+    the per-direction design keeps its level (mean-zero differences in {−1, 0, 1} are symmetric, so the sign flip
+    is exact for the weak null there)."""
+    runs, lines, table = 1000, [], {}
+    order = np.argsort(np.random.default_rng(1).random((runs, len(test_sizes))), axis=1)
+    drawn = test_sizes[order]
+    groups = int(np.median(np.maximum(1, (np.cumsum(drawn, axis=1) <= FIXED).sum(axis=1))))
+    for effect in (0.0, 0.13, 0.20):
+        whole = direction_differences(np.random.default_rng(2), drawn, effect, DISCORDANT, BLIND)[:, :groups]
+        pairs = direction_differences(np.random.default_rng(3), np.full((runs, FIXED // 2), 2), effect, DISCORDANT,
+                                      BLIND)
+        r = np.random.default_rng(4).random((runs, FIXED))
+        single = np.where(r < (DISCORDANT + effect) / 2, 1.0, np.where(r < DISCORDANT, -1.0, 0.0))
+        table[effect] = [float((mean_test_rows(u, b, 1000, 1)[0] <= ALPHA / 2).mean())
+                         for u, b in ((whole, 4.0), (pairs, 2.0), (single, 1.0))]
+        lines.append(f"Δ {100 * effect:.0f} pts: whole groups {100 * table[effect][0]:.1f}%, complete pairs "
+                     f"{100 * table[effect][1]:.1f}%, single directions {100 * table[effect][2]:.1f}%")
+    with capsys.disabled():
+        print("\npower: 150 directions, one claim at α/2 (45% discordant, 30% query-blind pairs):\n  "
+              + "\n  ".join(lines))
+    assert all(rate <= ALPHA / 2 + 3 * math.sqrt(ALPHA / 2 * (1 - ALPHA / 2) / runs) for rate in table[0.0])
+    for effect in (0.13, 0.20):
+        whole, pairs, single = table[effect]
+        assert whole < pairs < single or (pairs > 0.95 and single > 0.95)
