@@ -250,7 +250,7 @@ def mean_test_rows(u: np.ndarray, bound: float, n_permutations: int = 1000, seed
     greater, less = np.ones(rows), np.ones(rows)
     big = differing >= max(NORMAL_FROM, min_differing)
     if big.any():
-        from scipy.special import ndtr
+        from scipy.special import ndtr  # as in skew_corrected_rows: scipy only where a test needs it
 
         z = observed[big] / np.sqrt((u[big] ** 2).sum(axis=1))
         greater[big], less[big] = ndtr(-z), ndtr(z)

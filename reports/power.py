@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -125,9 +126,8 @@ def decision_mde(design: PowerDesign, level: float, target: float = TARGET, runs
     m = np.asarray(design.magnitudes)
     if not m.any():
         return float("nan")
-    from reports.stats import z_sum
-
-    normal = z_sum(level, target) * design.scale * math.sqrt(float((m ** 2).sum())) / design.n
+    z = NormalDist()
+    normal = (z.inv_cdf(1 - level) + z.inv_cdf(target)) * design.scale * math.sqrt(float((m ** 2).sum())) / design.n
     top = float((np.asarray(design.sizes)[m > 0] * design.bound / m[m > 0]).max()) + 1
 
     def reached(shift: float) -> bool:
