@@ -206,8 +206,8 @@ def anytime(ev: Evaluation, split: str, d: ClaimDefinition, test: ClaimTest) -> 
             f"stop (the fixed-sample bootstrap interval {format_interval(test.lo, test.hi, DIGITS.get(test.unit, 4))} "
             "is not)")
     return dataclasses.replace(test, p_greater=p_greater, p_less=p_less, lo=sequence.lo, hi=sequence.hi,
-                               bootstrap=(test.lo, test.hi), measured=f"{test.measured}; {note}" if test.measured
-                               else note)
+                               bootstrap=(test.lo, test.hi), anytime=True,
+                               measured=f"{test.measured}; {note}" if test.measured else note)
 
 
 class ClaimBook:

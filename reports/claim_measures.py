@@ -57,6 +57,7 @@ class ClaimTest:
     flag: str = ""
     design: PowerDesign | None = None
     bootstrap: tuple[float, float] | None = None
+    anytime: bool = False
 
     @property
     def p_claimed(self) -> float:

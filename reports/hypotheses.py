@@ -28,6 +28,7 @@ from reports.claim_measures import ClaimTest
 from reports.measures import PAIRED_MEASURES
 from reports.group_tests import MIN_DIFFERING, smallest_decision_p
 from reports.power import DECISION_TEST, decision_directions_needed, decision_mde
+from reports.sequential import MAX_BET
 from reports.stats import ALPHA, POWER, directions_needed, holm, minimum_detectable_effect
 
 Status = Literal["holds", "fails", "inconclusive"]
@@ -44,6 +45,14 @@ def decidable(sizes: Sequence[int], alpha: float = ALPHA, guarded: bool = True) 
     """Whether any outcome on source groups of these sizes could reach α / 2 under the decision test (design alone;
     ``guarded`` False for H3, which the bound-aware part never joins)."""
     return smallest_decision_p(sizes, guarded) <= alpha / 2
+
+
+def smallest_claim_p(t: ClaimTest) -> float:
+    """The smallest one-sided p a measured claim's own test can give on its groups: the decision test's, or for an
+    anytime-valid test at a sequential stop the bettor's (1 + ``MAX_BET``)^−G (its wealth grows at most that)."""
+    if t.anytime:
+        return (1.0 + MAX_BET) ** -t.n_groups
+    return smallest_decision_p(*design_sizes(t))
 
 
 def design_sizes(t: ClaimTest) -> tuple[tuple[int, ...], bool]:
@@ -165,11 +174,11 @@ def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_ad
             mde: float, needed: float, alpha: float, mde_test: str, members: str = "", holm_note: str = "") -> str:
     d = t.definition
     digits = DIGITS.get(t.unit, 4)
-    sizes, guarded = design_sizes(t)
-    if not decidable(sizes, alpha, guarded):
+    if smallest_claim_p(t) > alpha / 2:
+        which = "the anytime-valid test" if t.anytime else "the decision test"
         return (f"unable to decide: {t.n_groups} source group(s) give a smallest attainable one-sided p of "
-                f"{smallest_decision_p(sizes, guarded):.3g} > α/2 = {alpha / 2:g} (the decision test), whatever the "
-                "outcomes, so it is left out of its family"
+                f"{smallest_claim_p(t):.3g} > α/2 = {alpha / 2:g} ({which}), whatever the outcomes, so it is left out "
+                "of its family"
                 + (f" ({t.measured})" if math.isnan(t.effect) and t.measured else ""))
     if math.isnan(t.effect):
         return f"not measured: {t.measured}"
@@ -206,7 +215,10 @@ def power_numbers(t: ClaimTest, level: float, power: float = POWER) -> tuple[flo
     mde = decision_mde(t.design, level)
     needed = decision_directions_needed(t.design, t.effect, level, normal=normal_needed) \
         if math.isfinite(t.effect) and not math.isnan(mde) else float("nan")
-    return mde, needed, f"{DECISION_TEST} at one-sided level {level:.3g}"
+    label = f"{DECISION_TEST} at one-sided level {level:.3g}"
+    if t.anytime:
+        label += " on a fixed sample of these groups (the anytime-valid test's own: python -m harness.plan)"
+    return mde, needed, label
 
 
 def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float = ALPHA,
@@ -222,7 +234,7 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
         raise ValueError(f"decide_family takes one family at a time; got {sorted(families)}")
     if unmeasured < 0:
         raise ValueError(f"unmeasured must be >= 0; got {unmeasured}")
-    usable = [decidable(design_sizes(t)[0], alpha, design_sizes(t)[1]) for t in tests]
+    usable = [smallest_claim_p(t) <= alpha / 2 for t in tests]
     claimed = [1.0 if math.isnan(t.p_claimed) or t.flag else t.p_claimed for t, ok in zip(tests, usable) if ok]
     opposite = [1.0 if math.isnan(t.p_opposite) or t.flag else t.p_opposite for t, ok in zip(tests, usable) if ok]
     m = len(claimed) + unmeasured
