@@ -189,7 +189,7 @@ def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_ad
              + (f": {members}" if members else "") + f"; α {alpha:g})" + holm_note)
     if not math.isfinite(mde):
         power = ("MDE unknown (no group differs)" if math.isnan(mde) else
-                 f"no effect this discordance allows gives 80% power ({mde_test})")
+                 f"no effect these differing groups allow gives 80% power ({mde_test})")
     else:
         power = f"MDE {mde:.{digits}f} {t.unit} ({mde_test})"
     if t.guarded:

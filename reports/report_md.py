@@ -81,7 +81,7 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: Stopping
             test = f" ({md_escape(row['mde_test'])})" if pd.notna(row.get("mde_test")) and row.get("mde_test") else ""
             if pd.notna(mde):
                 why += (f"; MDE {mde:.{digits}f} {unit}{test}" if mde != float("inf") else
-                        f"; no effect the observed discordance allows gives 80% power{test}")
+                        f"; no effect these differing groups allow gives 80% power{test}")
             if pd.notna(needed):
                 why += f"; about {int(needed):,} directions would give 80% power at this effect{test}"
     family = str(row.get("family", ""))
