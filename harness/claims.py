@@ -31,7 +31,7 @@ from rankers.window import WINDOW_K
 from reports import claim_families
 from reports.claim_families import ClaimDefinition, DeclaredComparison
 from reports.claim_measures import ClaimTest, measure_comparison, measure_tie_branch, not_measured
-from reports.hypotheses import ClaimResult, decidable, decide_family
+from reports.hypotheses import DIGITS, ClaimResult, decidable, decide_family, format_interval
 from reports.tie_branch import expected_grade_splits, tie_branches
 
 # ``ev: Evaluation`` below is the session (harness.session), passed in and never imported: the session runs
@@ -173,7 +173,8 @@ def measure(ev: Evaluation, split: str, d: ClaimDefinition, single_seed: bool = 
 
 def anytime(ev: Evaluation, split: str, d: ClaimDefinition, test: ClaimTest) -> ClaimTest:
     """A claim on a sequential sample tested by its anytime-valid p-values at the stop (valid however often the
-    sample looked), its effect and interval unchanged; a claim without such a test is left undecided."""
+    sample looked), its interval the confidence sequence there (the bootstrap interval under-covers at a
+    data-dependent stop), its effect unchanged; a claim without such a test is left undecided."""
     sample = ev.profile.sequential_sample((d.ranker, d.versus))
     if sample is None:
         return test
@@ -181,8 +182,13 @@ def anytime(ev: Evaluation, split: str, d: ClaimDefinition, test: ClaimTest) -> 
     if d.name in run.untested:
         return not_measured(d, run.untested[d.name], test.unit, test.n, test.n_groups)
     p_greater, p_less = run.p_values(d.name)
-    return dataclasses.replace(test, p_greater=p_greater, p_less=p_less,
-                               measured=f"{test.measured}; {run.note(d.name)}" if test.measured else run.note(d.name))
+    sequence = run.tests[d.name]
+    note = (f"{run.note(d.name)}; the interval shown is that 95% confidence sequence, valid at this data-dependent "
+            f"stop (the fixed-sample bootstrap interval {format_interval(test.lo, test.hi, DIGITS.get(test.unit, 4))} "
+            "is not)")
+    return dataclasses.replace(test, p_greater=p_greater, p_less=p_less, lo=sequence.lo, hi=sequence.hi,
+                               bootstrap=(test.lo, test.hi), anytime=True,
+                               measured=f"{test.measured}; {note}" if test.measured else note)
 
 
 class ClaimBook:
@@ -199,7 +205,8 @@ class ClaimBook:
     def _decidable_by_design(self, split: str, d: ClaimDefinition) -> bool:
         """An unmeasured claim's sample decides it or not by its groups alone (H3x: at most its twin's)."""
         owner = d.versus if d.kind == "tie_resolution" else d.ranker
-        return decidable(len(pd.unique(_groups(self.ev, split, owner))))
+        sizes = pd.Series(_groups(self.ev, split, owner)).value_counts().to_numpy()
+        return decidable(sizes, guarded=d.kind != "tie_branch")
 
     @functools.cache
     def family(self, split: str, family: str, single_seed: bool = False) -> dict[str, ClaimResult | BaseException]:

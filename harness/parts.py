@@ -485,8 +485,7 @@ def sequential(ev: Evaluation, rec: RecordBuilder, split: str, sequential_sample
     run = ev.sequential(split, sequential_sample)
     intervals = {}
     for claim in run.tests:
-        result = book.result(split, claim)
-        intervals[claim] = (result.lo, result.hi)
+        intervals[claim] = book.result(split, claim).bootstrap_interval
     rec.add("cost", split, run.cost_row())
     for row in run.claim_rows(intervals):
         rec.add("sequential", split, row)

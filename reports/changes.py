@@ -4,12 +4,14 @@ Two runs that share the pool snapshot evaluated the same directions, so a measur
 a paired experiment (docs/statistics.md#comparisons):
 
 - **changed**: the two-sided test of the per-direction differences (``reports.group_tests.mean_test``)
-  rejects at α 0.05 and the TOST does not show the change within the margin;
+  rejects at α 0.05 and the TOST does not show the change within the margin, or the TOST's shifted tests read
+  on their other sides show Δ beyond the margin (``p_beyond``);
 - **changed within margin**: both reject: a real change smaller than the margin (passes a pin);
 - **unchanged**: only the two one-sided tests (TOST) reject: |Δ| within the measure's margin
   declared in the profile (``[margins]``: e.g. 1 point of strict preference, 0.01 MRR);
-- **margin unreachable**: neither, and the margin is below the smallest one the TOST can certify
-  at this sample (``certifiable``): said once, in the row, and not a warning;
+- **margin unreachable**: none of these, the margin is below the smallest one the TOST can certify
+  at this sample (``certifiable``), and the observed |Δ| is within the margin: said once, in the row, and not a
+  warning (a larger observed change is *undetermined*: never passed silently);
 - **undetermined**: neither, with a margin the sample could certify.
 
 Without per-direction outcomes a pin falls back to its tolerance (``tolerance_change``).
@@ -53,6 +55,7 @@ class ChangeVerdict:
     certifiable: float = float("nan")
     differing_groups: int = 0
     discordant: int = 0
+    p_beyond: float = float("nan")
 
     def message(self) -> str:
         """Old, new, Δ, interval, p-values, the effective sample and the certifiable margin in one line."""
@@ -60,8 +63,8 @@ class ChangeVerdict:
         if self.basis == "paired":
             text += (f" [{self.lo:+.4g}, {self.hi:+.4g}] on {self.n} common directions ({self.differing_groups} "
                      f"groups and {self.discordant} directions differ); paired p {self.p_changed:.2g}"
-                     + (f", TOST p {self.p_unchanged:.2g} within ±{self.margin:g}" if math.isfinite(self.margin)
-                        else ", no margin declared"))
+                     + (f", TOST p {self.p_unchanged:.2g} within ±{self.margin:g}, p {self.p_beyond:.2g} beyond it"
+                        if math.isfinite(self.margin) else ", no margin declared"))
             if math.isfinite(self.certifiable) or self.certifiable == float("inf"):
                 text += f"; the smallest margin this sample can certify: ±{self.certifiable:.3g}"
         else:
@@ -69,13 +72,17 @@ class ChangeVerdict:
         return text
 
 
-def decide_change(p_changed: float, p_unchanged: float, alpha: float = ALPHA, reachable: bool = True) -> Decision:
-    """The decision of the module doc from the paired p, the TOST p and whether the margin is certifiable here."""
+def decide_change(p_changed: float, p_unchanged: float, alpha: float = ALPHA, reachable: bool = True,
+                  p_beyond: float = 1.0, within: bool = True) -> Decision:
+    """The decision of the module doc from the paired p, the TOST p, the p that Δ lies beyond the margin, whether
+    the margin is certifiable here and whether the observed |Δ| is within it."""
     if p_changed <= alpha:
         return "changed within margin" if p_unchanged <= alpha else "changed"
+    if p_beyond <= alpha:
+        return "changed"
     if p_unchanged <= alpha:
         return "unchanged"
-    return "undetermined" if reachable else "margin unreachable"
+    return "margin unreachable" if not reachable and within else "undetermined"
 
 
 def paired_change(column: str, now: pd.DataFrame, then: pd.DataFrame, labels: np.ndarray, margin: float | None,
@@ -91,17 +98,19 @@ def paired_change(column: str, now: pd.DataFrame, then: pd.DataFrame, labels: np
     a, b = outcome_columns(now, "outcomes now"), outcome_columns(then, "outcomes then")
     x, y = measure.values(a), measure.values(b)
     diff = paired_difference(x, y, labels, measure.scale, seed=seed)
-    p_unchanged = equivalence(x, y, labels, margin, measure.scale, seed=seed).p if margin else float("nan")
+    tost = equivalence(x, y, labels, margin, measure.scale, seed=seed) if margin else None
+    p_unchanged, p_beyond = (tost.p, tost.p_beyond) if tost else (float("nan"), float("nan"))
     # The certifiable margin is needed (and computed) only where the TOST did not certify the declared one.
     certifiable = (certifiable_margin(labels, diff.null_sd, measure.scale, seed=seed)
                    if margin and not p_unchanged <= ALPHA else float("nan"))
     n = len(now)
     decision = decide_change(diff.test.p_two_sided, p_unchanged if margin else 1.0,
-                             reachable=not margin or not margin < certifiable)
+                             reachable=not margin or not margin < certifiable, p_beyond=p_beyond if margin else 1.0,
+                             within=not margin or abs(diff.effect) <= margin)
     return ChangeVerdict(decision, "paired", aggregate(column, a), aggregate(column, b),
                          *(measure.in_column(column, v, n) for v in (diff.effect, diff.lo, diff.hi)),
                          diff.test.p_two_sided, p_unchanged, margin if margin else float("nan"), n, certifiable,
-                         diff.differing_groups, diff.discordant)
+                         diff.differing_groups, diff.discordant, p_beyond)
 
 
 def tolerance_change(now: float, then: float, tolerance: float) -> ChangeVerdict:

@@ -19,6 +19,7 @@ from reports.claim_families import ClaimDefinition
 from reports.comparisons import compare_on
 from reports.measures import paired_measure
 from reports.outcomes import outcome_columns
+from reports.power import PowerDesign
 from reports.stats import group_effect
 
 #: H3: a claim whose rarest branch × outcome cell expects fewer directions than this is flagged (chosen by
@@ -34,7 +35,9 @@ class ClaimTest:
     whose contribution is non-zero (the effective sample), ``discordant`` the directions whose
     outcomes differ (H3: the directions of its rarest branch × outcome cell); ``guarded`` says the
     bound-aware test took part; ``flag`` is why the sample cannot support a verdict (H3's rare
-    cell), empty when it can; ``null_sd`` is the effect's sign-flip null SD, in the effect's unit.
+    cell), empty when it can; ``null_sd`` is the effect's sign-flip null SD, in the effect's unit; ``design``
+    is what the decision test's power is simulated on (``reports.power``; None for H3, whose MDE is the normal
+    one of its sign-flip statistic).
     """
 
     definition: ClaimDefinition
@@ -52,6 +55,9 @@ class ClaimTest:
     discordant: int = 0
     guarded: bool = False
     flag: str = ""
+    design: PowerDesign | None = None
+    bootstrap: tuple[float, float] | None = None
+    anytime: bool = False
 
     @property
     def p_claimed(self) -> float:
@@ -82,7 +88,7 @@ def measure_comparison(definition: ClaimDefinition, first: pd.DataFrame, second:
                 f"{_rates(second)}" + (f"; {note}" if note else ""))
     return ClaimTest(definition, diff.effect, diff.lo, diff.hi, diff.null_sd, diff.test.p_greater, diff.test.p_less,
                      diff.n, diff.n_groups, measure.unit, measured, diff.differing_groups, diff.discordant,
-                     diff.test.guarded)
+                     diff.test.guarded, design=diff.design)
 
 
 def measure_tie_branch(definition: ClaimDefinition, per_direction: pd.DataFrame, groups: np.ndarray,

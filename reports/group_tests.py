@@ -36,7 +36,7 @@ EXACT_LIMIT = 2 ** 16
 _BLOCK = 2000
 #: Fewer differing groups than this and the bound-aware test decides too (chosen by simulation:
 #: docs/statistics.md#weak-null; tests/reports/test_calibration.py).
-MIN_DIFFERING = 40
+MIN_DIFFERING = 60
 #: Bets of the bound-aware test's e-value mixture (each a fraction of the largest bet a bounded contribution allows).
 BETS = 0.9 * 2.0 ** -np.arange(8)
 
@@ -126,26 +126,52 @@ def smallest_p(n_groups: int, n_permutations: int = N_PERMUTATIONS, exact_limit:
     return 2.0 ** -n_groups if 2 ** n_groups <= exact_limit else max(2.0 ** -n_groups, 1.0 / (n_permutations + 1))
 
 
+def smallest_decision_p(sizes, guarded: bool = True, n_permutations: int = N_PERMUTATIONS) -> float:
+    """The smallest one-sided p ``mean_test`` can give on groups of these sizes (directions each, per-direction
+    bound 1), whatever the outcomes: a design fact, so a claim it rules out is set aside before any outcome is read.
+
+    With fewer groups than ``MIN_DIFFERING`` every outcome is guarded, and the bound-aware part's p is smallest when
+    every group gains all it can (each factor 1 + λ n_g / max n at its largest): no outcome goes below it, nor below
+    the sign flip's floor. With more groups the guard can be off and the sign flip's floor is the limit. Without
+    the guard (``guarded`` False: H3) the sign flip's floor alone.
+    """
+    n = np.asarray(sizes, dtype=float)
+    floor = smallest_p(len(n), n_permutations)
+    if not guarded or len(n) == 0 or len(n) >= MIN_DIFFERING:
+        return floor
+    return max(floor, bounded_mean_p(n, float(n.max()))[0])
+
+
 def skew_corrected_p(contributions: np.ndarray) -> tuple[float, float]:
     """One-sided p-values (greater, less) of the mean of the G group contributions, zeros included, from Hall's
     (1992) skewness-removing transform of the t statistic: T + γ̂T²/(3√G) + γ̂²T³/(27G) + γ̂/(6√G) ~ N(0, 1)
     to O(1/G) under a mean of 0, where the plain t (and the sign-flip sum) is off by O(γ̂/√G)."""
-    u = np.asarray(contributions, dtype=float)
-    g = len(u)
+    greater, less = skew_corrected_rows(np.asarray(contributions, dtype=float)[None, :])
+    return float(greater[0]), float(less[0])
+
+
+def skew_corrected_rows(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``skew_corrected_p`` of every row of ``u`` (samples × groups) at once: the power simulations test
+    thousands of samples with the same code (``reports.power``)."""
+    rows, g = u.shape
     if g < 3:
-        return 1.0, 1.0
-    mean = float(u.mean())
-    c = u - mean
-    sd = math.sqrt(float((c ** 2).sum()) / (g - 1))
-    if sd <= 1e-12 * max(1.0, float(np.abs(u).max())):  # every group alike: the mean is known
-        return (0.0, 1.0) if mean > 0 else (1.0, 0.0) if mean < 0 else (1.0, 1.0)
-    skew = float((c ** 3).mean()) / (float((c ** 2).mean()) ** 1.5)
-    t = math.sqrt(g) * mean / sd
+        return np.ones(rows), np.ones(rows)
+    mean = u.mean(axis=1)
+    c = u - mean[:, None]
+    second = (c ** 2).mean(axis=1)
+    sd = np.sqrt(second * g / (g - 1))
+    alike = sd <= 1e-12 * np.maximum(1.0, np.abs(u).max(axis=1))  # every group alike: the mean is known
+    safe = np.where(alike, 1.0, sd)
+    skew = (c ** 3).mean(axis=1) / np.where(alike, 1.0, second) ** 1.5
+    t = math.sqrt(g) * mean / safe
     a = skew / (3 * math.sqrt(g))
     transformed = t + a * t ** 2 + a ** 2 * t ** 3 / 3 + skew / (6 * math.sqrt(g))
     from scipy.special import ndtr  # scipy.stats.norm's CDF without scipy.stats (1 s); a warm run never gets here
 
-    return float(ndtr(-transformed)), float(ndtr(transformed))
+    greater, less = ndtr(-transformed), ndtr(transformed)
+    known_greater = np.where(mean > 0, 0.0, 1.0)
+    known_less = np.where(mean < 0, 0.0, 1.0)
+    return np.where(alike, known_greater, greater), np.where(alike, known_less, less)
 
 
 def bounded_mean_p(contributions: np.ndarray, bound: float) -> tuple[float, float]:
@@ -161,11 +187,17 @@ def bounded_mean_p(contributions: np.ndarray, bound: float) -> tuple[float, floa
     x = np.asarray(contributions, dtype=float) / bound
     if (np.abs(x) > 1 + 1e-9).any():
         raise ValueError(f"contributions exceed their bound {bound:g}: max |u| = {np.abs(x).max() * bound:g}")
-    x = np.clip(x[x != 0], -1.0, 1.0)
+    greater, less = bounded_rows(x[None, :])
+    return float(greater[0]), float(less[0])
+
+
+def bounded_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``bounded_mean_p`` of every row of ``x`` (samples × groups, already divided by the bound) at once."""
+    x = np.clip(x, -1.0, 1.0)
     out = []
     for sign in (1.0, -1.0):
-        e = float(np.exp(np.log1p(sign * x[:, None] * BETS[None, :]).sum(axis=0)).mean())
-        out.append(min(1.0, 1.0 / e))
+        log_e = np.log1p(sign * x[..., None] * BETS).sum(axis=-2)  # (samples, bets); a zero multiplies by 1
+        out.append(np.minimum(1.0, 1.0 / np.exp(log_e).mean(axis=-1)))
     return out[0], out[1]
 
 
@@ -195,3 +227,48 @@ def mean_test(contributions: np.ndarray, bound: float, n_permutations: int = N_P
     greater, less = (max(p[i] for p in sides) for i in (0, 1))
     two_sided = max(flip.p_two_sided, *(min(1.0, 2 * min(p)) for p in sides[1:]))
     return MeanTest(flip.statistic, greater, less, two_sided, len(u), flip.n_groups, guarded, flip)
+
+
+#: The power simulations read the sign-flip part of samples with at least this many differing groups from its normal
+#: limit (a Rademacher sum of that many terms: far inside the simulation's own error), fewer from shared sign vectors.
+NORMAL_FROM = 100
+
+
+def mean_test_rows(u: np.ndarray, bound: float, n_permutations: int = 1000, seed: int = SEED,
+                   min_differing: int = MIN_DIFFERING) -> tuple[np.ndarray, np.ndarray]:
+    """One-sided p-values (greater, less) of ``mean_test`` for every row of ``u`` (samples × groups) at once.
+
+    The skew-corrected and bound-aware parts are ``mean_test``'s own; the sign-flip part draws ``n_permutations``
+    seeded sign vectors shared by all rows (where ``mean_test`` would enumerate few groups exactly) and, for rows
+    with at least ``NORMAL_FROM`` differing groups, reads its normal limit. For power and planning
+    (``reports.power``), never for a decision.
+    """
+    u = np.atleast_2d(np.asarray(u, dtype=float))
+    rows = len(u)
+    differing = (u != 0).sum(axis=1)
+    observed = u.sum(axis=1)
+    greater, less = np.ones(rows), np.ones(rows)
+    big = differing >= max(NORMAL_FROM, min_differing)
+    if big.any():
+        from scipy.special import ndtr  # as in skew_corrected_rows: scipy only where a test needs it
+
+        z = observed[big] / np.sqrt((u[big] ** 2).sum(axis=1))
+        greater[big], less[big] = ndtr(-z), ndtr(z)
+    small = (differing > 0) & ~big
+    parts = [(greater, less), skew_corrected_rows(u)]
+    if small.any():
+        width = int(differing[small].max())
+        packed = np.take_along_axis(u[small], np.argsort(u[small] == 0, axis=1, kind="stable")[:, :width], axis=1)
+        signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_permutations, width))
+        t = packed @ signs.T  # (rows, vectors): zeros past a row's differing groups do not move its sums
+        tol = 1e-9 * np.abs(packed).sum(axis=1, keepdims=True)
+        obs = observed[small][:, None]
+        greater[small] = (1 + (t >= obs - tol).sum(axis=1)) / (n_permutations + 1)
+        less[small] = (1 + (t <= obs + tol).sum(axis=1)) / (n_permutations + 1)
+        guarded = differing[small] < min_differing
+        if guarded.any():
+            bounded = np.zeros(rows), np.zeros(rows)  # no part for the rows the guard leaves out
+            at = np.flatnonzero(small)[guarded]
+            bounded[0][at], bounded[1][at] = bounded_rows(packed[guarded] / bound)
+            parts.append(bounded)
+    return tuple(np.max([p[i] for p in parts], axis=0) for i in (0, 1))

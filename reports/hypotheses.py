@@ -10,7 +10,7 @@ What the claims are is ``reports.claim_families``; how each is measured, ``repor
   **inconclusive** otherwise;
 - a claim whose sample has too few source groups for any outcome to reach α/2 is
   *unable to decide*: set aside before its outcomes are read, and left out of the family;
-- with fewer than 40 differing groups the decision test includes a bound-aware test
+- with fewer than 60 differing groups the decision test includes a bound-aware test
   (docs/statistics.md#weak-null); a flagged claim (H3's rare cell) cannot reach a verdict;
 - power is reported beside the verdict, never mixed into it: the MDE at the level
   Holm's first step applies, α / (2 m) for m decidable claims, and the directions that
@@ -26,22 +26,40 @@ from typing import Literal
 from reports.claim_families import ClaimDefinition
 from reports.claim_measures import ClaimTest
 from reports.measures import PAIRED_MEASURES
-from reports.group_tests import MIN_DIFFERING, smallest_p
+from reports.group_tests import MIN_DIFFERING, smallest_decision_p
+from reports.power import DECISION_TEST, decision_directions_needed, decision_mde
+from reports.sequential import MAX_BET
 from reports.stats import ALPHA, POWER, directions_needed, holm, minimum_detectable_effect
 
 Status = Literal["holds", "fails", "inconclusive"]
 #: Columns of a claims table row (``ClaimResult.row``).
 CLAIM_COLUMNS = ("claim", "family", "ranker", "versus", "measure", "claimed", "status", "reason", "effect", "lo", "hi",
-                 "unit", "p_value", "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level",
+                 "unit", "p_value", "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level", "mde_test",
                  "directions_needed", "n", "n_groups", "differing_groups", "discordant", "family_hypotheses",
-                 "measured")
+                 "family_members", "measured")
 #: Digits an effect is written with, per unit (from the paired measures' Table II records).
 DIGITS = {m.unit: m.digits for m in PAIRED_MEASURES}
 
 
-def decidable(n_groups: int, alpha: float = ALPHA) -> bool:
-    """Whether any outcome of a sample of ``n_groups`` source groups could reach α / 2 (design alone)."""
-    return smallest_p(n_groups) <= alpha / 2
+def decidable(sizes: Sequence[int], alpha: float = ALPHA, guarded: bool = True) -> bool:
+    """Whether any outcome on source groups of these sizes could reach α / 2 under the decision test (design alone;
+    ``guarded`` False for H3, which the bound-aware part never joins)."""
+    return smallest_decision_p(sizes, guarded) <= alpha / 2
+
+
+def smallest_claim_p(t: ClaimTest) -> float:
+    """The smallest one-sided p a measured claim's own test can give on its groups: the decision test's, or for an
+    anytime-valid test at a sequential stop the bettor's (1 + ``MAX_BET``)^−G (its wealth grows at most that)."""
+    if t.anytime:
+        return (1.0 + MAX_BET) ** -t.n_groups
+    return smallest_decision_p(*design_sizes(t))
+
+
+def design_sizes(t: ClaimTest) -> tuple[tuple[int, ...], bool]:
+    """A measured claim's group sizes and whether its test is guarded (groups of one direction when its design is
+    not known: the bound-aware part then sees equal groups)."""
+    sizes = t.design.sizes if t.design is not None else (1,) * t.n_groups
+    return sizes, t.definition.kind != "tie_branch"
 
 
 def format_interval(lo: float, hi: float, digits: int = 2) -> str:
@@ -84,6 +102,9 @@ class ClaimResult:
     alpha: float = field(default=ALPHA, repr=False)
     differing_groups: int = 0
     discordant: int = 0
+    mde_test: str = ""
+    family_members: str = ""
+    test: ClaimTest | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_verdict(self.status, self.p_adjusted, self.p_opposite_adjusted, self.alpha, self.name)
@@ -91,6 +112,14 @@ class ClaimResult:
     @property
     def name(self) -> str:
         return self.definition.name
+
+    @property
+    def bootstrap_interval(self) -> tuple[float, float]:
+        """The fixed-sample bootstrap interval: ``lo``/``hi`` themselves, unless they are a sequential stop's
+        confidence sequence (docs/statistics.md#sequential-samples)."""
+        if self.test is not None and self.test.bootstrap is not None:
+            return self.test.bootstrap
+        return self.lo, self.hi
 
     @property
     def family(self) -> str:
@@ -118,9 +147,9 @@ class ClaimResult:
                 "lo": self.lo, "hi": self.hi, "unit": self.unit, "p_value": self.p_value,
                 "p_adjusted": self.p_adjusted, "p_opposite": self.p_opposite,
                 "p_opposite_adjusted": self.p_opposite_adjusted, "mde": self.mde, "mde_level": self.mde_level,
-                "directions_needed": self.directions_needed, "n": self.n, "n_groups": self.n_groups,
+                "mde_test": self.mde_test, "directions_needed": self.directions_needed, "n": self.n, "n_groups": self.n_groups,
                 "differing_groups": self.differing_groups, "discordant": self.discordant,
-                "family_hypotheses": self.family_hypotheses,
+                "family_hypotheses": self.family_hypotheses, "family_members": self.family_members,
                 "measured": self.summary() + (f"; {self.measured}" if self.measured and not math.isnan(self.effect)
                                               else "")}  # a claim with no effect quotes it in its reason
 
@@ -142,29 +171,54 @@ def check_verdict(status: str, p_adjusted: float, p_opposite_adjusted: float, al
 
 
 def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_adj: float, hypotheses: int,
-            mde: float, needed: float, alpha: float) -> str:
+            mde: float, needed: float, alpha: float, mde_test: str, members: str = "", holm_note: str = "") -> str:
     d = t.definition
     digits = DIGITS.get(t.unit, 4)
-    if not decidable(t.n_groups, alpha):
+    if smallest_claim_p(t) > alpha / 2:
+        which = "the anytime-valid test" if t.anytime else "the decision test"
         return (f"unable to decide: {t.n_groups} source group(s) give a smallest attainable one-sided p of "
-                f"{smallest_p(t.n_groups):.3g} > α/2 = {alpha / 2:g}, whatever the outcomes"
+                f"{smallest_claim_p(t):.3g} > α/2 = {alpha / 2:g} ({which}), whatever the outcomes, so it is left out "
+                "of its family"
                 + (f" ({t.measured})" if math.isnan(t.effect) and t.measured else ""))
     if math.isnan(t.effect):
         return f"not measured: {t.measured}"
     if t.flag:
         return f"unable to decide: {t.flag}"
     tests = (f"one-sided p {format_p(p)} on the claimed side (Holm {format_p(p_adj)}), {format_p(q)} on the other "
-             f"(Holm {format_p(q_adj)}) in family {d.family} ({hypotheses} hypotheses, α {alpha:g})")
-    power = f"MDE {mde:.{digits}f} {t.unit}" if math.isfinite(mde) else "MDE unknown (no group differs)"
+             f"(Holm {format_p(q_adj)}) in family {d.family} ({hypotheses} hypotheses"
+             + (f": {members}" if members else "") + f"; α {alpha:g})" + holm_note)
+    if not math.isfinite(mde):
+        power = ("MDE unknown (no group differs)" if math.isnan(mde) else
+                 f"no effect these differing groups allow gives 80% power ({mde_test})")
+    else:
+        power = f"MDE {mde:.{digits}f} {t.unit} ({mde_test})"
     if t.guarded:
         tests += (f"; only {t.differing_groups} groups differ (< {MIN_DIFFERING}), so the bound-aware test decides "
                   "too (a rare whole-group loss could balance their sum)")
     sample = sample_size(t.n, t.n_groups, t.differing_groups, t.discordant, d.kind)
     if status in ("holds", "fails"):
         return f"{status}: {tests}; {power}; {sample}"
-    more = (f"; about {int(needed):,} directions would give 80% power at the observed {t.effect:+.{digits}f} {t.unit}"
-            if math.isfinite(needed) else "")
+    more = (f"; about {int(needed):,} directions would give 80% power at the observed {t.effect:+.{digits}f} {t.unit} "
+            f"({mde_test})" if math.isfinite(needed) else "")
     return f"inconclusive: {tests}; {power} at {sample}{more}"
+
+
+def power_numbers(t: ClaimTest, level: float, power: float = POWER) -> tuple[float, float, str]:
+    """(MDE, directions needed, the test they are for) of a measured claim at one-sided ``level``.
+
+    A comparison's are the decision test's own, simulated on its sample (``reports.power``); H3's (no design) are
+    the normal limit of its sign-flip statistic, and say so."""
+    normal = minimum_detectable_effect(t.null_sd, level, power)
+    normal_needed = directions_needed(t.n, normal, t.effect)
+    if t.design is None or power != POWER:
+        return normal, normal_needed, "sign-flip statistic, normal limit"
+    mde = decision_mde(t.design, level)
+    needed = decision_directions_needed(t.design, t.effect, level, normal=normal_needed) \
+        if math.isfinite(t.effect) and not math.isnan(mde) else float("nan")
+    label = f"{DECISION_TEST} at one-sided level {level:.3g}"
+    if t.anytime:
+        label += " on a fixed sample of these groups (the anytime-valid test's own: python -m harness.plan)"
+    return mde, needed, label
 
 
 def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float = ALPHA,
@@ -180,12 +234,13 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
         raise ValueError(f"decide_family takes one family at a time; got {sorted(families)}")
     if unmeasured < 0:
         raise ValueError(f"unmeasured must be >= 0; got {unmeasured}")
-    usable = [decidable(t.n_groups, alpha) for t in tests]
+    usable = [smallest_claim_p(t) <= alpha / 2 for t in tests]
     claimed = [1.0 if math.isnan(t.p_claimed) or t.flag else t.p_claimed for t, ok in zip(tests, usable) if ok]
     opposite = [1.0 if math.isnan(t.p_opposite) or t.flag else t.p_opposite for t, ok in zip(tests, usable) if ok]
     m = len(claimed) + unmeasured
     adjusted = holm([*claimed, *opposite, *[1.0] * (2 * unmeasured)])
     level = alpha / (2 * m) if m else float("nan")
+    members = family_members([t.definition.name for t, ok in zip(tests, usable) if ok], unmeasured)
     out: list[ClaimResult] = []
     k = 0
     for t, ok in zip(tests, usable):
@@ -194,13 +249,21 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
             else (nan, nan, nan, nan)
         k += ok
         status: Status = "holds" if p_adj <= alpha else "fails" if q_adj <= alpha else "inconclusive"
-        mde = minimum_detectable_effect(t.null_sd, level, power) if ok else nan
-        needed = directions_needed(t.n, mde, t.effect) if ok else nan
+        mde, needed, mde_test = power_numbers(t, level, power) if ok else (nan, nan, "")
         out.append(ClaimResult(t.definition, status, t.effect, t.lo, t.hi, t.unit, p, p_adj, q, q_adj, mde, level,
                                needed, t.n, t.n_groups, 2 * m, _reason(t, status, p, p_adj, q, q_adj, 2 * m, mde,
-                                                                       needed, alpha), t.measured, alpha,
-                               t.differing_groups, t.discordant))
+                                                                       needed, alpha, mde_test, members),
+                               t.measured, alpha, t.differing_groups, t.discordant, mde_test, members, t))
     return out
+
+
+def family_members(names: Sequence[str], unmeasured: int = 0) -> str:
+    """The claims a family's Holm counts, by name ("a, b and 1 not measured here"): shown beside every Holm p, so two
+    runs' different adjustments of the same p say why."""
+    text = f"{len(names) + unmeasured} claim{'' if len(names) + unmeasured == 1 else 's'}"
+    listed = ", ".join(names)
+    more = f"{unmeasured} not measured here" if unmeasured else ""
+    return f"{text}: {' and '.join(x for x in (listed, more) if x)}" if listed or more else text
 
 
 def robust_to_noise(exact: ClaimResult, noisy: ClaimResult, noise: str) -> ClaimResult:
@@ -210,6 +273,7 @@ def robust_to_noise(exact: ClaimResult, noisy: ClaimResult, noise: str) -> Claim
     Each side's adjusted p is the larger of the two Holm-adjusted p's, so the claim holds (fails) only when both
     families reject on that side; the rejections are a subset of the exact family's, whose family-wise error they keep.
     Effect, interval, raw p and power stay the exact inputs' (the paper's protocol); ``noise`` names the perturbation.
+    The reason quotes the published (larger) Holm p's, the one pair every table shows, and both families' beside.
     """
     if math.isnan(exact.p_adjusted) or math.isnan(noisy.p_adjusted):
         return exact
@@ -217,8 +281,14 @@ def robust_to_noise(exact: ClaimResult, noisy: ClaimResult, noise: str) -> Claim
     status: Status = "holds" if p_adj <= exact.alpha else "fails" if q_adj <= exact.alpha else "inconclusive"
     seen = (f"retrained on {noise}: {noisy.status} (Holm {format_p(noisy.p_adjusted)} on the claimed side, "
             f"{format_p(noisy.p_opposite_adjusted)} on the other)")
-    reason = exact.reason if noisy.status == exact.status else (
+    note = (f" (each Holm p the larger of the exact inputs' {format_p(exact.p_adjusted)} / "
+            f"{format_p(exact.p_opposite_adjusted)} and the retrained models' {format_p(noisy.p_adjusted)} / "
+            f"{format_p(noisy.p_opposite_adjusted)})")
+    published = exact.reason if exact.test is None else _reason(
+        exact.test, status, exact.p_value, p_adj, exact.p_opposite, q_adj, exact.family_hypotheses, exact.mde,
+        exact.directions_needed, exact.alpha, exact.mde_test, exact.family_members, note)
+    reason = published if noisy.status == exact.status else (
         f"inconclusive: {exact.status} on the exact inputs but {seen}, so the verdict hinges on floating-point noise; "
-        f"exact inputs: {exact.reason}")
+        f"published: {published}")
     return replace(exact, status=status, p_adjusted=p_adj, p_opposite_adjusted=q_adj, reason=reason,
                    measured=f"{exact.measured}; {seen}" if exact.measured else seen)

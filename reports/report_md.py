@@ -82,12 +82,18 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: Stopping
         why = "unable to decide: too few source groups for any outcome to reach α, so it is left out of its family"
     else:
         why = f"Holm-adjusted one-sided p {format_p(p)} on the claimed side, {format_p(q)} on the other"
+        hypotheses, members = _num(row, "family_hypotheses"), row.get("family_members")
+        if pd.notna(hypotheses):
+            why += (f" in family {md_escape(row.get('family', ''))} ({int(hypotheses)} hypotheses"
+                    + (f": {md_escape(members)}" if isinstance(members, str) and members else "") + ")")
         if row["status"] == "inconclusive":
             mde, needed = _num(row, "mde"), _num(row, "directions_needed")
+            test = f" ({md_escape(row['mde_test'])})" if pd.notna(row.get("mde_test")) and row.get("mde_test") else ""
             if pd.notna(mde):
-                why += f"; MDE {mde:.{digits}f} {unit}"
+                why += (f"; MDE {mde:.{digits}f} {unit}{test}" if mde != float("inf") else
+                        f"; no effect these differing groups allow gives 80% power{test}")
             if pd.notna(needed):
-                why += f"; about {int(needed):,} directions would give 80% power at this effect"
+                why += f"; about {int(needed):,} directions would give 80% power at this effect{test}"
     family = str(row.get("family", ""))
     own = f" (family {family})" if ":" in family else ""
     return (f"- **{md_escape(row['status'])}** — {subject}: {effect:+.{digits}f} {unit} "

@@ -16,22 +16,25 @@ at the first rejection, is no longer a p-value (``peeking``); these are:
   contributions D_g − δ n_g neither side has bet away (each at α/2) form an interval that covers
   Δ at every stopping time with probability ≥ 1 − α;
 - **planning**: the expected directions to a verdict for an assumed effect, by simulation on
-  the design's group sizes, beside the fixed-n MDE (``plan``).
+  the design's group sizes, beside the fixed design's MDE and power for the decision test itself (``plan``).
 
 Everything here is numpy over arrays whose last axis is the groups in their sampling order, so
 the calibration tests run thousands of sequential samples at once.
 """
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from reports.stats import ALPHA, POWER, holm, minimum_detectable_effect
+from reports.group_tests import mean_test_rows
+from reports.power import DECISION_TEST
+from reports.stats import ALPHA, POWER, holm
 
 #: The largest fraction of wealth a bettor stakes on one group: any value below 1 keeps the wealth positive.
 #: WSR 2023 truncate at ½ or ¾; NevIR's group sums, far inside their bound, need larger stakes to grow
@@ -284,7 +287,8 @@ def mean_differences(rng: np.random.Generator, sizes: np.ndarray, effect: float,
 
 @dataclass(frozen=True)
 class Plan:
-    """Expected cost of a verdict for an assumed effect: sequential (simulated) beside the fixed design."""
+    """Expected cost of a verdict for an assumed effect: sequential (simulated) beside the fixed design, whose MDE and
+    power are the decision test's (``reports.power.DECISION_TEST``) on the same simulated outcomes."""
 
     effect: float
     fixed_directions: int
@@ -295,14 +299,68 @@ class Plan:
     decided_share: float
     max_directions: int
     runs: int
+    decided_directions: float = float("nan")
 
     def line(self, unit: str = "pts", per_direction: float = 1.0) -> str:
         """The plan in one sentence; ``per_direction``: judgments one direction costs (2 designated, 20 a window)."""
+        if self.decided_share > 0:
+            spent = (f"decided samples after {self.decided_directions:.0f} directions on average (about "
+                     f"{per_direction * self.decided_directions:,.0f} judgments); all samples after "
+                     f"{self.mean_directions:.0f} on average (median {self.median_directions:.0f})")
+        else:
+            spent = f"every sample spends its budget ({self.mean_directions:.0f} directions on average)"
+        mde = f"{self.fixed_mde:.2f} {unit}" if math.isfinite(self.fixed_mde) else "beyond any effect simulated"
         return (f"assumed effect {self.effect:+.3g} {unit}: sequential decides in {100 * self.decided_share:.0f}% of "
-                f"{self.runs} simulated samples within {self.max_directions} directions, after "
-                f"{self.mean_directions:.0f} directions on average (median {self.median_directions:.0f}; about "
-                f"{per_direction * self.mean_directions:,.0f} judgments); the fixed {self.fixed_directions}-direction "
-                f"sample has MDE {self.fixed_mde:.2f} {unit} and power {100 * self.fixed_power:.0f}% at this effect")
+                f"{self.runs} simulated samples within {self.max_directions} directions, {spent}; the fixed "
+                f"{self.fixed_directions}-direction sample has MDE {mde} and power {100 * self.fixed_power:.0f}% at "
+                f"this effect ({DECISION_TEST})")
+
+
+def simulated_differences(sizes: np.ndarray, runs: int, seed: int, effect: float, discordant: float, blind: float,
+                 sd: float | None, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(groups in each run's random order (runs, G), their simulated sums D_g): the orders and the outcome draws
+    come from seeds of their own, so every assumed effect meets the same orders and the same uniforms (common
+    random numbers: power rises with the effect in every simulated sample)."""
+    order = np.argsort(np.random.default_rng(seed).random((runs, len(sizes))), axis=1)
+    drawn = sizes[order]
+    rng = np.random.default_rng((seed, 1))
+    d = direction_differences(rng, drawn, effect / scale, discordant, blind) if sd is None \
+        else mean_differences(rng, drawn, effect / scale, sd)
+    return drawn, d
+
+
+def _fixed_holds(drawn: np.ndarray, d: np.ndarray, fixed_directions: int, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Whether the decision test (``mean_test``'s parts, ``mean_test_rows``) says *holds* at one-sided ``level`` on
+    each run's fixed sample (its first groups within ``fixed_directions``), and the sample's directions."""
+    groups = np.maximum(1, (np.cumsum(drawn, axis=1) <= fixed_directions).sum(axis=1))
+    holds = np.zeros(len(drawn), dtype=bool)
+    for g in np.unique(groups):
+        rows = groups == g
+        greater, _ = mean_test_rows(d[rows, :g], float(drawn[rows, :g].max()))
+        holds[rows] = greater <= level
+    return holds, (drawn * (np.arange(drawn.shape[1]) < groups[:, None])).sum(axis=1)
+
+
+@functools.lru_cache(maxsize=64)
+def fixed_mde(sizes: tuple[int, ...], fixed_directions: int, level: float, discordant: float, blind: float,
+              sd: float | None, scale: float, runs: int, seed: int, target: float = POWER) -> float:
+    """The fixed design's MDE for the decision test at one-sided ``level``: the smallest assumed effect at which it
+    says *holds* in ``target`` of the simulated fixed samples (one number per design, whatever effect is assumed);
+    ∞ when even the largest effect the outcome model allows does not reach it."""
+    top = scale * (discordant * (1.0 - blind) if sd is None else 1.0)
+    array = np.asarray(sizes, dtype=int)
+
+    def power(effect: float) -> float:
+        drawn, d = simulated_differences(array, runs, seed, effect, discordant, blind, sd, scale)
+        return float(_fixed_holds(drawn, d, fixed_directions, level)[0].mean())
+
+    lo, hi = 0.0, top
+    if power(hi) < target:
+        return float("inf")
+    while hi - lo > 0.005 * top:  # power rises with the effect (common random numbers): bisect to 0.5% of the range
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if power(mid) >= target else (mid, hi)
+    return hi
 
 
 def plan(sizes: Sequence[int], effect: float, batch: int, max_directions: int, fixed_directions: int,
@@ -316,27 +374,19 @@ def plan(sizes: Sequence[int], effect: float, batch: int, max_directions: int, f
     ``discordant`` is the assumed share of directions on which the two rankers differ, ``blind`` the
     share of query-blind pairs (``direction_differences``); a mean measure: per-direction differences
     with SD ``sd`` (``mean_differences``). ``hypotheses``: the family's size (Holm). The fixed design's
-    MDE and power come from the same simulated outcomes at ``fixed_directions``.
+    power is the decision test's on the same simulated outcomes at ``fixed_directions``, at Holm's first-step
+    level α / ``hypotheses``, and its MDE (``fixed_mde``) the same for every assumed effect.
     """
     sizes = np.asarray(sizes, dtype=int)
-    rng = np.random.default_rng(seed)
-    order = np.argsort(rng.random((runs, len(sizes))), axis=1)
-    drawn = sizes[order]
+    drawn, d = simulated_differences(sizes, runs, seed, effect, discordant, blind, sd, scale)
     bound = float(sizes.max())
-    d = direction_differences(rng, drawn, effect / scale, discordant, blind) if sd is None \
-        else mean_differences(rng, drawn, effect / scale, sd)
     max_groups = int(np.maximum(1, (np.cumsum(drawn, axis=1) <= max_directions).sum(axis=1)).min())
     result = simulate_sequential((d / bound)[:, None, :], drawn, batch, hypotheses, max_groups, alpha)
-    fixed_groups = np.maximum(1, (np.cumsum(drawn, axis=1) <= fixed_directions).sum(axis=1))
-    keep = np.arange(len(sizes)) < fixed_groups[:, None]
-    total = (d * keep).sum(axis=1)
-    n_fixed = (drawn * keep).sum(axis=1)
-    null_sd = np.sqrt((d * d * keep).sum(axis=1)) / n_fixed  # the sign-flip null SD, sqrt(Σ D_g²) / n
     level = alpha / hypotheses
-    z = NormalDist().inv_cdf(1 - level)
-    fixed_power = float((total / n_fixed > z * null_sd).mean())
-    mde = scale * float(np.median([minimum_detectable_effect(s, level, POWER) for s in null_sd]))
+    holds, n_fixed = _fixed_holds(drawn, d, fixed_directions, level)
+    mde = fixed_mde(tuple(sizes.tolist()), fixed_directions, level, discordant, blind, sd, scale, runs, seed)
     dirs = result["directions"].astype(float)
-    return Plan(effect, int(np.median(n_fixed)), mde, fixed_power, float(dirs.mean()), float(np.median(dirs)),
-                float(result["decided"].mean()), max_directions, runs)
-
+    decided = result["decided"]
+    return Plan(effect, int(np.median(n_fixed)), mde, float(holds.mean()), float(dirs.mean()), float(np.median(dirs)),
+                float(decided.mean()), max_directions, runs,
+                float(dirs[decided].mean()) if decided.any() else float("nan"))

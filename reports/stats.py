@@ -23,6 +23,7 @@ import pandas as pd
 from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
 from reports.group_tests import MIN_DIFFERING, N_PERMUTATIONS, MeanTest, mean_test
+from reports.power import PowerDesign
 
 #: Level of every decision and the power at which a minimum detectable effect is quoted.
 ALPHA = 0.05
@@ -124,8 +125,10 @@ class PairedDifference:
 
     ``lo``/``hi``/``se``: the 95% source-group bootstrap interval and SE of Δ; ``null_sd``: the
     sign-flip null SD sqrt(Σ_g D_g²) × scale / n; ``mde``: the two-sided-α MDE (one-sided α/2,
-    80% power) from it; ``test``: the decision test (``mean_test``); ``differing_groups``: groups whose
-    summed difference is non-zero; ``discordant``: directions whose values differ.
+    80% power) from it, for the sign-flip test's normal limit (Table II's ``mde_pts``); ``test``: the decision
+    test (``mean_test``); ``differing_groups``: groups whose summed difference is non-zero; ``discordant``:
+    directions whose values differ; ``design``: what the decision test's own power is simulated on
+    (``reports.power``).
     """
 
     effect: float
@@ -139,6 +142,7 @@ class PairedDifference:
     n_groups: int
     differing_groups: int
     discordant: int
+    design: PowerDesign | None = None
 
 
 def paired_difference(first: np.ndarray, second: np.ndarray, labels: np.ndarray, scale: float = 1.0,
@@ -154,9 +158,10 @@ def paired_difference(first: np.ndarray, second: np.ndarray, labels: np.ndarray,
     n = len(d)
     boot = group_bootstrap({"d": d, "n": np.ones(n)}, labels, {"delta": Ratio("d", "n")}, n_resamples, seed)["delta"]
     tested = group_effect(d, labels, scale / n, 1.0, n_permutations, seed)
+    codes = pd.factorize(np.asarray(labels), sort=True)[0]
     return PairedDifference(scale * boot.point, scale * boot.lo, scale * boot.hi, scale * boot.se, tested.null_sd,
                             minimum_detectable_effect(tested.null_sd), tested.test, n, tested.n_groups,
-                            tested.differing, int((d != 0).sum()))
+                            tested.differing, int((d != 0).sum()), PowerDesign.of(d, codes, scale))
 
 
 def _check_unit_interval(*values: np.ndarray) -> None:
@@ -169,15 +174,25 @@ def _check_unit_interval(*values: np.ndarray) -> None:
 
 @dataclass(frozen=True)
 class Equivalence:
-    """Two one-sided tests that |Δ| < margin: ``p`` = max of the two; below α reads "unchanged"."""
+    """Two one-sided tests that |Δ| < margin: ``p`` = max of the two; below α reads "unchanged".
+
+    The same shifted tests read on their other sides test that Δ lies *beyond* the margin: ``p_below_lower``
+    against Δ ≥ −margin, ``p_above_upper`` against Δ ≤ margin; ``p_beyond`` (twice the smaller: either side) below
+    α shows a change larger than the margin (docs/statistics.md#tost)."""
 
     margin: float
     p_above_lower: float
     p_below_upper: float
+    p_below_lower: float = 1.0
+    p_above_upper: float = 1.0
 
     @property
     def p(self) -> float:
         return max(self.p_above_lower, self.p_below_upper)
+
+    @property
+    def p_beyond(self) -> float:
+        return min(1.0, 2 * min(self.p_below_lower, self.p_above_upper))
 
 
 def equivalence(first: np.ndarray, second: np.ndarray, labels: np.ndarray, margin: float, scale: float = 1.0,
@@ -186,7 +201,8 @@ def equivalence(first: np.ndarray, second: np.ndarray, labels: np.ndarray, margi
 
     Each bound is tested like Δ = 0 after moving it to 0: against Δ ≤ −margin the group
     contributions are D_g + (margin / scale) × n_g, tested for a positive sum; against
-    Δ ≥ margin, D_g − (margin / scale) × n_g for a negative one (docs/statistics.md#tost).
+    Δ ≥ margin, D_g − (margin / scale) × n_g for a negative one (docs/statistics.md#tost). Their other sides
+    test Δ beyond the margin.
     """
     if not margin > 0:
         raise ValueError(f"an equivalence margin must be > 0; got {margin}")
@@ -194,9 +210,9 @@ def equivalence(first: np.ndarray, second: np.ndarray, labels: np.ndarray, margi
     _check_unit_interval(a, b)
     d = a - b
     shift = margin / scale
-    lower = group_effect(d + shift, labels, 1.0, 1.0 + shift, n_permutations, seed).test.p_greater
-    upper = group_effect(d - shift, labels, 1.0, 1.0 + shift, n_permutations, seed).test.p_less
-    return Equivalence(margin, lower, upper)
+    lower = group_effect(d + shift, labels, 1.0, 1.0 + shift, n_permutations, seed).test
+    upper = group_effect(d - shift, labels, 1.0, 1.0 + shift, n_permutations, seed).test
+    return Equivalence(margin, lower.p_greater, upper.p_less, lower.p_less, upper.p_greater)
 
 
 def certifiable_margin(labels: np.ndarray, null_sd: float, scale: float = 1.0, alpha: float = ALPHA,

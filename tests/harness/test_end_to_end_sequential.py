@@ -112,6 +112,10 @@ def test_a_large_effect_stops_before_the_budget_and_no_effect_spends_it(runs, sp
     row = seq.loc["h2_knows_strict_gt_mixes_up"]
     assert row["p_greater"] <= 0.025 and 0 < row["cs_lo"] <= 100 <= row["cs_hi"] + 1e-9
     assert row["decided_after_groups"] == row["groups"]
+    # The verdict's interval at the stop is the confidence sequence (valid there); the bootstrap one sits beside it.
+    shown = claims.loc["h2_knows_strict_gt_mixes_up"]
+    assert (shown["lo"], shown["hi"]) == pytest.approx((row["cs_lo"], row["cs_hi"]))
+    assert "confidence sequence, valid at this data-dependent stop" in shown["measured"]
     t2 = pd.read_csv(runs["first"] / split / "table2.csv").set_index("ranker")
     assert t2.loc["knows", "n"] == clear["directions"] and t2.loc["coin_a", "n"] == noise["directions"]
     assert md_escape("clear_sequential") in (runs["first"] / split / "report.md").read_text(encoding="utf-8")

@@ -95,7 +95,9 @@ def grader_pin_rerun(changes: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarr
                           "fusion__strict": rng.random(150) < 0.5, "fusion__rank_pos": 1, "fusion__rank_neg": 2,
                           "fusion__tie": False, "fusion__fallback": False})
     rerun = frame.copy()
-    rerun.loc[rng.choice(150, changes, replace=False), "fusion__strict"] ^= True
+    wins, losses = np.flatnonzero(~frame["fusion__strict"]), np.flatnonzero(frame["fusion__strict"])
+    flipped = [*rng.choice(wins, changes // 2, replace=False), *rng.choice(losses, changes - changes // 2, replace=False)]
+    rerun.loc[flipped, "fusion__strict"] ^= True  # as many gains as losses: Δ = 0 for an even count
     return outcomes(rerun), outcomes(frame), frame["group"].to_numpy()
 
 
@@ -114,6 +116,10 @@ def test_a_pin_on_a_150_direction_sample_reports_its_certifiable_margin() -> Non
     # move): the design's floor is the certifiable margin then.
     same = paired_change("strict_pct", then, then, groups, margin=1.0)
     assert same.decision == "margin unreachable" and 1.0 < same.certifiable <= verdict.certifiable
+    # A rerun whose observed change exceeds the margin is never passed silently: undetermined (a warning) at least.
+    moved = then.copy()
+    moved.loc[np.flatnonzero(then["strict"])[:2], "strict"] = False  # Δ = −1.33 points
+    assert paired_change("strict_pct", moved, then, groups, margin=1.0).decision == "undetermined"
 
 
 def test_decision_words_and_the_tolerance_rule() -> None:

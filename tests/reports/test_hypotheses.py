@@ -72,7 +72,10 @@ def test_a_sample_too_small_to_decide_is_set_aside_before_its_outcomes_are_read(
     d = np.array([2.0, 2.0, 2.0, 2.0])
     t = sign_flip_test(d)
     assert t.p_greater == 1 / 16 == pytest.approx(scipy_p(d, "greater"))
-    assert not decidable(4) and not decidable(5) and decidable(6)
+    assert not decidable([2] * 4) and not decidable([2] * 5)
+    assert decidable([2] * 6, guarded=False)  # H3 (never guarded): the sign flip's floor 1/64 alone
+    # The decision test: equal groups that all gain whole reach α/2 from 9 groups (1/E of the bound-aware part).
+    assert not decidable([4] * 8) and decidable([4] * 9) and decidable([1] * 40)
     tiny = measured(t.p_greater, t.p_less, "tiny", groups=4, effect=100.0, null_sd=0.0)
     big = measured(0.015, 0.99, "big")
     results = decide_family([tiny, big])
@@ -220,3 +223,20 @@ def test_a_trained_claim_is_decisive_only_where_the_noisy_retraining_agrees(exac
     assert (got.effect, got.lo, got.hi, got.p_value) == (-2.0, -4.0, 0.1, exact[1] / 8)  # the exact inputs' numbers
     assert "retrained on route scores moved by 1e-07 of themselves" in got.measured
     assert ("hinges on floating-point noise" in got.reason) == (exact[0] != noisy[0])
+
+
+def test_one_p_value_per_claim_everywhere_and_its_family_beside_it() -> None:
+    """The published Holm p's (the larger of the exact and the retrained family's) are the ones the reason quotes:
+    claims.csv's ``reason``, ``p_adjusted`` and ``p_opposite_adjusted``, the terminal and report.md read the same
+    pair; the family's size and members stand beside them."""
+    exact = decide_family([measured(0.9999, 0.0001, "e0_strict_gt_fusion", "H1"), measured(0.2, 0.8, "other", "H1")],
+                          unmeasured=1)[0]
+    noisy = decide_family([measured(0.99, 0.004, "e0_strict_gt_fusion", "H1"), measured(0.2, 0.8, "other", "H1")],
+                          unmeasured=1)[0]
+    got = robust_to_noise(exact, noisy, "noise")
+    assert got.status == "fails" and got.p_opposite_adjusted == pytest.approx(0.004 * 6)
+    assert f"(Holm {format_p(got.p_opposite_adjusted)})" in got.reason
+    assert f"(Holm {format_p(exact.p_opposite_adjusted)})" not in got.reason.split("(each Holm p")[0]
+    assert got.family_members == "3 claims: e0_strict_gt_fusion, other and 1 not measured here"
+    assert "6 hypotheses: 3 claims: e0_strict_gt_fusion, other and 1 not measured here" in got.reason
+    assert got.row()["family_members"] == got.family_members

@@ -43,7 +43,7 @@ def run_tables() -> dict[str, pd.DataFrame]:
         claim("gate:fallback_pct_max:ce", "gate", "holds", expected="holds", measured="0 (limit 0)"),
         claim("h1_ce_mrr_gt_fusion", "H1", "holds", ranker="ce", versus="fusion", measure="mrr", effect=0.0123,
               lo=0.0045, hi=0.0201, unit="MRR", claimed="> 0", n=48, n_groups=12, p_adjusted=0.004,
-              p_opposite_adjusted=1.0),
+              p_opposite_adjusted=1.0, family_hypotheses=2, family_members="1 claim: h1_ce_mrr_gt_fusion"),
         claim("h2_ce_strict_gt_fusion", "H2", "fails", ranker="ce", versus="fusion", measure="strict", effect=-4.17,
               lo=-16.67, hi=-1.25, n=48, p_adjusted=1.0, p_opposite_adjusted=0.03, **measured),
         claim("h2_grader_strict_gt_ce", "H2", "inconclusive", ranker="grader", versus="ce", measure="strict",
@@ -87,7 +87,8 @@ def test_report_opens_with_each_family_s_verdicts_in_words(tmp_path: Path) -> No
                                                    "### Beyond the paper (and claims of no study family)"]
     assert ("- **holds** — `ce` (cross-encoder window) vs `fusion`, preferred-passage MRR: +0.0123 MRR "
             "[+0.0045, +0.0201] (claimed > 0), n = 48 directions in 12 source groups; Holm-adjusted one-sided p "
-            "0.004 on the claimed side, 1 on the other.") in verdicts
+            "0.004 on the claimed side, 1 on the other in family H1 (2 hypotheses: 1 claim: h1\\_ce\\_mrr\\_gt\\_fusion).") \
+        in verdicts
     assert "Of 2 claims: 0 hold, 1 fail, 1 inconclusive (not decided by this run)." in verdicts
     assert ("- **inconclusive** — `grader` (LLM grader window) vs `ce`, strict preference: +25.00 pts "
             "[+25.00, +25.00] (n=4: interval unreliable) (claimed > 0), n = 4 directions in 1 source group; "

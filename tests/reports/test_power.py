@@ -1,0 +1,134 @@
+"""Power numbers are the decision test's own (docs/statistics.md#power): what the plan and a claim's MDE promise is
+what the shipped decision code delivers.
+
+The plan (``reports.sequential.plan``) and a claim's MDE (``reports.power``) simulate the decision test's parts in
+batches; here the same simulated samples go through the code that decides every claim (``reports.stats.group_effect``
+and ``reports.hypotheses.decide_family``, exact sign flips and all), and the shares of *holds* must agree.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fixtures.study import build_study
+from reports.claim_families import ClaimDefinition
+from reports.claim_measures import ClaimTest
+from reports.hypotheses import decide_family
+from reports.power import PowerDesign, decision_mde, power_at
+from reports.group_tests import mean_test_rows
+from reports.sequential import direction_differences, plan, simulated_differences
+from reports.stats import ALPHA, group_effect, minimum_detectable_effect
+
+CLAIM = ClaimDefinition("simulated_strict_gt_baseline", "simulated", "comparison", "candidate", "baseline", "strict")
+#: The embedded grader's fixed sample (docs/statistics.md#samples) and the plan's default outcome model.
+FIXED, DISCORDANT, BLIND, RUNS = 150, 0.45, 0.3, 400
+
+
+@pytest.fixture(scope="module")
+def test_sizes() -> np.ndarray:
+    """Directions per eligible-to-be source group of NevIR Test, as the plan reads them."""
+    return build_study().split("test").groupby("group").size().to_numpy()
+
+
+
+
+def shipped_holds(drawn: np.ndarray, d: np.ndarray, fixed: int) -> np.ndarray:
+    """Whether the shipped decision code says *holds* (one claim alone: one-sided α/2) on each run's fixed sample."""
+    out = []
+    for i, (sizes, sums) in enumerate(zip(drawn, d)):
+        g = max(1, int((np.cumsum(sizes) <= fixed).sum()))
+        values, labels = [], []
+        for k, (n_g, s) in enumerate(zip(sizes[:g], sums[:g])):
+            m = int(abs(s))
+            values += [float(np.sign(s))] * m + [0.0] * (int(n_g) - m)
+            labels += [k] * int(n_g)
+        values, labels = np.array(values), np.array(labels)
+        tested = group_effect(values, labels, 100.0 / len(values), seed=i)
+        test = ClaimTest(CLAIM, tested.effect, math.nan, math.nan, tested.null_sd, tested.test.p_greater,
+                         tested.test.p_less, len(values), tested.n_groups, "pts",
+                         differing_groups=tested.differing, guarded=tested.test.guarded)
+        out.append(decide_family([test])[0].status == "holds")
+    return np.array(out)
+
+
+def test_the_plans_power_at_its_mde_is_the_shipped_codes(test_sizes, capsys) -> None:
+    """The embedded grader sample (150 directions of whole Test groups): the plan's MDE and its predicted power there
+    agree with the decision rate of the shipped code on the same simulated samples within 5 points; the former
+    normal MDE promised 80% where the decision test holds in a few percent."""
+    first = plan(test_sizes, 10.0, 4, 2 * FIXED, FIXED, hypotheses=2, discordant=DISCORDANT, blind=BLIND, runs=RUNS)
+    mde = first.fixed_mde
+    at_mde = plan(test_sizes, mde, 4, 2 * FIXED, FIXED, hypotheses=2, discordant=DISCORDANT, blind=BLIND, runs=RUNS)
+    drawn, d = simulated_differences(test_sizes, RUNS, 0, mde, DISCORDANT, BLIND, None, 100.0)
+    shipped = shipped_holds(drawn, d, FIXED).mean()
+    groups = np.maximum(1, (np.cumsum(drawn, axis=1) <= FIXED).sum(axis=1))
+    null_sd = np.array([math.sqrt((row[:g] ** 2).sum()) / sizes[:g].sum() for row, sizes, g in zip(
+        simulated_differences(test_sizes, RUNS, 0, 0.0, DISCORDANT, BLIND, None, 100.0)[1], drawn, groups)])
+    normal = 100 * float(np.median([minimum_detectable_effect(s) for s in null_sd]))
+    with capsys.disabled():
+        print(f"\npower: 150-direction grader sample, {RUNS} runs: decision-test MDE {mde:.2f} pts, the plan's power "
+              f"there {100 * at_mde.fixed_power:.1f}%, the shipped code's {100 * shipped:.1f}% (normal MDE "
+              f"{normal:.2f} pts)")
+    assert abs(at_mde.fixed_power - shipped) <= 0.05
+    assert abs(at_mde.fixed_power - 0.80) <= 0.05
+    assert mde > 1.5 * normal  # the guard's cost, which the former MDE did not know
+
+
+def test_a_claims_mde_is_the_decision_tests(capsys) -> None:
+    """A claim's MDE (``reports.power.decision_mde``) on a grader-sized design: the shipped code, on outcomes drawn
+    by the same model at that effect (each group's observed |D_g| with a sign drawn anew, shifted by c |D_g|), holds
+    in 80% ± 5."""
+    rng = np.random.default_rng(5)
+    sizes = np.r_[np.full(36, 4), np.full(2, 2)]
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    observed = np.where(rng.random(len(labels)) < DISCORDANT, rng.choice([-1.0, 1.0], len(labels)), 0.0)
+    design = PowerDesign.of(observed, labels, 100.0)
+    mde = decision_mde(design, ALPHA / 2)
+    magnitudes = np.array(design.magnitudes)
+    shift = design.shift_for(mde)
+    runs, holds = 300, 0
+    for i in range(runs):
+        sums = np.clip(magnitudes * (np.where(rng.random(len(sizes)) < 0.5, 1.0, -1.0) + shift), -sizes, sizes)
+        d = np.concatenate([np.r_[np.full(int(abs(s)), np.sign(s)), np.full(1, abs(s) % 1 * np.sign(s)),
+                                  np.zeros(n - int(abs(s)) - 1)] if abs(s) < n else np.full(n, np.sign(s))
+                            for s, n in zip(sums, sizes)])
+        tested = group_effect(d, labels, 100.0 / len(d), seed=i)
+        test = ClaimTest(CLAIM, tested.effect, math.nan, math.nan, tested.null_sd, tested.test.p_greater,
+                         tested.test.p_less, len(d), tested.n_groups, "pts", design=design)
+        holds += decide_family([test])[0].status == "holds"
+    with capsys.disabled():
+        print(f"\npower: a 38-group claim's decision-test MDE {mde:.2f} pts; the shipped code holds in "
+              f"{100 * holds / runs:.1f}% of {runs} samples at it (simulated power there "
+              f"{100 * power_at(design, mde, ALPHA / 2):.1f}%)")
+    assert abs(holds / runs - 0.80) <= 0.05 + 3 * math.sqrt(0.16 / runs)
+
+
+def test_designs_at_the_graders_budget(test_sizes, capsys) -> None:
+    """The study behind docs/statistics.md#designs-at-a-fixed-budget: 150 directions judged as 38 whole Test groups
+    (the shipped design, bound 4 a group), as 75 complete pairs of distinct groups (bound 2), or as 150 directions
+    drawn independently and uniformly from Q_c (bound 1: the finite-population estimand, the rate over Q_c), through
+    the decision test's own parts at α/2. The smaller a unit's bound, the more the same judgments decide; at Δ = 0
+    the per-direction design keeps its level (mean-zero differences in {−1, 0, 1} are symmetric, so the sign flip
+    is exact for the weak null there)."""
+    runs, lines, table = 1000, [], {}
+    order = np.argsort(np.random.default_rng(1).random((runs, len(test_sizes))), axis=1)
+    drawn = test_sizes[order]
+    groups = int(np.median(np.maximum(1, (np.cumsum(drawn, axis=1) <= FIXED).sum(axis=1))))
+    for effect in (0.0, 0.13, 0.20):
+        whole = direction_differences(np.random.default_rng(2), drawn, effect, DISCORDANT, BLIND)[:, :groups]
+        pairs = direction_differences(np.random.default_rng(3), np.full((runs, FIXED // 2), 2), effect, DISCORDANT,
+                                      BLIND)
+        r = np.random.default_rng(4).random((runs, FIXED))
+        single = np.where(r < (DISCORDANT + effect) / 2, 1.0, np.where(r < DISCORDANT, -1.0, 0.0))
+        table[effect] = [float((mean_test_rows(u, b, 1000, 1)[0] <= ALPHA / 2).mean())
+                         for u, b in ((whole, 4.0), (pairs, 2.0), (single, 1.0))]
+        lines.append(f"Δ {100 * effect:.0f} pts: whole groups {100 * table[effect][0]:.1f}%, complete pairs "
+                     f"{100 * table[effect][1]:.1f}%, single directions {100 * table[effect][2]:.1f}%")
+    with capsys.disabled():
+        print("\npower: 150 directions, one claim at α/2 (45% discordant, 30% query-blind pairs):\n  "
+              + "\n  ".join(lines))
+    assert all(rate <= ALPHA / 2 + 3 * math.sqrt(ALPHA / 2 * (1 - ALPHA / 2) / runs) for rate in table[0.0])
+    for effect in (0.13, 0.20):
+        whole, pairs, single = table[effect]
+        assert whole < pairs < single or (pairs > 0.95 and single > 0.95)
