@@ -55,7 +55,8 @@ def test_identical_runs_are_unchanged_and_a_systematic_shift_is_changed(base) ->
     pct = paired_change("strict_pct", outcomes(better), outcomes(base), labels, margin=1.0)
     assert pct.delta == pytest.approx(10.0) and pct.p_changed == moved.p_changed
     assert "changed: then" in moved.message() and "paired p" in moved.message()
-    assert (moved.differing_groups, moved.discordant) == (20, 40) and "20 groups and 40 directions differ" in moved.message()
+    assert (moved.differing_groups, moved.discordant) == (20, 40)
+    assert "20 groups and 40 directions differ" in moved.message()
 
 
 def test_ndcg_at_10_is_compared_direction_by_direction_in_ndcg_units(base) -> None:
@@ -96,7 +97,8 @@ def grader_pin_rerun(changes: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarr
                           "fusion__tie": False, "fusion__fallback": False})
     rerun = frame.copy()
     wins, losses = np.flatnonzero(~frame["fusion__strict"]), np.flatnonzero(frame["fusion__strict"])
-    flipped = [*rng.choice(wins, changes // 2, replace=False), *rng.choice(losses, changes - changes // 2, replace=False)]
+    flipped = [*rng.choice(wins, changes // 2, replace=False),
+               *rng.choice(losses, changes - changes // 2, replace=False)]
     rerun.loc[flipped, "fusion__strict"] ^= True  # as many gains as losses: Δ = 0 for an even count
     return outcomes(rerun), outcomes(frame), frame["group"].to_numpy()
 
