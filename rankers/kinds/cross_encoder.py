@@ -28,6 +28,9 @@ class CrossEncoder(PointwiseKind):
     def requirements(self, options) -> tuple[Requirement, ...]:
         return (CUDA,) if str(options.get("device", "")).startswith("cuda") else ()
 
+    def trains_on(self, options) -> tuple[str, ...]:
+        return ("train", "development") if options.get("model") == TRAINED else ()
+
     def models(self, options) -> tuple[str, ...]:
         return () if options.get("model") == TRAINED else ("model",)
 
