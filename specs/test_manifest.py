@@ -35,6 +35,7 @@ def test_run_manifest(evaluation, split, report) -> None:
                                        if p.sequential else {})}
                                 for n, p in profile.samples.items()}},
         "data": study.data_provenance(),
+        "dataset": study.dataset(),
         "corpus_sha256": study.corpus_hashes(),
         "cut_seed": study.cut_seed,
         "subset": {k: len(v) for k, v in study.subset.items()} if study.subset else None,
