@@ -41,8 +41,8 @@ from fixtures.identity import folder_digests
 from fixtures.routes import ROUTES
 from fixtures.settings import pin_cpu_kernels
 from fixtures.study import CORPUS_OF
-from harness.options import OptionError, argument_parser, path_option, read_profile, resolve_before_work, \
-    settings_from
+from harness.options import OptionError, argument_parser, fit_to_data, path_option, read_profile, \
+    resolve_before_work, settings_from
 from harness.session import Evaluation
 from rankers.base import Ranking
 from rankers.declarations import FUSION
@@ -180,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise OptionError(f"--rank-llm-depth must be >= 0 (0 = the whole pool), got {args.rank_llm_depth}")
         settings = settings_from(lambda name: getattr(args, name))
         profile = read_profile(settings)
+        settings = fit_to_data(settings, profile)  # the splits the declared dataset holds, its rows checked
         resolve_before_work(settings, profile, lambda decl: decl.name == FUSION)
     except (OptionError, pytest.UsageError) as exc:  # a bad option or profile, named, before any work
         parser.exit(2, f"error: {exc}\n")
