@@ -200,6 +200,9 @@ def fit_to_data(settings: Settings, profile: Profile) -> Settings:
     """
     if profile.data.kind != "pairs":
         return settings
+    if settings.data_dir is not None:
+        raise OptionError(f"--data-dir {settings.data_dir} (or NEVIR_DATA_DIR) names NevIR files, but "
+                          f"{profile.data.where} declares kind = 'pairs'; drop one of them")
     try:
         held = read_pair_set(profile.data).splits
     except NevIRDataError as exc:
