@@ -26,8 +26,8 @@ import pytest  # noqa: E402
 from fixtures import progress  # noqa: E402
 from fixtures.settings import Settings  # noqa: E402
 from harness.claims import check_claim_names  # noqa: E402
-from harness.options import (OptionError, add_options, needed, read_profile, read_settings,  # noqa: E402
-                             resolve_before_work, use_pythonpath)
+from harness.options import (OptionError, add_options, fit_to_data, needed, read_profile,  # noqa: E402
+                             read_settings, resolve_before_work, use_pythonpath)
 from harness.profile_records import Profile  # noqa: E402
 from rankers.declarations import RankerDecl  # noqa: E402
 
@@ -48,6 +48,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """Read options and the profile once (before any work); route progress lines to the real terminal."""
     settings = read_settings(config)
     profile = read_profile(settings)
+    try:
+        settings = fit_to_data(settings, profile)
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
     check_claim_names(profile)
     use_pythonpath(profile)
     if not hasattr(config, "workerinput"):  # the controller resolves models, files and factories once

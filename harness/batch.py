@@ -36,8 +36,8 @@ import pytest
 from fixtures.settings import pin_cpu_kernels
 from harness.batch_export import BatchError, exportable, write_export
 from harness.batch_import import import_results
-from harness.options import OptionError, argument_parser, path_option, read_profile, resolve_before_work, \
-    settings_from
+from harness.options import OptionError, argument_parser, fit_to_data, path_option, read_profile, \
+    resolve_before_work, settings_from
 from harness.session import Evaluation
 
 
@@ -52,6 +52,7 @@ def _export_main(argv: Sequence[str]) -> int:
     try:
         settings = settings_from(lambda name: getattr(args, name))
         profile = read_profile(settings)
+        settings = fit_to_data(settings, profile)  # the splits the declared dataset holds, its rows checked
         chosen = [n.strip() for n in args.rankers.split(",") if n.strip()] if args.rankers else None
         unknown = [n for n in chosen or () if n not in profile.rankers]
         if unknown:

@@ -41,8 +41,8 @@ from fixtures.identity import folder_digests
 from fixtures.routes import ROUTES
 from fixtures.settings import pin_cpu_kernels
 from fixtures.study import CORPUS_OF
-from harness.options import OptionError, argument_parser, path_option, read_profile, resolve_before_work, \
-    settings_from
+from harness.options import OptionError, argument_parser, fit_to_data, path_option, read_profile, \
+    resolve_before_work, settings_from
 from harness.session import Evaluation
 from rankers.base import Ranking
 from rankers.declarations import FUSION
@@ -52,9 +52,10 @@ from reports.transaction import StagedRun, current_run, unique_run_id
 
 #: The qid, passage-id and corpus rules an outside run must follow (also in ``manifest.json``).
 CONTRACT = {
-    "qid": "<NevIR pair id>_q1 (query q1: doc1 preferred over doc2) and <NevIR pair id>_q2 (query q2: doc2 "
+    "qid": "<pair id>_q1 (query q1: doc1 preferred over doc2) and <pair id>_q2 (query q2: doc2 "
            "preferred over doc1)",
-    "pid": "'p' + the first 16 hex digits of sha256 of the passage's exact UTF-8 text (one text, one id)",
+    "pid": "a corpus file's docno (a declared pair set's); otherwise 'p' + the first 16 hex digits of sha256 of the "
+           "passage's exact UTF-8 text (NevIR, inline passages; one text, one id)",
     "corpus": {split: ("Test passages" if corpus == "test" else "Train+Validation passages")
                for split, corpus in CORPUS_OF.items()},
     "candidates": "candidates.trec: every pool passage of every pool query, in fusion order; a run read back with "
@@ -128,7 +129,7 @@ def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WI
         "counts": {"queries": len(pool_qids), "pool_rows": len(pool), "corpus_passages": len(corpus),
                    "eligible_directions": int(population["eligible"].astype(bool).sum()), "rank_llm_depth": rank_llm_depth or None},
         "settings": ev.settings.as_dict(), "profile": str(ev.profile.path),
-        "data": ev.study.data_provenance(),
+        "data": ev.study.data_provenance(), "dataset": ev.study.dataset(),
     }
     manifest["files"] = folder_digests(out)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str), encoding="utf-8")
@@ -190,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise OptionError(f"--rank-llm-depth must be >= 0 (0 = the whole pool), got {args.rank_llm_depth}")
         settings = settings_from(lambda name: getattr(args, name))
         profile = read_profile(settings)
+        settings = fit_to_data(settings, profile)  # the splits the declared dataset holds, its rows checked
         resolve_before_work(settings, profile, lambda decl: decl.name == FUSION)
     except (OptionError, pytest.UsageError) as exc:  # a bad option or profile, named, before any work
         parser.exit(2, f"error: {exc}\n")

@@ -22,11 +22,14 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fixtures.data import NevIRDataError
+from fixtures.datasets.pairs import read_pair_set
 from fixtures.models import ModelNotFound, model_problem, resolve_dense_model, resolve_sparse_model
 from fixtures.settings import (DEFAULT_SPLITS, EVALUABLE_SPLITS, PROJECT_ROOT, SAMPLED_SPLITS, SPLITS, Settings,
                                default_cache_dir)
@@ -174,6 +177,29 @@ def read_profile(settings: Settings) -> Profile:
         return load_profile(settings.profile, SPLITS)
     except ProfileError as exc:
         raise pytest.UsageError(f"--profile: {exc}") from None
+
+
+def fit_to_data(settings: Settings, profile: Profile) -> Settings:
+    """The settings with the splits the profile's dataset holds, after reading and checking its files; a bad row,
+    or no requested split in the dataset, is one ``OptionError`` naming file, line and field before any work.
+
+    A pair set without splits is one evaluation split (``test``), so the default ``--splits test,confirmation``
+    evaluates that one (docs/protocol.md#your-own-contrastive-pairs).
+    """
+    if profile.data.kind != "pairs":
+        return settings
+    if settings.data_dir is not None:
+        raise OptionError(f"--data-dir {settings.data_dir} (or NEVIR_DATA_DIR) names NevIR files, but "
+                          f"{profile.data.where} declares kind = 'pairs'; drop one of them")
+    try:
+        held = read_pair_set(profile.data).splits
+    except NevIRDataError as exc:
+        raise OptionError(f"{profile.data.where}: {exc}; nothing was computed") from None
+    splits = tuple(s for s in settings.splits if s in held)
+    if not splits:
+        raise OptionError(f"--splits {','.join(settings.splits)}: dataset {profile.data.name!r} "
+                          f"({profile.data.pairs}) holds none of them; its splits: {list(held)}")
+    return replace(settings, splits=splits)
 
 
 def use_pythonpath(profile: Profile) -> None:

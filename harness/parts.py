@@ -69,7 +69,9 @@ class Part:
 # ---- Table I, Table II and the manifest -------------------------------------------------------------------------
 
 def table1(ev: Evaluation, rec: RecordBuilder, split: str, population: str) -> None:
-    """Table I's row of one population (every evaluated split's report carries all four)."""
+    """Table I's row of one population (every evaluated split's report carries all its dataset has)."""
+    if population not in ev.study.splits:
+        raise NotApplicable(f"dataset {ev.study.name!r} has no {population} split")
     rec.add("table1", split, {"population": population, **table1_row(ev.population(population), population)})
 
 
@@ -128,6 +130,7 @@ def manifest(ev: Evaluation, rec: RecordBuilder, split: str) -> None:
                                        if p.sequential else {})}
                                 for n, p in profile.samples.items()}},
         "data": study.data_provenance(),
+        "dataset": study.dataset(),
         "corpus_sha256": study.corpus_hashes(),
         "cut_seed": study.cut_seed,
         "subset": {k: len(v) for k, v in study.subset.items()} if study.subset else None,

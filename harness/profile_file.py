@@ -121,8 +121,8 @@ def _pythonpath(path: Path, head: Mapping[str, Any]) -> list[str]:
 
 
 def _remember_folder(path: Path, data: dict[str, Any]) -> None:
-    """Mark the string values of this file's ranker and model tables with its folder (before any merge)."""
-    for name in ("rankers", "models"):
+    """Mark the string values of this file's ranker, model and data tables with its folder (before any merge)."""
+    for name in ("rankers", "models", "data"):
         tables = data.get(name)
         if not isinstance(tables, Mapping):
             continue

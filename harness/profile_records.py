@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fixtures.datasets.pairs import DataDecl
 from harness.profile_terms import QUALITY_GATES
 from rankers.declarations import RankerDecl
 
@@ -134,6 +135,8 @@ class Profile:
     ranker_gates: dict[str, dict[str, Gate]] = field(default_factory=dict)
     #: ``[profile] inherit_checks``: inherited expectations, gates and pins fail this run too.
     inherit_checks: bool = False
+    #: ``[data]``: the dataset the run evaluates (default NevIR).
+    data: DataDecl = field(default_factory=DataDecl)
 
     def declares(self, declared_in: Path) -> bool:
         """Whether this profile's own file wrote a check (else it inherits it from a file it extends)."""

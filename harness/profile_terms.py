@@ -12,9 +12,12 @@ from reports.measures import PAIRED_MEASURES, TABLE2, column
 from reports.columns import COUNT, POPULATION
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "specs" / "profiles"
-TOP_LEVEL = ("profile", "models", "samples", "rankers", "claims", "gates", "pins", "margins")
+TOP_LEVEL = ("profile", "data", "models", "samples", "rankers", "claims", "gates", "pins", "margins")
 PROFILE_KEYS = ("name", "description", "extends", "pythonpath", "inherit_checks")
 MODEL_KEYS = ("dense", "sparse")
+#: ``[data]``: the dataset a run evaluates (docs/protocol.md#your-own-contrastive-pairs); ``dir`` is kind nevir's,
+#: ``pairs`` and ``corpus`` kind pairs' (files relative to the profile that sets them).
+DATA_KEYS = ("kind", "name", "description", "dir", "pairs", "corpus")
 SAMPLE_KEYS = ("directions", "seed", "description", "sequential", "batch", "budget")
 #: A sequential sample's budget (docs/statistics.md#sequential-samples): it stops when any one is spent.
 BUDGET_KEYS = ("judgments", "tokens", "seconds", "max_directions")

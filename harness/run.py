@@ -30,7 +30,7 @@ from fixtures import progress
 from fixtures.settings import SPLITS, Settings
 from harness.checks import Check, enforce
 from harness.claims import ClaimBook, check_claim_names, designated_twins, h2_claims, h3_claims, same_scorer, tie_twins
-from harness.options import OPTIONS, OptionError, needed, resolve_before_work, settings_from, use_pythonpath
+from harness.options import OPTIONS, OptionError, fit_to_data, needed, resolve_before_work, settings_from, use_pythonpath
 from harness.parts import PARTS, WITH_BOOK, NotApplicable, Part
 from harness.profile import load_profile
 from harness.profile_records import Profile
@@ -298,6 +298,7 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, rankers: Iterable[
     """
     settings = settings_for(profile, **options)
     loaded = load_profile(settings.profile, SPLITS)
+    settings = fit_to_data(settings, loaded)
     check_claim_names(loaded)
     chosen = None if rankers is None else set(rankers)
     if chosen is not None and chosen - set(loaded.rankers):

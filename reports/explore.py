@@ -93,7 +93,7 @@ def load_inputs(record: SplitRecord, tables: Mapping[str, pd.DataFrame] | None =
     return ExploreInputs(
         split=split,
         meta={"split": split, "profile": record.profile_name or "?", "scope": record.entries.get("scope"),
-              **_meta(record, run_id)},
+              "dataset": record.entries.get("dataset"), **_meta(record, run_id)},
         rankers=rankers, table2=table2, directions=record.directions,
         queries=dict(zip(annotated["qid"].astype(str), annotated["query"].astype(str))),
         passages=dict(zip(corpus["pid"].astype(str), corpus["text"].astype(str))),
@@ -149,7 +149,7 @@ def _data_key(record: SplitRecord, tables: Mapping[str, pd.DataFrame], figures: 
     for artifact in sorted(record.artifacts, key=lambda a: a.name):
         path = artifact.path
         h.update(f"{artifact.name}={path}:{path.stat().st_size if path.is_file() else -1}".encode())
-    h.update(json.dumps({k: record.entries.get(k) for k in ("profile", "scope")}, sort_keys=True,
+    h.update(json.dumps({k: record.entries.get(k) for k in ("profile", "scope", "dataset")}, sort_keys=True,
                         default=str).encode())
     for figure in sorted(Path(f) for f in figures):
         h.update(figure.name.encode() + hashlib.sha256(figure.read_bytes()).digest())

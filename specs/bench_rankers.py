@@ -15,9 +15,15 @@ N_INPUTS = 24
 
 
 @pytest.fixture(scope="module")
-def development_inputs(evaluation) -> list[tuple[str, str]]:
-    fusion = evaluation.ranking("development", "fusion")
-    inputs = window_inputs(fusion, evaluation.queries("development"), evaluation.study.corpus_for("development"))
+def bench_split(evaluation) -> str:
+    """Development, or the first evaluated split of a declared pair set that has none."""
+    return "development" if "development" in evaluation.study.splits else evaluation.settings.splits[0]
+
+
+@pytest.fixture(scope="module")
+def development_inputs(evaluation, bench_split) -> list[tuple[str, str]]:
+    fusion = evaluation.ranking(bench_split, "fusion")
+    inputs = window_inputs(fusion, evaluation.queries(bench_split), evaluation.study.corpus_for(bench_split))
     return [(i.query, i.passage) for i in inputs[:N_INPUTS]]
 
 
@@ -36,10 +42,10 @@ def test_bench_window_scorer(benchmark, evaluation, scored_ranker, development_i
 
 
 @pytest.mark.benchmark(group="rankers-full-pool")
-def test_bench_full_pool_ranking(benchmark, evaluation, pool_ranker) -> None:
+def test_bench_full_pool_ranking(benchmark, evaluation, pool_ranker, bench_split) -> None:
     decl = evaluation.decl(pool_ranker)
-    evaluation.ranking("development", pool_ranker)  # train or load what the ranker needs, outside the timing
-    ranking = benchmark.pedantic(evaluation.compute_ranking, args=("development", decl), rounds=2, iterations=1)
-    assert ranking.frame["qid"].nunique() == evaluation.pool("development")["qid"].nunique() or decl.population != "all"
+    evaluation.ranking(bench_split, pool_ranker)  # train or load what the ranker needs, outside the timing
+    ranking = benchmark.pedantic(evaluation.compute_ranking, args=(bench_split, decl), rounds=2, iterations=1)
+    assert ranking.frame["qid"].nunique() == evaluation.pool(bench_split)["qid"].nunique() or decl.population != "all"
     if not benchmark.disabled:
         benchmark.extra_info.update(rows=len(ranking.frame), queries=int(ranking.frame["qid"].nunique()))

@@ -34,6 +34,8 @@ def test_training_pools_carry_the_stated_noise(evaluation, pool_split: str) -> N
     whatever split or ranker reads it)."""
     if not any(trained(evaluation, d.name) for d in evaluation.profile.ordered()):
         pytest.skip("no declared ranker is trained with seeds: nothing is retrained on these pools")
+    if pool_split not in evaluation.study.splits:
+        pytest.skip(f"dataset {evaluation.study.name!r} has no {pool_split} split: nothing is trained on it")
     seed = evaluation.settings.seed
     # Measured once per pool content, seed and noise code (docs/protocol.md#caches): a warm run reads the numbers.
     check = evaluation.memo.get("pool-noise", {"pool": evaluation.pool_digest(pool_split), "seed": seed,

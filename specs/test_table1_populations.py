@@ -19,7 +19,7 @@ def test_table1_population(run, evaluation, split, population) -> None:
     row = run.record.row(split, "table1", population)
     planned = evaluation.population(population)
     assert len(planned) == 2 * planned["pair_id"].nunique()
-    if not evaluation.is_subset:
+    if not evaluation.is_subset and evaluation.study.kind == "nevir":
         assert len(planned) == PLANNED[population], \
             f"{population}: planned {len(planned)} != the protocol's {PLANNED[population]}"
     conflicts = set(planned.loc[planned["conflict"], "qid"])
@@ -34,7 +34,8 @@ def test_cut_keeps_groups_whole(evaluation) -> None:
     d = evaluation.study.directions
     dev = d[d["split"] == "development"]
     conf = d[d["split"] == "confirmation"]
-    assert dev["pair_id"].nunique() == 38 and conf["pair_id"].nunique() == 187
+    if evaluation.study.kind == "nevir":  # a declared pair set's splits are its file's (docs/protocol.md)
+        assert dev["pair_id"].nunique() == 38 and conf["pair_id"].nunique() == 187
     assert set(dev["group"]).isdisjoint(conf["group"]), "a source group crosses the development/confirmation cut"
     train_groups = set(d.loc[d["split"] == "train", "group"])
     # Train may share groups with Validation: training on Train and stopping on development is still
@@ -46,5 +47,7 @@ def test_cut_keeps_groups_whole(evaluation) -> None:
 def test_structural_conflict_of_1314_2_is_excluded(evaluation) -> None:
     test = evaluation.study.directions
     test = test[test["split"] == "test"]
+    if "1314-2" not in set(test["pair_id"]):
+        pytest.skip(f"a NevIR Test pair; dataset {evaluation.study.name!r} has none of that id")
     flagged = set(test.loc[test["conflict"], "qid"])
     assert flagged == {"1314-2_q1", "1314-2_q2"}

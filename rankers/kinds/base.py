@@ -34,11 +34,12 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from fixtures.code import code_identity
+from fixtures.datasets.pairs import DataDecl
 from fixtures.models import model_problem
 from fixtures.study import Study
 from rankers.base import Ranking
 from rankers.kinds.plan import JudgePlan
-from rankers.kinds.requirements import CUDA, Requirement
+from rankers.kinds.requirements import CUDA, Requirement, needs_splits
 from rankers.scorers.base import TextScorer
 
 #: A declaration's population when it is evaluated on every eligible direction.
@@ -83,6 +84,8 @@ class RankerDecl:
     reference: str | None = None
     tie_breaker: str | None = None
     mode: str = "window"
+    #: The profile's dataset (``[data]``): a ranker that trains on splits it lacks does not apply to it.
+    data: DataDecl = field(default_factory=DataDecl, compare=False, repr=False)
 
     @property
     def is_window(self) -> bool:
@@ -107,8 +110,11 @@ class RankerDecl:
         return self.ranker_kind.reading(self.options)
 
     def requirements(self) -> tuple[Requirement, ...]:
-        """What this machine needs to run it: its kind's needs, and CUDA when declared with ``marks = ["gpu"]``."""
-        return (*self.ranker_kind.requirements(self.options), *((CUDA,) if "gpu" in self.marks else ()))
+        """What it needs to run: its kind's needs, CUDA when declared with ``marks = ["gpu"]``, and the dataset's
+        splits it trains on."""
+        trains_on = self.ranker_kind.trains_on(self.options)
+        return (*self.ranker_kind.requirements(self.options), *((CUDA,) if "gpu" in self.marks else ()),
+                *((needs_splits(self.data, trains_on),) if trains_on else ()))
 
 
 # ---- what a kind reads -------------------------------------------------------------------------
@@ -190,6 +196,10 @@ class RankerKind:
             raise DeclarationError(f"{where}: {exc}") from None
 
     def requirements(self, options: Mapping[str, Any]) -> tuple[Requirement, ...]:
+        return ()
+
+    def trains_on(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """The dataset splits it is trained on (and stops on); a dataset without them makes it not applicable."""
         return ()
 
     def paths(self, options: Mapping[str, Any]) -> tuple[str, ...]:

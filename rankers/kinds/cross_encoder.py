@@ -3,30 +3,50 @@
 ``model`` is a hub name or a local folder; ``model = "trained"`` is the embedded cross-encoder,
 fine-tuned here on the Train pools (the CI budget on a ``--subset-pairs`` run) and cached; its
 identity then names the pools, the data, the seed and the budget it was trained from, and it
-fixes ``max_length``, ``dtype`` and ``revision`` as trained.
+fixes ``max_length``, ``dtype`` and ``revision`` as trained. ``train_on`` says whose Train pools:
+the declared dataset's (``"dataset"``, the default; a pair set without Train and development makes
+it not applicable) or NevIR's (``"nevir"``: the embedded model itself, whatever dataset it then
+scores; docs/protocol.md#your-own-contrastive-pairs).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import pandas as pd
+
 from fixtures.models import require_model
-from rankers.kinds.base import Context, KindBuildError, RankerDecl, register
+from fixtures.settings import Settings
+from fixtures.study import Study, build_study
+from rankers.kinds.base import Context, DeclarationError, KindBuildError, RankerDecl, register
 from rankers.kinds.pointwise import PointwiseKind
 from rankers.kinds.requirements import CUDA, Requirement
 from rankers.scorers.base import TextScorer
 
 TRAINED = "trained"
+#: Whose Train and development pools ``model = "trained"`` learns from: the declared dataset's, or NevIR's.
+TRAIN_ON = ("dataset", "nevir")
 
 
 class CrossEncoder(PointwiseKind):
     name = "cross_encoder"
     options = {"model": (str,), "dtype": (str,), "device": (str,), "batch_size": (int,), "max_length": (int,),
-               "int8": (bool,), "revision": (str,)}
+               "int8": (bool,), "revision": (str,), "train_on": (str,)}
     required = ("model",)
     doc = "a transformers sequence-classification model (hub name or local folder); 'trained' = fine-tuned here"
 
     def requirements(self, options) -> tuple[Requirement, ...]:
         return (CUDA,) if str(options.get("device", "")).startswith("cuda") else ()
+
+    def check(self, options, where: str) -> None:
+        train_on = options.get("train_on")
+        if train_on is not None and (options.get("model") != TRAINED or train_on not in TRAIN_ON):
+            raise DeclarationError(f"{where}: train_on applies to model = {TRAINED!r} only and must be one of "
+                                   f"{list(TRAIN_ON)}, got {train_on!r}")
+
+    def trains_on(self, options) -> tuple[str, ...]:
+        own = options.get("model") == TRAINED and options.get("train_on", "dataset") == "dataset"
+        return ("train", "development") if own else ()
 
     def models(self, options) -> tuple[str, ...]:
         return () if options.get("model") == TRAINED else ("model",)
@@ -34,9 +54,26 @@ class CrossEncoder(PointwiseKind):
     def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
         identity = super().identity(decl, ctx)
         if decl.options.get("model") == TRAINED:
-            identity.update(pools=[ctx.pool_digest(s) for s in ("train", "development")], seed=ctx.seed,
-                            data=ctx.study.data_provenance(), budget=self.budget(ctx))
+            study, _, digest = self.training_data(decl, ctx)
+            identity.update(pools=[digest(s) for s in ("train", "development")], seed=ctx.seed,
+                            data=study.data_provenance(), budget=self.budget(ctx))
         return identity
+
+    @staticmethod
+    def training_data(decl: RankerDecl, ctx: Context) -> tuple[Study, Callable[[str], pd.DataFrame],
+                                                                 Callable[[str], str]]:
+        """The study the trained model learns from, its pools and their digests: the declared dataset's, or with
+        ``train_on = "nevir"`` NevIR's with the embedded routes (the shipped frozen pools, copied into the cache)."""
+        if decl.options.get("train_on", "dataset") == "dataset":
+            return ctx.study, ctx.pool, ctx.pool_digest
+
+        def load():
+            from fixtures.pools import build_pool  # heavy: pandas/pyarrow pools, route models if one must be built
+
+            study = build_study()
+            return study, {s: build_pool(study, s, Settings(cache_dir=ctx.cache())) for s in ("train", "development")}
+        study, snapshots = ctx.shared(("nevir-training-pools",), load)
+        return study, lambda s: snapshots[s].frame, lambda s: str(snapshots[s].manifest["parquet_sha256"])
 
     @staticmethod
     def budget(ctx: Context) -> str:
@@ -45,28 +82,32 @@ class CrossEncoder(PointwiseKind):
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         options = dict(decl.options)
         model = options.pop("model")
+        options.pop("train_on", None)
         if model == TRAINED:
             fixed = sorted(set(options) & {"max_length", "dtype", "revision"})
             if fixed:
                 raise KindBuildError(f"{ctx.where(decl)}: the trained cross-encoder fixes {fixed} as trained; "
                                      "declare batch_size, device or int8 only")
-            return self.trained(ctx).scorer(**options)
+            return self.trained(decl, ctx).scorer(**options)
         from rankers.scorers.cross_encoder import CrossEncoderScorer  # heavy: torch and transformers
 
         return CrossEncoderScorer(require_model(model, decl.name), **options)
 
-    def trained(self, ctx: Context):
+    def trained(self, decl: RankerDecl, ctx: Context):
         """The embedded cross-encoder, fine-tuned on Train (subset budget on --subset-pairs runs), cached."""
         from rankers.scorers.ce_training import train_cross_encoder  # heavy: torch and transformers
 
+        train_on = decl.options.get("train_on", "dataset")
+        study, pool, _ = self.training_data(decl, ctx)
+
         def train():
             with ctx.stage("train", "train_cross_encoder") as record:
-                trained = train_cross_encoder(ctx.study, ctx.pool("train"), ctx.pool("development"),
+                trained = train_cross_encoder(study, pool("train"), pool("development"),
                                               ctx.cache("models", "cross-encoder"), seed=ctx.seed,
                                               budget=self.budget(ctx))
                 record.update(name=trained.name, path=str(trained.path))
             return trained
-        return ctx.shared(("trained-cross-encoder",), train)
+        return ctx.shared(("trained-cross-encoder", train_on), train)
 
 
 register(CrossEncoder())

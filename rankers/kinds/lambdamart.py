@@ -37,6 +37,9 @@ class LambdaMART(PoolKind):
         if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
             raise DeclarationError(f"{where}: seeds must be an integer >= 1 (1 = the run's seed only), got {seeds!r}")
 
+    def trains_on(self, options) -> tuple[str, ...]:
+        return ("train", "development")
+
     def seeds(self, options, base_seed: int) -> tuple[int, ...]:
         return tuple(base_seed + i for i in range(int(options.get("seeds", DEFAULT_SEEDS))))
 

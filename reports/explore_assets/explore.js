@@ -140,7 +140,9 @@
     const m = D.meta;
     $("split").textContent = m.split;
     const ns = D.table2.map((r) => `${esc(r.ranker)} ${fmtInt(r.n)}`).join(" · ");
-    $("meta").innerHTML = `profile <code>${esc(m.profile)}</code> · commit <code>${esc(m.commit)}</code> · run ` +
+    const data = m.dataset ? `dataset <code>${esc(m.dataset.name)}</code> <code title="sha256 of its files' digests">` +
+      `${esc(String(m.dataset.digest).slice(0, 12))}</code> · ` : "";
+    $("meta").innerHTML = `${data}profile <code>${esc(m.profile)}</code> · commit <code>${esc(m.commit)}</code> · run ` +
       `<code>${esc(m.run_id || "–")}</code> · ${fmtInt(N)} planned directions` +
       `<br><span title="directions each ranker is evaluated on">n per ranker: ${ns}</span>`;
   }

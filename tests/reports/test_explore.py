@@ -111,6 +111,16 @@ def artifacts(tmp_path: Path) -> dict[str, object]:
     return {"record": SplitRecord("test", tables, entries, tuple(made)), "dir": tmp_path}
 
 
+def test_page_meta_names_the_dataset_and_its_digest(artifacts) -> None:
+    """The page says which dataset its numbers come from (the manifest's ``dataset`` entry), NevIR or a pair set."""
+    record = artifacts["record"]
+    assert page_data(load_inputs(record, run_id="run-1"))["meta"]["dataset"] is None  # a record without one
+    dataset = {"name": "policy_pairs", "kind": "pairs", "digest": "ab" * 32}
+    named = SplitRecord(record.split, record.tables, {**record.entries, "dataset": dataset}, record.artifacts)
+    assert page_data(load_inputs(named, run_id="run-1"))["meta"]["dataset"] == dataset
+    assert "m.dataset.name" in (ASSETS / "explore.js").read_text(encoding="utf-8")  # and the header shows it
+
+
 def without(record: SplitRecord, name: str) -> SplitRecord:
     """The record less one artifact (by its manifest name)."""
     return SplitRecord(record.split, record.tables, record.entries, tuple(a for a in record.artifacts
