@@ -30,7 +30,8 @@ from fixtures import progress
 from fixtures.settings import SPLITS, Settings
 from harness.checks import Check, enforce
 from harness.claims import ClaimBook, check_claim_names, designated_twins, h2_claims, h3_claims, same_scorer, tie_twins
-from harness.options import OPTIONS, OptionError, fit_to_data, needed, resolve_before_work, settings_from, use_pythonpath
+from harness.options import (OPTIONS, OptionError, fit_to_data, needed, resolve_before_work, settings_from,
+                             use_pythonpath)
 from harness.parts import PARTS, WITH_BOOK, NotApplicable, Part
 from harness.profile import load_profile
 from harness.profile_records import Profile
