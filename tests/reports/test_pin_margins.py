@@ -7,14 +7,12 @@ import numpy as np
 import pandas as pd
 
 from reports.changes import decide_change, paired_change
-from reports.history import ranker_outcomes
 
 
 def _frame(strict: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
-    frame = pd.DataFrame({"qid": [f"q{i}" for i in range(len(strict))], "group": [f"g{g:03d}" for g in labels],
-                          "fusion__strict": strict, "fusion__rank_pos": 1, "fusion__rank_neg": 2,
-                          "fusion__tie": False, "fusion__fallback": False})
-    return ranker_outcomes(frame, "fusion")
+    """One ranker's per-direction outcomes (qid and the outcome fields), as the history reads them back."""
+    return pd.DataFrame({"qid": [f"q{i}" for i in range(len(strict))], "strict": strict, "rank_pos": 1,
+                         "rank_neg": 2, "tie": False, "fallback": False})
 
 
 def test_a_regression_concentrated_in_12_groups_fails_a_one_point_pin() -> None:
