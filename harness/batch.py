@@ -101,12 +101,16 @@ def _import_main(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"export": _export_main, "import": _import_main}
-    if not argv or argv[0] not in commands:
-        print("usage: python -m harness.batch {export,import} ...  (see --help of each)", file=sys.stderr)
-        return 2
-    if argv[0] == "export":
-        pin_cpu_kernels()  # as the suite does, before anything loads torch: a pool built here is the suite's pool
-    return commands[argv[0]](argv[1:])
+    if argv and argv[0] in commands:
+        if argv[0] == "export":
+            pin_cpu_kernels()  # as the suite does, before anything loads torch: a pool built here is the suite's pool
+        return commands[argv[0]](argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m harness.batch", description=__doc__.splitlines()[0],
+                                     epilog="Each command has its own --help.")
+    parser.add_argument("command", choices=list(commands), help="export: write the requests a run would still send; "
+                                                                 "import: store a result file's judgments")
+    parser.parse_args(argv)  # exits: 0 on --help, 2 on a missing or unknown command (a known one returned above)
+    return 2
 
 
 if __name__ == "__main__":
