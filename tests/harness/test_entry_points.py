@@ -23,7 +23,8 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "harness.batch export": (["--out", "unused", "--no-such-option"], "unrecognized arguments: --no-such-option"),
     "harness.batch import": (["unused.jsonl", "--no-such-option"], "unrecognized arguments: --no-such-option"),
     "harness.export": (["--out", "unused", "--no-such-option"], "unrecognized arguments: --no-such-option"),
-    "harness.plan": (["--sample", "s", "--effect", "1", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+    "harness.plan": (["--sample", "s", "--effect", "1", "--no-such-option"],
+                     "unrecognized arguments: --no-such-option"),
     "fixtures.freeze_pools": (["--no-such-option"], "unrecognized arguments: --no-such-option"),
 }
 #: Packages whose modules a user runs (tests/support holds test-only helpers).
