@@ -8,7 +8,9 @@ would still send, cache misses only, as OpenAI batch JSONL (``custom_id``, ``met
 ``manifest.json`` (per judge: the key, the prompt version, the model, the count). Only LLM judges on
 ``backend = "openai"`` have requests to export (their bodies are exactly what the online client
 sends); in-process backends judge on this machine and are listed as skipped. A batch export sends
-nothing to a server, so a declaration's server check does not hold it back.
+nothing to a server, so it checks none (it says so, once). A later pytest run whose judgments are all stored
+(imported) needs no server either: a judge whose server does not answer is judged from the score cache alone, and
+fails its rows, before any request, only if a judgment is missing there.
 
 Any engine that reads OpenAI batch files turns a request file into a result file (``vllm run-batch``,
 a hosted Batch API, Ray Data over the file: README "Scale out"); ``import FILE`` then checks every
@@ -65,7 +67,9 @@ def _export_main(argv: Sequence[str]) -> int:
     except (OptionError, pytest.UsageError) as exc:
         parser.exit(2, f"error: {exc}\n")
     out = path_option(args.out)
-    manifest = write_export(Evaluation(settings, profile), out, names,
+    print(f"exporting without checking any server (a batch export sends nothing): the requests of {', '.join(names)}"
+          if names else "exporting without checking any server: no ranker has batch requests")
+    manifest = write_export(Evaluation(settings, profile, contact=False), out, names,
                             {n: why for n, why in skipped.items() if chosen is None})
     for judge in manifest["judges"]:
         print(f"{out / judge['file']}: {judge['count']} requests for {', '.join(judge['rankers'])} "

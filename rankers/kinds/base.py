@@ -296,6 +296,12 @@ class WindowKind(RankerKind):
 
     window = True
 
+    def judge_key(self, decl: RankerDecl, ctx: Context) -> str | None:
+        """The key the score store holds this declaration's judgments under, known without its server (None: the
+        kind cannot tell, or plans nothing): a judge whose server does not answer is judged from the store alone
+        when it holds them (docs/protocol.md#batch-files)."""
+        return None
+
 
 def score_store(ctx: Context):
     """The run's one score store (``rankers.scorers.store``), shared by every kind that judges and by the session."""
