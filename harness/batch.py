@@ -8,7 +8,9 @@ would still send, cache misses only, as OpenAI batch JSONL (``custom_id``, ``met
 ``manifest.json`` (per judge: the key, the prompt version, the model, the count). Only LLM judges on
 ``backend = "openai"`` have requests to export (their bodies are exactly what the online client
 sends); in-process backends judge on this machine and are listed as skipped. A batch export sends
-nothing to a server, so a declaration's server check does not hold it back.
+nothing to a server, so it checks none (it says so, once). A later pytest run whose judgments are all stored
+(imported) needs no server either: a judge whose server does not answer is judged from the score cache alone, and
+fails its rows, before any request, only if a judgment is missing there.
 
 Any engine that reads OpenAI batch files turns a request file into a result file (``vllm run-batch``,
 a hosted Batch API, Ray Data over the file: README "Scale out"); ``import FILE`` then checks every
@@ -66,7 +68,9 @@ def _export_main(argv: Sequence[str]) -> int:
     except (OptionError, pytest.UsageError) as exc:
         parser.exit(2, f"error: {exc}\n")
     out = path_option(args.out)
-    manifest = write_export(Evaluation(settings, profile), out, names,
+    print(f"exporting without checking any server (a batch export sends nothing): the requests of {', '.join(names)}"
+          if names else "exporting without checking any server: no ranker has batch requests")
+    manifest = write_export(Evaluation(settings, profile, contact=False), out, names,
                             {n: why for n, why in skipped.items() if chosen is None})
     for judge in manifest["judges"]:
         print(f"{out / judge['file']}: {judge['count']} requests for {', '.join(judge['rankers'])} "
@@ -102,12 +106,16 @@ def _import_main(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"export": _export_main, "import": _import_main}
-    if not argv or argv[0] not in commands:
-        print("usage: python -m harness.batch {export,import} ...  (see --help of each)", file=sys.stderr)
-        return 2
-    if argv[0] == "export":
-        pin_cpu_kernels()  # as the suite does, before anything loads torch: a pool built here is the suite's pool
-    return commands[argv[0]](argv[1:])
+    if argv and argv[0] in commands:
+        if argv[0] == "export":
+            pin_cpu_kernels()  # as the suite does, before anything loads torch: a pool built here is the suite's pool
+        return commands[argv[0]](argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m harness.batch", description=__doc__.splitlines()[0],
+                                     epilog="Each command has its own --help.")
+    parser.add_argument("command", choices=list(commands), help="export: write the requests a run would still send; "
+                                                                 "import: store a result file's judgments")
+    parser.parse_args(argv)  # exits: 0 on --help, 2 on a missing or unknown command (a known one returned above)
+    return 2
 
 
 if __name__ == "__main__":

@@ -88,7 +88,6 @@ def collect(ev: Evaluation, names: Sequence[str]) -> list[JudgeExport]:
     judges: dict[str, JudgeExport] = {}
     for name in names:
         decl = ev.profile.rankers[name]
-        ev.refused.pop(name, None)  # nothing is sent to the declared server by an export
         cap = int(decl.options.get("max_reply_chars", MAX_REPLY_CHARS))
         if decl.kind == "llm_grader":
             scorer = ev.scorer(name)

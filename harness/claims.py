@@ -44,8 +44,9 @@ def same_scorer(a, b) -> bool:
 
 
 def h2_claims(profile: Profile) -> dict[str, tuple[str, str, str]]:
-    """H2 claims of the profile's window rankers -> (ranker, versus, measure)."""
-    return claim_families.h2_claims(profile.window_rankers())
+    """H2 claims of the profile's window rankers and of the full-pool rankers its user declares (a TREC run, a
+    factory) -> (ranker, versus, measure)."""
+    return claim_families.h2_claims(profile.ordered(), _shipped(profile, "rankers"))
 
 
 def h3_claims(profile: Profile) -> dict[str, str]:
@@ -78,7 +79,7 @@ def definitions(profile: Profile) -> dict[str, ClaimDefinition]:
     shipped_claims = _shipped(profile, "claims")
     comparisons = [DeclaredComparison(c.name, c.family, c.ranker, c.versus, c.measure, c.direction,
                                       c.name in shipped_claims) for c in profile.comparisons()]
-    return claim_families.claim_definitions(comparisons, profile.window_rankers(), _shipped(profile, "rankers"))
+    return claim_families.claim_definitions(comparisons, profile.ordered(), _shipped(profile, "rankers"))
 
 
 def check_claim_names(profile: Profile) -> None:

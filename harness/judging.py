@@ -18,6 +18,7 @@ from rankers.kinds.base import KindBuildError, score_store
 from rankers.declarations import RankerDecl
 from rankers.scorers.base import TextScorer
 from rankers.scorers.cache import ScoredInputs
+from rankers.scorers.store import CACHE_FILE
 from rankers.window import TextInput, pair_inputs, window_inputs
 
 #: What a window ranker judges: its reference's top-20 window per query, or each direction's two designated passages.
@@ -65,6 +66,7 @@ class WindowJudging:
         desc = f"score {name} {scope} {split}"
         with FileLock(str(lock)), self.stage(split, f"score_{name}_{scope}", inputs=len(inputs)) as record:
             def judge() -> ScoredInputs:
+                self._stored_only(decl, inputs, desc)
                 self._within_budget(decl, inputs, desc)
                 return decl.ranker_kind.judge(decl, self.context, inputs, desc=desc)
 
@@ -74,6 +76,31 @@ class WindowJudging:
             record.update(unique=scored.n_unique, scored_now=scored.n_scored, retried=scored.n_retried,
                           rejected=scored.n_rejected, unavailable=scored.n_unavailable, capped=scored.n_capped)
         return scored
+
+    def judged_from_store(self, decl: RankerDecl) -> bool:
+        """Whether the score store holds judgments of this window ranker's judge (one indexed probe, no pool): then
+        its server need not answer when every judgment the run needs is stored, e.g. imported from a batch
+        (docs/protocol.md#batch-files); ``_stored_only`` checks that before its stage judges."""
+        if not decl.is_window or not (self.settings.cache_dir / "scores" / CACHE_FILE).is_file():
+            return False
+        try:
+            key = decl.ranker_kind.judge_key(decl, self.context)
+        except Exception:  # a judge that cannot be keyed without its server: refused as its server check says
+            return False
+        return key is not None and score_store(self.context).holds(key)
+
+    def _stored_only(self, decl: RankerDecl, inputs: list[TextInput], desc: str) -> None:
+        """A ranker whose server did not answer at the start judges nothing: a judgment the store lacks (or holds
+        unavailable) fails its rows with its server check's message before any request is sent."""
+        message = self.offline.get(decl.name)
+        if message is None:
+            return
+        plan = self._declared(decl, "cannot plan its judgments",
+                              lambda: decl.ranker_kind.plan(decl, self.context, inputs))
+        if plan is None or plan.to_judge:
+            missing = ("its stored judgments cannot be counted" if plan is None else
+                       f"{plan.to_judge:,} of the {plan.judgments:,} judgments of {desc} are not stored")
+            raise KindBuildError(f"{message}; {missing}, and nothing was sent")
 
     def _within_budget(self, decl: RankerDecl, inputs: list[TextInput], desc: str) -> None:
         """Print what the stage will cost before it judges, and stop it when it exceeds ``--max-judge-minutes``

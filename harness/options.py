@@ -18,6 +18,7 @@ scoring and with nothing published.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from fixtures.datasets.pairs import read_pair_set
 from fixtures.models import ModelNotFound, model_problem, resolve_dense_model, resolve_sparse_model
 from fixtures.settings import (DEFAULT_SPLITS, EVALUABLE_SPLITS, PROJECT_ROOT, SAMPLED_SPLITS, SPLITS, Settings,
                                default_cache_dir)
+from fixtures.study import build_study
 from harness.profile import load_profile
 from harness.profile_records import Profile, ProfileError
 from rankers.declarations import RankerDecl
@@ -246,14 +248,17 @@ def resolve_before_work(settings: Settings, profile: Profile,
 
     The route models (every pool needs them), then each ranker the run computes — those ``selected``
     (e.g. by ``-m``) and every ranker they read — whose requirements this machine meets (a ranker it
-    cannot run is skipped with its reason instead): its kind's ``preflight`` (models, files, factory).
+    cannot run is skipped with its reason instead): its kind's ``preflight`` (models, files, factory), then what
+    its files hold against the data (``preflight_data``: a run file's qids).
     """
     use_pythonpath(profile)
     problems = [p for p in (_route_problem(profile, role) for role in ("dense", "sparse")) if p]
+    study = functools.cache(lambda: build_study(settings.data_dir))  # only a kind that reads its own data asks
     for decl in needed(profile, (d for d in profile.ordered() if selected(d))):
         if any(not r.met() for r in decl.requirements()):
             continue
-        problems += [f"{profile.path} [rankers.{decl.name}]: {p}"
-                     for p in decl.ranker_kind.preflight(decl.options, settings.splits)]
+        found = (decl.ranker_kind.preflight(decl.options, settings.splits)
+                 or decl.ranker_kind.preflight_data(decl.options, settings.splits, study))
+        problems += [f"{profile.path} [rankers.{decl.name}]: {p}" for p in found]
     if problems:
         raise OptionError("cannot start, nothing was computed:\n  " + "\n  ".join(problems))

@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from fixtures.settings import SPLITS
 from fixtures.study import build_study
 from harness.profile import load_profile
+from harness.profile_records import ProfileError
 from harness.sequential import family_sizes, sample_claims
 from rankers.window import WINDOW_K
 from reports.sequential import plan
@@ -38,17 +40,21 @@ def judgments_per_direction(profile, sample: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(prog="python -m harness.plan", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="embedded")
-    parser.add_argument("--sample", required=True)
-    parser.add_argument("--split", default="test")
+    parser.add_argument("--profile", default="embedded", help="profile name or .toml path (default: %(default)s)")
+    parser.add_argument("--sample", required=True, help="the profile's [samples.<name>] to plan")
+    parser.add_argument("--split", default="test", choices=SPLITS,
+                        help="split whose source groups are drawn (default: %(default)s)")
     parser.add_argument("--effect", type=float, action="append", required=True,
                         help="assumed effect: points of strict preference (or MRR with --mrr-sd); repeatable")
     parser.add_argument("--discordant", type=float, default=0.45, help="share of directions the rankers differ on")
     parser.add_argument("--blind", type=float, default=0.3, help="share of query-blind pairs (d2 = -d1)")
     parser.add_argument("--mrr-sd", type=float, default=None, help="plan an MRR claim: SD of per-direction Δ")
-    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--runs", type=int, default=400, help="simulated samples per effect (default: %(default)s)")
     args = parser.parse_args(argv)
-    profile = load_profile(args.profile)
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as exc:
+        parser.error(f"--profile: {exc}")
     if args.sample not in profile.samples:
         parser.error(f"{profile.path}: no [samples.{args.sample}]; declared: {sorted(profile.samples)}")
     spec = profile.samples[args.sample]

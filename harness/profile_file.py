@@ -15,7 +15,8 @@ from typing import Any
 
 from fixtures.settings import PROJECT_ROOT
 from harness.profile_records import ProfileError
-from harness.profile_terms import FREE_TEXT, GATES, PROFILE_DIR, PROFILE_KEYS, RANKER_GATES, TOP_LEVEL, UNPRINTABLE
+from harness.profile_terms import (FREE_TEXT, GATES, LENGTH_LIMITS, PROFILE_DIR, PROFILE_KEYS, RANKER_GATES,
+                                   TOP_LEVEL, UNPRINTABLE)
 
 
 def resolve_path(name_or_path: str, relative_to: Path | None = None) -> Path:
@@ -69,10 +70,13 @@ def _unprintable(text: str, prose: bool) -> str | None:
     return None
 
 
-def _check_values(path: Path, table: Mapping[str, Any], where: str = "") -> None:
-    """Every name and string free of control characters, every number finite (``nan``, ``inf`` are valid TOML).
+def _check_values(path: Path, table: Mapping[str, Any], where: str = "", depth: int = 0) -> None:
+    """Every name and string free of control characters, labels and prose within their lengths
+    (``profile_terms.LENGTH_LIMITS``), every number finite (``nan``, ``inf`` are valid TOML).
 
-    Checked per file as read, so the error names the file that holds the value, its table and its key.
+    Checked per file as read, so the error names the file that holds the value, its table and its key. Lengths
+    apply to the profile's own tables (``depth`` 1: ``[profile]``; 2: ``[rankers.<name>]``...), not to the free
+    ``options`` a factory receives.
     """
     for key, value in table.items():
         inner = f"{where}.{key}" if where else key
@@ -81,13 +85,16 @@ def _check_values(path: Path, table: Mapping[str, Any], where: str = "") -> None
             raise ProfileError(f"{path} [{where or key}]: the name {key!r} contains the control character "
                                f"U+{ord(bad):04X}; names must be printable")
         if isinstance(value, Mapping):
-            _check_values(path, value, inner)
+            _check_values(path, value, inner, depth + 1)
             continue
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, Mapping):
-                _check_values(path, item, inner)
+                _check_values(path, item, inner, depth + 1)
             elif isinstance(item, float) and not math.isfinite(item):
                 raise ProfileError(f"{path} [{where or key}]: {key!r} must be a finite number, got {item!r}")
+            elif isinstance(item, str) and depth <= 2 and len(item) > LENGTH_LIMITS.get(key, len(item)):
+                raise ProfileError(f"{path} [{where or key}]: {key!r} holds {len(item):,} characters; at most "
+                                   f"{LENGTH_LIMITS[key]:,} are allowed")
             elif isinstance(item, str) and (bad := _unprintable(item, prose=key in FREE_TEXT)) is not None:
                 raise ProfileError(f"{path} [{where or key}]: {key!r} = {item!r} contains the control character "
                                    f"U+{ord(bad):04X}")

@@ -42,6 +42,15 @@ ROUNDING = {m.name: 5e-7 for m in TABLE2 if m.pinnable and m.unit not in (COUNT,
 LIKE_SKIPS = ("label", "order", "enabled", "like")
 #: Keys whose values are prose, which may break lines; every other string is a name, label, path or identifier.
 FREE_TEXT = ("description", "text", "reason", "subset_reason")
+#: The longest label (a Table II row, a figure's legend, a page title: ``[profile] name``, a ranker's ``label``) and
+#: the longest prose a profile may write, in characters: checked when the file is read, since every table, figure
+#: and page draws them (a 5 MB label once kept publishing busy for 17 minutes).
+LABEL_MAX = 200
+TEXT_MAX = 4000
+LENGTH_LIMITS = {"name": LABEL_MAX, "label": LABEL_MAX, **{key: TEXT_MAX for key in FREE_TEXT}}
+#: The most rankers a profile may declare (enabled, after ``extends``): every spec is parametrized over them, so
+#: each one adds tests to every run; the shipped profiles declare about 15.
+MAX_RANKERS = 64
 #: Unicode categories no name or label may hold: control (a NUL byte fails far later, as "embedded null byte",
 #: without naming its declaration), format (bidirectional overrides, zero-width characters) and line separators.
 UNPRINTABLE = ("Cc", "Cf", "Cs", "Co", "Zl", "Zp")

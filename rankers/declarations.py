@@ -12,6 +12,7 @@ exactly, position measures are not available; see ``docs/protocol.md#designated-
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,11 @@ COMMON = {"kind": (str,), "label": (str,), "population": (str,), "order": _NUM, 
 WINDOW_ONLY = {"reference": (str,), "tie_breaker": (str,), "mode": (str,)}
 #: The reference ranker every profile declares: the window's default reference and the default baseline.
 FUSION = "fusion"
+#: A ranker's name is part of file names (``runs/<name>.trec``, the cache's stashed runs), CSV columns
+#: (``<name>__<field>``, hence no ``__``) and claim names: POSIX's portable file-name characters, which every
+#: file system and locale encodes the same way (a name in ``€`` or CJK failed to be written under a Latin-1 locale).
+NAME_MAX = 64
+PORTABLE_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{NAME_MAX - 1}}}")
 
 
 def _check_type(where: str, key: str, value: Any, types: tuple[type, ...]) -> None:
@@ -37,8 +43,10 @@ def _check_type(where: str, key: str, value: Any, types: tuple[type, ...]) -> No
 
 def parse_declaration(name: str, table: Mapping[str, Any], where: str) -> RankerDecl:
     """One ``[rankers.<name>]`` table as a checked record; ``where`` names the file and table in errors."""
-    if not name or "__" in name or any(ch.isspace() for ch in name) or "/" in name:
-        raise DeclarationError(f"{where}: ranker name {name!r} must be non-empty, without whitespace, '/' or '__'")
+    if not PORTABLE_NAME.fullmatch(name) or "__" in name:
+        raise DeclarationError(f"{where}: ranker name {name!r} must be a portable identifier: 1 to {NAME_MAX} of "
+                               "the characters A-Z a-z 0-9 . _ - (a letter or digit first, no '__'); its label may "
+                               "hold any text")
     if not isinstance(table, Mapping):
         raise DeclarationError(f"{where}: must be a table of options, got {table!r}")
     ranker_kind = kind(table.get("kind"))

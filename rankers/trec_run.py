@@ -41,6 +41,7 @@ success when the preferred passage's id sorts first, and reports no tie there.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from rankers.base import RANKING_COLUMNS, Ranking
-from rankers.trec import TrecFileError, read_run
+from rankers.trec import RUN_FIELDS, TrecFileError, read_run
 
 @dataclass(frozen=True)
 class RunCoverage:
@@ -75,6 +76,43 @@ class RunCoverage:
                 "uncovered_queries": len(self.uncovered_qids),
                 "extra_qids": len(self.extra_qids),
                 "extra_qid_lines": self.n_extra_lines}
+
+
+def run_qids(path: str | Path) -> dict[str, int]:
+    """Each qid of a run file's run lines (six fields) -> the line it first appears on, in file order.
+
+    Reads the first field only, so checking a run's qids before any work costs a fraction of reading it; a line
+    that is no run line is left to ``read_run``, which names it when the run is read.
+    """
+    first: dict[str, int] = {}
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if len(fields) == len(RUN_FIELDS):
+                first.setdefault(fields[0], number)
+    return first
+
+
+def split_problem(path: str | Path, split: str, qids: Mapping[str, int], split_of: Mapping[str, str],
+                  ignore_other_splits: bool) -> str | None:
+    """Why a run file read for ``split`` does not fit it (None: it does), naming the file, the first offending line
+    and its qid: a qid that is no direction of any split, one of another split (unless ``ignore_other_splits``),
+    or no qid of the split at all. ``qids`` maps each qid to its first line (``run_qids``)."""
+    unknown = [q for q in qids if q not in split_of]
+    other = [] if ignore_other_splits else [q for q in qids if q in split_of and split_of[q] != split]
+    if unknown:
+        first = min(unknown, key=qids.__getitem__)
+        return (f"run file {path}:{qids[first]}: qid {first!r} is no NevIR direction of any split ({len(unknown)} "
+                "such qid(s); qids are '<NevIR pair id>_q1' and '_q2', as in the exported queries and qrels)")
+    if other:
+        first = min(other, key=qids.__getitem__)
+        splits = sorted({split_of[q] for q in other})
+        return (f"run file {path}:{qids[first]}: qid {first!r} is a direction of split {split_of[first]!r}, but the "
+                f"file is read for split {split!r} ({len(other)} qid(s) of other splits {splits}); use one file per "
+                "split ({split} in path), or declare other_splits = \"ignore\" to drop them (counted)")
+    if qids and not any(split_of.get(q) == split for q in qids):
+        return f"run file {path} holds no qid of split {split!r}: every direction would be a tie"
+    return None
 
 
 def trec_run_ranking(path: str | Path, reference: Ranking, name: str, *,

@@ -6,7 +6,9 @@ A claim says an effect lies on one side of 0: "E0's strict preference exceeds fu
 
 - **H1** comparisons a profile declares (``[claims.<name>]`` with ranker, versus, measure);
 - **H2** every window ranker against its ``compare_to`` ranker, on strict preference and,
-  for a fully scored window, MRR;
+  for a fully scored window, MRR; so is every full-pool ranker a user declares (an outside system's
+  ``trec_run``, a ``python`` factory ranking the pool), on both, so any ranker can be gated on beating its baseline
+  (the shipped profiles' own full-pool rankers are compared by their declared H1 claims);
 - **H3** every argmax window ranker on a bounded grade scale: its equal-grade branch;
 - **H3x** (beyond the paper) every expected-grade ranker against its argmax twin on the
   twin's equal-grade directions.
@@ -61,10 +63,13 @@ def same_scorer(a: RankerDecl, b: RankerDecl) -> bool:
     return a.kind == b.kind and a.scorer_options == b.scorer_options
 
 
-def h2_claims(windows: Sequence[RankerDecl]) -> dict[str, tuple[str, str, str]]:
-    """H2: every window ranker vs its baseline (``compare_to``) -> (ranker, versus, measure)."""
+def h2_claims(rankers: Sequence[RankerDecl], builtin_rankers: frozenset[str]) -> dict[str, tuple[str, str, str]]:
+    """H2: every window ranker and every full-pool ranker not in ``builtin_rankers`` vs its baseline (``compare_to``)
+    -> (ranker, versus, measure)."""
     out: dict[str, tuple[str, str, str]] = {}
-    for decl in windows:
+    for decl in rankers:
+        if not decl.is_window and decl.name in builtin_rankers:
+            continue
         if decl.baseline and decl.baseline != decl.name:
             out[f"h2_{decl.name}_strict_gt_{decl.baseline}"] = (decl.name, decl.baseline, "strict")
             if not decl.designated_only:
@@ -126,15 +131,16 @@ class DeclaredComparison:
     builtin: bool
 
 
-def claim_definitions(comparisons: Sequence[DeclaredComparison], windows: Sequence[RankerDecl],
+def claim_definitions(comparisons: Sequence[DeclaredComparison], rankers: Sequence[RankerDecl],
                       builtin_rankers: frozenset[str]) -> dict[str, ClaimDefinition]:
     """Every claim the declarations imply, by name, each in its family (see the module doc)."""
+    windows = [d for d in rankers if d.is_window]
     out: dict[str, ClaimDefinition] = {}
     for c in comparisons:
         paired_measure(c.measure)  # an unknown measure is an error here, before any work
         out[c.name] = ClaimDefinition(c.name, family_name(c.family or "declared", c.ranker, c.builtin),
                                       "comparison", c.ranker, c.versus, c.measure, c.side)
-    for name, (ranker, versus, measure) in h2_claims(windows).items():
+    for name, (ranker, versus, measure) in h2_claims(rankers, builtin_rankers).items():
         out[name] = ClaimDefinition(name, family_name("H2", ranker, ranker in builtin_rankers), "comparison", ranker,
                                     versus, measure)
     for name, ranker in h3_claims(windows).items():

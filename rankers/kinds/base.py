@@ -220,6 +220,13 @@ class RankerKind:
         problems = (model_problem(str(options[key]), self.name) for key in self.models(options) if options.get(key))
         return [p for p in problems if p is not None]
 
+    def preflight_data(self, options: Mapping[str, Any], splits: Sequence[str], study: Callable[[], Study]
+                       ) -> list[str]:
+        """What the declaration's own files hold that the run's data rules out (a run file's qids of another split),
+        found before any work once ``preflight`` found the files; ``study()`` loads the data, once for every kind
+        that asks. Each problem is one sentence naming the file and line."""
+        return []
+
     def scorer_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         return dict(options)
 
@@ -298,6 +305,12 @@ class WindowKind(RankerKind):
     """Reorders the reference's window from text judgments (``judge``); the window rule does the rest."""
 
     window = True
+
+    def judge_key(self, decl: RankerDecl, ctx: Context) -> str | None:
+        """The key the score store holds this declaration's judgments under, known without its server (None: the
+        kind cannot tell, or plans nothing): a judge whose server does not answer is judged from the store alone
+        when it holds them (docs/protocol.md#batch-files)."""
+        return None
 
 
 def score_store(ctx: Context):

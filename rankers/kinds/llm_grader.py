@@ -92,6 +92,9 @@ class LLMGrader(LLMBackendKind, PointwiseKind):
     def reading(self, options: Mapping[str, Any]) -> str:
         return str(options.get("grade", "argmax"))
 
+    def judge_key(self, decl: RankerDecl, ctx: Context) -> str:
+        return self.scorer(decl, ctx).model_key
+
     def plan(self, decl: RankerDecl, ctx: Context, inputs) -> JudgePlan:
         """One judgment per distinct input (docs/protocol.md#judging-cost)."""
         return self.plan_inputs(decl, ctx, inputs)

@@ -90,6 +90,9 @@ class LLMJudgeKind(LLMBackendKind, WindowKind):
 
     # ---- judging ---------------------------------------------------------------------------------------------
 
+    def judge_key(self, decl: RankerDecl, ctx: Context) -> str:
+        return self.judge_of(decl, ctx).model_key
+
     def judge(self, decl: RankerDecl, ctx: Context, inputs: Sequence[tuple[str, str, str, str]], desc: str) -> Any:
         judge = self.judge_of(decl, ctx)
         planned = self.plan(decl, ctx, inputs)

@@ -1,20 +1,21 @@
 """``kind = "trec_run"``: another system's TREC run evaluated in the fixed pool (``docs/protocol.md#trec-runs``).
 
 ``path`` is relative to the profile file that declares it; ``{split}`` in it selects one file per
-split. Unranked pool passages follow in fusion's order. The run's qids are checked against the
-split: a run that holds no qid of the split, qids that are no NevIR direction, and qids of other
-splits (unless ``other_splits = "ignore"`` declares them) are errors naming the file and split;
-qids of the split outside a ``--subset-pairs`` sample are dropped and counted. What was ranked,
-unranked and dropped rides on the ranking (``Ranking.info["coverage"]``) into ``coverage.csv``.
+split. Unranked pool passages follow in fusion's order. The run's qids are checked against the split before any
+work (``preflight_data``) and again when the run is read: a run that holds no qid of the split, qids that are no
+NevIR direction, and qids of other splits (unless ``other_splits = "ignore"`` declares them) are errors naming the
+file, the line and the qid; qids of the split outside a ``--subset-pairs`` sample are dropped and counted. What
+was ranked, unranked and dropped rides on the ranking (``Ranking.info["coverage"]``) into ``coverage.csv``.
 The ranking is memoized under the run file's bytes and fusion's key.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from fixtures.artifacts import sha256_file
+from fixtures.study import Study
 from rankers.base import Ranking
 from rankers.kinds.base import Context, DeclarationError, KindBuildError, PoolKind, RankerDecl, register
 
@@ -54,24 +55,27 @@ class TrecRun(PoolKind):
         return {"run": sha256_file(self.path(decl, ctx, split)), "unranked": ctx.ranking_key(split, UNRANKED_ORDER),
                 "data": ctx.study.data_provenance(), **self.code()}
 
+    def preflight_data(self, options, splits: Sequence[str], study: Callable[[], Study]) -> list[str]:
+        from rankers.trec_run import run_qids, split_problem  # only when a run file is declared
+
+        directions = study().directions
+        split_of = dict(zip(directions["qid"], directions["split"]))
+        problems = (split_problem(path, split, run_qids(path), split_of, options.get("other_splits") == "ignore")
+                    for split, path in ((s, options["path"].replace("{split}", s)) for s in dict.fromkeys(splits)))
+        return [p for p in problems if p is not None]
+
     def rank(self, decl: RankerDecl, ctx: Context, split: str) -> Ranking:
-        from rankers.trec_run import trec_run_ranking  # only when a run file is declared
+        from rankers.trec_run import run_qids, split_problem, trec_run_ranking  # only when a run file is declared
 
         path = self.path(decl, ctx, split)
         ranking, coverage = trec_run_ranking(path, ctx.ranking(split, UNRANKED_ORDER), decl.name,
                                              allow_extra_qids=True)
         split_of = dict(zip(ctx.study.directions["qid"], ctx.study.directions["split"]))
-        unknown = sorted(q for q in coverage.extra_qids if q not in split_of)
-        if unknown:
-            raise KindBuildError(f"{ctx.where(decl)}: run file {path} ranks {len(unknown)} qid(s) that are no NevIR "
-                                 f"direction of any split, e.g. {unknown[:3]} (qids are '<NevIR pair id>_q1' and "
-                                 "'_q2', as in the exported queries and qrels)")
-        other = sorted(q for q in coverage.extra_qids if split_of[q] != split)
-        if other and decl.options.get("other_splits", "error") != "ignore":
-            splits = sorted({split_of[q] for q in other})
-            raise KindBuildError(f"{ctx.where(decl)}: run file {path} (read for split {split!r}) ranks {len(other)} "
-                                 f"qid(s) of other splits {splits}, e.g. {other[:3]}; use one file per split "
-                                 "({split} in path), or declare other_splits = \"ignore\" to drop them (counted)")
+        ignore = decl.options.get("other_splits", "error") == "ignore"
+        problem = split_problem(path, split, run_qids(path), split_of, ignore) if coverage.extra_qids else None
+        if problem is not None:
+            raise KindBuildError(f"{ctx.where(decl)}: {problem}")
+        other = [q for q in coverage.extra_qids if split_of[q] != split]
         if len(coverage.uncovered_qids) == len(coverage.per_query):
             raise KindBuildError(f"{ctx.where(decl)}: run file {path} holds no qid of split {split!r} (its "
                                  f"{len(coverage.extra_qids)} qid(s) belong to other splits or outside this run's "

@@ -241,6 +241,12 @@ class ScoreCache:
         """(store id, changes so far): equal at two moments only if no stored judgment changed in between."""
         return self._run(lambda conn: tuple(conn.execute("SELECT store_id, changes FROM generation").fetchone()))
 
+    def holds(self, model_key: str) -> bool:
+        """Whether any available judgment of ``model_key`` is stored (one indexed probe): whether a judge whose
+        server does not answer may still have every judgment a run needs here."""
+        return self._run(lambda conn: conn.execute("SELECT 1 FROM scores WHERE model_key=? AND score IS NOT NULL "
+                                                   "LIMIT 1", (model_key,)).fetchone()) is not None
+
     def history(self, model_key: str, limit: int = 200) -> list[float]:
         """Measured seconds per judgment of the latest ``limit`` stored available judgments of ``model_key``: each
         one's share of its stage's wall-clock (``wall_s``), else its request seconds; what a plan's time estimate

@@ -270,3 +270,64 @@ def test_an_export_swaps_in_whole_and_one_stopped_at_its_commit_leaves_the_previ
     assert requests(out) == [0, 1, 2] and second["judges"][0]["count"] == 3
     assert (out / "g.results.jsonl").read_text() == "the user's results\n"
     assert [p.name for p in (out / transaction.RUNS).iterdir() if p.is_dir()] == [transaction.current_run(out)]
+
+
+def _grader_profile(folder: Path, url: str) -> Path:
+    path = folder / "mine.toml"
+    path.write_text(f'[profile]\nname = "mine"\nextends = "embedded"\n[rankers.oa]\nkind = "llm_grader"\n'
+                    f'backend = "openai"\nurl = "{url}"\nmodel = "m"\n', encoding="utf-8")
+    return path
+
+
+def test_an_export_checks_no_server_and_says_so_once(tmp_path, monkeypatch, capsys):
+    """It printed "declaration refused before any work: ... unreachable" and then exported anyway."""
+    import harness.batch as batch
+    from fixtures import progress
+    from tests.support.loopback import free_port
+
+    monkeypatch.setattr(progress, "_CONFIG", progress._Config())  # progress lines to this test's stderr
+    sessions = []
+    monkeypatch.setattr(batch, "write_export", lambda ev, out, names, skipped: sessions.append(ev) or {
+        "judges": [], "skipped": []})
+    profile = _grader_profile(tmp_path, f"http://127.0.0.1:{free_port()}/v1")
+    assert batch.main(["export", "--out", str(tmp_path / "out"), "--profile", str(profile), "--splits", "test",
+                       "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "results")]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["exporting without checking any server (a batch export sends nothing): the requests "
+                                "of oa"]
+    assert "declaration refused" not in out + err and "unreachable" not in out + err
+    assert sessions[0].refused == {} == sessions[0].offline
+
+
+def test_a_run_whose_judgments_are_all_stored_needs_no_server(tmp_path, monkeypatch, capsys):
+    """After an import the grader's server is gone: the ranker is judged from the score cache alone; a judgment
+    the cache lacks fails its rows with the server check's message, and nothing is sent."""
+    from fixtures import progress
+    from fixtures.settings import Settings
+    from harness.profile import load_profile
+    from harness.session import Evaluation
+    from rankers.kinds.base import KindBuildError
+    from tests.support.chat_server import chat_reply, chat_server
+
+    monkeypatch.setattr(progress, "_CONFIG", progress._Config())
+    monkeypatch.setattr(Evaluation, "_snapshot", lambda self, split: pytest.fail(f"a pool of {split} was built"))
+    judged = list(INPUTS)
+    monkeypatch.setattr(Evaluation, "inputs", lambda self, split, name, scope: judged)
+    settings = Settings(cache_dir=tmp_path / "cache")
+    with chat_server(lambda body: chat_reply("3")) as (url, bodies):
+        profile = _grader_profile(tmp_path, url)
+        live = Evaluation(settings, load_profile(str(profile))).text_scores("test", "oa", "window")
+    assert len(bodies) == len(INPUTS) and live.n_scored == len(INPUTS)
+    capsys.readouterr()
+
+    ev = Evaluation(settings, load_profile(str(profile)))  # the server no longer answers
+    err = capsys.readouterr().err
+    assert ev.refused == {} and list(ev.offline) == ["oa"] and "declaration refused" not in err
+    assert f"judging from the score cache alone: {profile} [rankers.oa]: grader URL" in err
+    again = ev.text_scores("test", "oa", "window")
+    assert again.n_scored == 0 and again.scores == live.scores
+
+    judged.append(("q9", "p9", "query 9", "passage 9"))
+    with pytest.raises(KindBuildError, match=rf"\[rankers\.oa\]: grader URL .* is unreachable.*; 1 of the 10 "
+                                             r"judgments of score oa window test are not stored, and nothing was sent"):
+        Evaluation(settings, load_profile(str(profile))).text_scores("test", "oa", "window")

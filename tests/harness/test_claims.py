@@ -10,7 +10,7 @@ import pytest
 
 import harness.checks as checks
 import harness.claims as claims
-from harness.claims import ClaimBook, definitions
+from harness.claims import ClaimBook, check_claim_names, definitions
 from harness.profile import load_profile
 from reports.claim_measures import ClaimTest
 from reports.hypotheses import decide_family
@@ -186,3 +186,34 @@ def test_a_claim_s_test_is_memoized_under_the_contents_of_its_inputs(tmp_path: P
     claims._tested(ev, claim, counted, a, b, directions, 1, "")
     claims._tested(ev, dataclasses.replace(claim, side="<"), counted, a, b, directions, 0, "")
     assert len(calls) == 5  # another value, another dtype, another seed, another claim: each a new key
+
+
+def test_a_full_pool_ranker_a_user_declares_gets_h2_claims_and_can_be_gated(tmp_path: Path) -> None:
+    """An outside system's run (or a factory ranking the pool) is claimed against its baseline like a window ranker,
+    in a family of its own, so CI can gate it on "beats fusion"; the shipped full-pool rankers keep their H1."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "test.trec").write_text("1000-2_q1 Q0 p 1 1.0 s\n", encoding="utf-8")
+    path = tmp_path / "mine.toml"
+    path.write_text('[profile]\nname = "mine"\nextends = "embedded"\n'
+                    '[rankers.theirs]\nkind = "trec_run"\npath = "runs/{split}.trec"\n'
+                    '[rankers.mine]\nkind = "python"\nfactory = "m:make"\nwindow = false\ncompare_to = "e0"\n'
+                    '[claims.h2_theirs_strict_gt_fusion]\nsubset_expect = "holds"\n', encoding="utf-8")
+    profile = load_profile(str(path))
+    check_claim_names(profile)  # its expectation names a claim the specs measure
+    mine, base = definitions(profile), definitions(load_profile("embedded"))
+    assert {n: d.family for n, d in mine.items() if n in base} == {n: d.family for n, d in base.items()}
+    added = {n: (d.ranker, d.versus, d.measure, d.family) for n, d in mine.items() if n not in base}
+    assert added == {"h2_theirs_strict_gt_fusion": ("theirs", "fusion", "strict", "H2:theirs"),
+                     "h2_theirs_mrr_gt_fusion": ("theirs", "fusion", "mrr", "H2:theirs"),
+                     "h2_mine_strict_gt_e0": ("mine", "e0", "strict", "H2:mine"),
+                     "h2_mine_mrr_gt_e0": ("mine", "e0", "mrr", "H2:mine")}
+
+    class Report:
+        def add(self, table: str, split: str, row: dict, order=None) -> None:
+            self.row = row
+
+    undecided = decide_family([ClaimTest(mine["h2_theirs_strict_gt_fusion"], 0.4, -1.0, 1.8, 0.7, 0.5, 0.5, 48, 24,
+                                         "pts")])[0]
+    with pytest.raises(pytest.fail.Exception, match=rf"h2_theirs_strict_gt_fusion was reviewed as 'holds' but is now "
+                                                    rf"inconclusive.*--gate-expectations.*review {path}"):
+        check_claim(profile, Report(), "test", undecided, subset=True, gate=True)

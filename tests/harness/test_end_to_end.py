@@ -5,7 +5,7 @@ researcher brings: fusion under another name, the cross-encoder
 declared twice, a Python factory, another system's TREC run (the suite's own exported
 fusion run, whose row must equal fusion's), and a rerank server on 127.0.0.1 speaking the
 published /v1/rerank contract. Declarations that break only once work started (an
-unreachable server, a factory that raises, a run with unknown qids) fail their own tests
+unreachable server, a factory that raises, a malformed run file) fail their own tests
 with one message naming the declaration, while every other ranker's results are still
 computed and published; what can be found before (a hub model that cannot be resolved
 offline, a missing module) stops the run at once (``test_first_hour.py``).
@@ -53,8 +53,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     factory = root / "raising_factory.py"
     factory.write_text("def make():\n    raise RuntimeError('checkpoint folder is empty')\n", encoding="utf-8")
-    bad_run = root / "unknown.trec"
-    bad_run.write_text("no-such-direction Q0 p1 1 1.0 other\n", encoding="utf-8")
+    bad_run = root / "malformed.trec"  # five fields: read when ranked (a run's qids are checked before any work)
+    bad_run.write_text("no-such-direction Q0 p1 1 1.0\n", encoding="utf-8")
     with contract_rerank_server(overlap_score) as server:
         mine = root / "mine.toml"
         mine.write_text(f"""
@@ -122,7 +122,7 @@ def test_every_declared_ranker_gets_its_row_run_and_claims(runs, split: str) -> 
         assert (runs["results"] / split / "runs" / f"{name}.trec").is_file(), f"{name} has no run file"
         assert f"{name}__strict" in pd.read_csv(runs["results"] / split / "directions.csv", nrows=1).columns
     claims = pd.read_csv(runs["results"] / split / "claims.csv")["claim"].tolist()
-    for name in ("ce_int8", "minilm_window", "overlap_api"):
+    for name in ("ce_int8", "minilm_window", "overlap_api", "fusion_run"):  # an outside run too: it can be gated
         assert f"h2_{name}_strict_gt_fusion" in claims and f"h2_{name}_mrr_gt_fusion" in claims
     assert "ce" in t2.index and t2.loc["ce", "n"] == t2.loc["ce_int8", "n"]  # two cross-encoder rows
 

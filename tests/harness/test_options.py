@@ -126,3 +126,18 @@ def test_max_judge_minutes_is_read_once_into_settings(tmp_path: Path) -> None:
     assert settings_from(values.get).max_judge_minutes == 12.5
     values.update(max_judge_minutes=None)
     assert settings_from(values.get).max_judge_minutes is None
+
+
+def test_a_run_file_holding_another_split_s_queries_stops_the_run_with_one_message(tmp_path: Path) -> None:
+    """Such a run failed after 32 s of work as four tracebacks; now it is one usage error before any work."""
+    run = tmp_path / "runs" / "test.trec"
+    run.parent.mkdir()
+    run.write_text("1000-2_q1 Q0 p1 1 1.0 theirs\n444-2_q1 Q0 p1 1 1.0 theirs\n", encoding="utf-8")
+    profile = tmp_path / "mine.toml"
+    profile.write_text('[profile]\nname = "mine"\nextends = "embedded"\n'
+                       '[rankers.theirs]\nkind = "trec_run"\npath = "runs/{split}.trec"\n', encoding="utf-8")
+    result = run_specs("--profile", str(profile), "--splits", "test", cache=tmp_path / "cache")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert (f"{profile} [rankers.theirs]: run file {run}:2: qid '444-2_q1' is a direction of split 'confirmation', "
+            "but the file is read for split 'test'") in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout and not (tmp_path / "cache" / "pools").exists()

@@ -23,7 +23,7 @@ def write(path: Path, text: str) -> Path:
 @pytest.fixture
 def chain(tmp_path: Path) -> Path:
     """``team/base.toml`` declares a run, a model folder and code next to it; ``me/mine.toml`` extends it."""
-    write(tmp_path / "team" / "runs" / "test.trec", "q Q0 p 1 1.0 s\n")
+    write(tmp_path / "team" / "runs" / "test.trec", "1000-2_q1 Q0 p 1 1.0 s\n")
     (tmp_path / "team" / "models" / "ce").mkdir(parents=True)
     (tmp_path / "team" / "code").mkdir()
     (tmp_path / "me" / "mycode").mkdir(parents=True)

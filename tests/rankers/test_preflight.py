@@ -136,8 +136,9 @@ def test_qids_outside_the_subset_sample_are_dropped_and_counted(tmp_path: Path) 
 
 def test_qids_of_other_splits_are_an_error_unless_declared(tmp_path: Path) -> None:
     text = "q1 Q0 b 1 2.0 s\nc1 Q0 a 1 1.0 s\n"
-    with pytest.raises(KindBuildError, match=r"\[rankers\.x\]: run file .*run\.trec \(read for split 'test'\) "
-                                             r"ranks 1 qid\(s\) of other splits \['confirmation'\].*other_splits"):
+    with pytest.raises(KindBuildError, match=r"\[rankers\.x\]: run file .*run\.trec:2: qid 'c1' is a direction of "
+                                             r"split 'confirmation', but the file is read for split 'test' \(1 "
+                                             r"qid\(s\) of other splits \['confirmation'\]\).*other_splits"):
         rank(tmp_path, text)
     coverage = rank(tmp_path, text, other_splits="ignore").info["coverage"]
     assert coverage["other_split_qids"] == 1 and coverage["other_split_lines"] == 1
@@ -148,6 +149,47 @@ def test_qids_of_other_splits_are_an_error_unless_declared(tmp_path: Path) -> No
 def test_a_run_without_any_qid_of_the_split_is_an_error_naming_file_and_split(tmp_path: Path) -> None:
     with pytest.raises(KindBuildError, match=r"run file .*run\.trec holds no qid of split 'test'"):
         rank(tmp_path, "c1 Q0 a 1 1.0 s\n", other_splits="ignore")
-    with pytest.raises(KindBuildError, match=r"no NevIR direction of any split, e\.g\. \['nope'\]"):
+    with pytest.raises(KindBuildError, match=r"run\.trec:2: qid 'nope' is no NevIR direction of any split \(1 such"):
         rank(tmp_path, "q1 Q0 a 1 1.0 s\nnope Q0 a 1 1.0 s\n")
 
+
+
+# ---- the same checks before any work ---------------------------------------------------------------------------
+
+def preflight(tmp_path: Path, files: dict[str, str], splits=("test", "confirmation"), **options) -> list[str]:
+    for split, text in files.items():
+        (tmp_path / f"{split}.trec").write_text(text)
+    d = decl({"kind": "trec_run", "path": str(tmp_path / "{split}.trec"), **options})
+    loads = []
+
+    def study():
+        loads.append(1)
+        return SimpleNamespace(directions=DIRECTIONS)
+
+    problems = d.ranker_kind.preflight(d.options, splits) or d.ranker_kind.preflight_data(d.options, splits, study)
+    assert len(loads) <= 1
+    return problems
+
+
+def test_a_run_file_s_qids_are_checked_against_every_split_before_any_work(tmp_path: Path) -> None:
+    """A run of another split used to fail only after the pools were built, as four tracebacks; now one sentence per
+    file names it, its first offending line and that qid."""
+    good = {"test": "q1 Q0 a 1 1.0 s\nq2 Q0 d 1 1.0 s\n", "confirmation": "c1 Q0 a 1 1.0 s\n"}
+    assert preflight(tmp_path, good) == []
+    problems = preflight(tmp_path, {**good, "test": "q1 Q0 a 1 1.0 s\n\nq1 Q0 b 2 0.5 s\nc1 Q0 a 1 1.0 s\n"})
+    assert problems == [f"run file {tmp_path / 'test.trec'}:4: qid 'c1' is a direction of split 'confirmation', but "
+                        "the file is read for split 'test' (1 qid(s) of other splits ['confirmation']); use one file "
+                        "per split ({split} in path), or declare other_splits = \"ignore\" to drop them (counted)"]
+    assert preflight(tmp_path, {**good, "test": "q1 Q0 a 1 1.0 s\nc1 Q0 a 1 1.0 s\n"}, other_splits="ignore") == []
+    problems = preflight(tmp_path, {**good, "confirmation": "c1 Q0 a 1 1.0 s\nzz_q1 Q0 a 1 1.0 s\nq1 Q0 a 1 1 s\n"})
+    assert len(problems) == 1 and problems[0].startswith(
+        f"run file {tmp_path / 'confirmation.trec'}:2: qid 'zz_q1' is no NevIR direction of any split (1 such")
+    problems = preflight(tmp_path, {**good, "confirmation": "q1 Q0 a 1 1.0 s\n"}, other_splits="ignore")
+    assert problems == [f"run file {tmp_path / 'confirmation.trec'} holds no qid of split 'confirmation': every "
+                        "direction would be a tie"]
+
+
+def test_lines_that_are_no_run_lines_are_left_to_the_reader(tmp_path: Path) -> None:
+    """Only six-field lines are run lines; the reader names a malformed one, with its line, when the run is read."""
+    assert preflight(tmp_path, {"test": "this is not a TREC run line\n"}, splits=("test",)) == []
+    assert preflight(tmp_path, {}, splits=("confirmation",))[0].startswith("run file(s) not found")  # files first
