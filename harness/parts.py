@@ -303,7 +303,7 @@ def perturbed_claim(ev: Evaluation, rec: RecordBuilder, split: str, trained_comp
     published = published_result(ev, book, split, trained_comparison)
     rows = [("status", exact.status, noisy.status), ("effect", exact.effect, noisy.effect),
             ("p_adjusted", exact.p_adjusted, noisy.p_adjusted),
-            ("published_status", published.status, published.status)]
+            ("published status", published.status, published.status)]
     single, single_after = book.single_seed_result(split, trained_comparison), \
         noisy_book.single_seed_result(split, trained_comparison)
     if single is not None:

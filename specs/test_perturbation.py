@@ -23,7 +23,7 @@ def test_trained_verdict_is_decisive_only_where_noise_agrees(run, split, trained
     both decide it so; a verdict the noise changes is published inconclusive, with both in its reason."""
     settle(run.compute("perturbed_claim", split, trained_comparison))
     rows = {r["measure"]: r for r in run.record.table_rows(split, "perturbation") if r["subject"] == trained_comparison}
-    published = rows["published_status"]["unperturbed"]
+    published = rows["published status"]["unperturbed"]
     assert published == "inconclusive" or rows["status"]["unperturbed"] == rows["status"]["perturbed"] == published
 
 
