@@ -99,7 +99,7 @@ def run(pytestconfig: pytest.Config, evaluation):
 def _stage_timings(request: pytest.FixtureRequest):
     """Stage timings of whatever a spec computed outside its part (a pool it checks) travel to the report."""
     yield
-    if "run" in request.fixturenames:
+    if "run" in request.fixturenames and request.node.path.is_relative_to(SPECS):  # tests/ have their own "run"s
         params = getattr(getattr(request.node, "callspec", None), "params", {})
         splits = [params["split"]] if "split" in params else list(request.config.stash[SETTINGS].splits)
         request.getfixturevalue("run").drain_stages(splits)
@@ -110,7 +110,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     from reports.plugin import RECORDS
 
     for item in items:
-        if "run" in getattr(item, "fixturenames", ()):
+        if "run" in getattr(item, "fixturenames", ()) and item.path.is_relative_to(SPECS):
             item.add_marker(RECORDS)
 
 

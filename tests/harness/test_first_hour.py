@@ -342,7 +342,8 @@ def test_a_bad_compare_to_stops_the_run_before_any_work(tmp_path: Path) -> None:
     (half / "test" / "table2.csv").write_text("ranker,n\nfusion,1\n", encoding="utf-8")
     done, _ = run_specs(["--compare-to", str(half)], tmp_path / "cache", tmp_path / "results")
     assert done.returncode == pytest.ExitCode.USAGE_ERROR
-    assert f"--compare-to {half}: holds no Table II of split(s) ['confirmation']" in done.stderr
+    assert f"--compare-to {half}: holds no confirmation/manifest.json (no published split 'confirmation')" \
+        in done.stderr
     assert_nothing_done(tmp_path / "cache", tmp_path / "results")
 
 
