@@ -38,6 +38,8 @@ SETTINGS = pytest.StashKey[Settings]()
 PROFILE = pytest.StashKey[Profile]()
 #: Per declared ranker, the reasons it cannot run on this machine (empty: it can), checked once.
 UNMET = pytest.StashKey[dict[str, tuple[str, ...]]]()
+#: What the profile declares, by parameter name (``harness.run.parameters``), read once for every spec module.
+DECLARED = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -151,12 +153,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     config = metafunc.config
     if PROFILE not in config.stash or not metafunc.definition.path.is_relative_to(SPECS):
         return  # unit tests under tests/ parametrize themselves
-    from harness.run import parameters
-
     settings = config.stash[SETTINGS]
     if "split" in metafunc.fixturenames:
         metafunc.parametrize("split", list(settings.splits), scope="session")
-    declared = parameters(config.stash[PROFILE], settings)
+    if DECLARED not in config.stash:
+        from harness.run import parameters  # the run's plan loads with the first spec module, not for tests/ alone
+
+        config.stash[DECLARED] = parameters(config.stash[PROFILE], settings)
+    declared = config.stash[DECLARED]
     for name in metafunc.fixturenames:
         if name in declared and name != "population":
             metafunc.parametrize(name, [_param(config, p.value, p.decls, id=p.id) for p in declared[name]])
