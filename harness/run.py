@@ -37,7 +37,7 @@ from harness.profile import load_profile
 from harness.profile_records import Profile
 from harness.session import Evaluation
 from rankers.declarations import RankerDecl
-from reports.record import NotEvaluated, RecordBuilder, RunRecord, SessionEnd
+from reports.record import FAILURE_COLUMNS, NotEvaluated, RecordBuilder, RunRecord, SessionEnd
 
 #: Parameters that name a claim (or the ranker whose H3 claim it is): the claims a run measures.
 CLAIM_PARAMETERS = ("comparison", "h2_claim", "graded_ranker", "tie_twin")
@@ -252,7 +252,7 @@ class RunBuilder:
                            else outcome.skipped)}
                 for key, outcome in self.done.items() if (call := self.calls[key])
                 and (outcome.error is not None or outcome.skipped is not None)]
-        return pd.DataFrame(rows, columns=["split", "part", "ranker", "outcome", "cause"])
+        return pd.DataFrame(rows, columns=list(FAILURE_COLUMNS))
 
     def result(self) -> RunRecord:
         """The run as computed so far: its splits' records, what was not evaluated and why it is partial."""

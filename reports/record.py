@@ -265,6 +265,10 @@ def endpoint_summary_of(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, An
     return out
 
 
+#: ``RunRecord.failures``' columns: a part of the run that failed or did not apply, and why.
+FAILURE_COLUMNS = ("split", "part", "ranker", "outcome", "cause")
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """A whole run: one ``SplitRecord`` per evaluated split, what was not evaluated (and why), and why the run is
@@ -275,8 +279,7 @@ class RunRecord:
     not_evaluated: Mapping[str, tuple[NotEvaluated, ...]] = field(default_factory=dict)
     partial: tuple[str, ...] = ()
     #: One row per part of the run that failed or did not apply: split, part, ranker, outcome, cause.
-    failures: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
-        columns=["split", "part", "ranker", "outcome", "cause"]))
+    failures: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(FAILURE_COLUMNS)))
 
     def __getitem__(self, split: str) -> SplitRecord:
         try:
