@@ -27,6 +27,7 @@ from fixtures.populations import eligible_directions
 from harness.memo import content
 from harness.profile_records import Profile
 from harness.profile_terms import PROFILE_DIR
+from rankers.declarations import ALL
 from rankers.window import WINDOW_K
 from reports import claim_families
 from reports.claim_families import ClaimDefinition, DeclaredComparison
@@ -134,6 +135,16 @@ def seed_estimand(ev: Evaluation, d: ClaimDefinition) -> str:
         return ""
     seeds = sorted({s for name in (d.ranker, d.versus) if name for s in ev.seeds(name)})
     return f"mean over training seeds {seeds[0]}-{seeds[-1]} ({len(seeds)} seeds)"
+
+
+def sample_estimand(ev: Evaluation, d: ClaimDefinition) -> str:
+    """claims.csv's ``estimand`` of a claim decided on a sample of single directions ("" otherwise): the rate over
+    the split's eligible directions themselves, each sampled direction a unit (docs/statistics.md#designs)."""
+    population = ev.decl(d.ranker).population
+    if population == ALL or ev.design(population) != "directions":
+        return ""
+    return (f"rate over this split's eligible directions (finite population): simple random sample "
+            f"{population!r} of single directions, one a unit")
 
 
 def seed_note(ev: Evaluation, d: ClaimDefinition, single_seed: bool) -> str:

@@ -8,7 +8,8 @@ random orders, the sample's batch and budget (a fixed sample: 4 groups a look up
 size), Holm over its largest family of claims, and a look after every batch. It prints the
 share of simulated samples decided within the budget, the mean directions and judgments to the
 verdict, and the fixed design's MDE and power (docs/statistics.md#sequential-samples).
-Group sizes are the split's planned directions (before pool coverage), so they are known now.
+Group sizes are the split's planned directions (before pool coverage), so they are known now; a sample of
+single directions (``design = "directions"``) draws units of one direction each.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import argparse
 from collections.abc import Sequence
 
 from fixtures.settings import SPLITS
+from fixtures.samples import UNITS, sampling_units
 from fixtures.study import build_study
 from harness.profile import load_profile
 from harness.profile_records import ProfileError
@@ -58,14 +60,15 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
     if args.sample not in profile.samples:
         parser.error(f"{profile.path}: no [samples.{args.sample}]; declared: {sorted(profile.samples)}")
     spec = profile.samples[args.sample]
-    sizes = build_study().split(args.split).groupby("group").size().to_numpy()
+    directions = sampling_units(build_study().split(args.split), spec.design)
+    sizes = directions.groupby("group").size().to_numpy()
     fixed = spec.directions or int(sizes.sum())
     batch, limit = (spec.batch, spec.budget.max_directions) if spec.sequential else (4, min(2 * fixed, sizes.sum()))
     families = family_sizes(profile)
     hypotheses = max([families[d.family] for d in sample_claims(profile, args.sample).values()], default=2)
     per_direction = judgments_per_direction(profile, args.sample)
     unit, scale = ("MRR", 1.0) if args.mrr_sd is not None else ("pts", 100.0)
-    lines = [f"{profile.name} [samples.{args.sample}] on {args.split}: {len(sizes)} source groups, {batch} a look, "
+    lines = [f"{profile.name} [samples.{args.sample}] on {args.split}: {len(sizes)} {UNITS[spec.design]}, {batch} a look, "
              f"up to {limit} directions; Holm over {hypotheses} hypotheses; {per_direction} judgments a direction"]
     for effect in args.effect:
         result = plan(sizes, effect, batch, int(limit), int(fixed), hypotheses, args.discordant, args.blind,

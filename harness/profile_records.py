@@ -33,7 +33,10 @@ class Budget:
 
 @dataclass(frozen=True)
 class Sample:
-    """A seeded sample of whole pairs per split; ``directions = 0`` means every eligible direction.
+    """A seeded sample per split; ``directions = 0`` means every eligible direction.
+
+    ``design`` is what it draws (``fixtures.samples.DESIGNS``): whole source groups or single directions
+    (docs/statistics.md#designs).
 
     A ``sequential`` sample draws its groups in the same seeded order, ``batch`` groups at a time,
     until every claim of its rankers is decided or its ``budget`` is spent
@@ -47,6 +50,7 @@ class Sample:
     sequential: bool = False
     batch: int = 0
     budget: Budget | None = None
+    design: str = "groups"
 
 
 @dataclass(frozen=True)

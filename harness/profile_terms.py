@@ -18,7 +18,7 @@ MODEL_KEYS = ("dense", "sparse")
 #: ``[data]``: the dataset a run evaluates (docs/protocol.md#your-own-contrastive-pairs); ``dir`` is kind nevir's,
 #: ``pairs`` and ``corpus`` kind pairs' (files relative to the profile that sets them).
 DATA_KEYS = ("kind", "name", "description", "dir", "pairs", "corpus")
-SAMPLE_KEYS = ("directions", "seed", "description", "sequential", "batch", "budget")
+SAMPLE_KEYS = ("directions", "seed", "description", "design", "sequential", "batch", "budget")
 #: A sequential sample's budget (docs/statistics.md#sequential-samples): it stops when any one is spent.
 BUDGET_KEYS = ("judgments", "tokens", "seconds", "max_directions")
 EXPECTATIONS = ("holds", "fails")

@@ -14,7 +14,7 @@ from typing import Self
 import pandas as pd
 
 from fixtures.populations import eligible_directions
-from fixtures.samples import group_sample
+from fixtures.samples import group_sample, sampling_units
 from harness.sequential import SequentialRun, run_sequential
 from rankers.declarations import ALL
 
@@ -37,6 +37,15 @@ class Sampling:
         seed = self.profile.samples[name].seed
         return self.settings.seed if seed is None else int(seed)
 
+    def design(self, name: str) -> str:
+        """What sample ``name`` draws (docs/statistics.md#designs). A subset run is itself a sample of whole source
+        groups, so they stay its units whatever the design: a sample of its directions is a second stage of it."""
+        return "groups" if self.is_subset else self.profile.samples[name].design
+
+    def sample_units(self, split: str, name: str) -> pd.DataFrame:
+        """The split's eligible directions (Q_c) with ``group`` holding the units sample ``name`` draws."""
+        return sampling_units(eligible_directions(self.population(split)), self.design(name))
+
     @functools.cache
     def sample(self, split: str, name: str) -> tuple[str, ...]:
         """A declared sample's qids: seeded whole source groups of Q_c, all eligible when its size is 0.
@@ -48,7 +57,7 @@ class Sampling:
             return self._prefix[(split, name)]
         if self.profile.samples[name].sequential:
             return self.sequential(split, name).qids
-        q = eligible_directions(self.population(split))
+        q = self.sample_units(split, name)
         size = self.sample_size(name)
         if not size:
             return tuple(sorted(q["qid"]))
@@ -77,9 +86,11 @@ class Sampling:
         return view
 
     def directions_for(self, split: str, name: str) -> pd.DataFrame:
-        """The annotated directions a ranker is evaluated on: all of the split, or its sample."""
+        """The annotated directions a ranker is evaluated on: all of the split, or its sample (``group`` holding the
+        sample's units, which its intervals and tests resample)."""
         decl = self.decl(name)
         annotated = self.population(split)
         if decl.population == ALL:
             return annotated
-        return annotated[annotated["qid"].isin(self.sample(split, decl.population))].reset_index(drop=True)
+        drawn = annotated[annotated["qid"].isin(self.sample(split, decl.population))].reset_index(drop=True)
+        return sampling_units(drawn, self.design(decl.population))

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from fixtures.populations import eligible_directions
 from fixtures.samples import group_batches, group_order, largest_group
 from harness.claims import definitions, expected_grade_counts
 from harness.profile_records import Budget
@@ -214,7 +213,7 @@ def run_sequential(ev, split: str, name: str) -> SequentialRun:
     started = time.perf_counter()
     spec = ev.profile.samples[name]
     budget = spec.budget
-    q = eligible_directions(ev.population(split))
+    q = ev.sample_units(split, name)
     seed = ev.sample_seed(name)
     looks = group_batches(q, seed, spec.batch, max_directions(ev, name))
     order = group_order(q, seed)

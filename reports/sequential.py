@@ -259,11 +259,13 @@ def direction_differences(rng: np.random.Generator, sizes: np.ndarray, effect: f
     NevIR's two directions of a pair are negatively correlated: with probability ``blind`` a pair
     is decided query-blind, and its second direction loses what its first gains (d₂ = −d₁, mean 0);
     the other pairs' directions differ independently, by +1 or −1, with the whole effect. ``discordant``
-    is the share of directions whose outcomes differ. ``sizes``: (runs, groups) directions per group
-    (whole pairs, so even).
+    is the share of directions whose outcomes differ. ``sizes``: (runs, groups) directions per group: whole
+    pairs, plus one lone direction where a size is odd (a sample of single directions: sizes of 1), drawn from a
+    direction's marginal law (blind: ±1 alike; otherwise leaning by the effect).
     """
-    pairs = np.asarray(sizes) // 2
-    most = int(pairs.max())
+    sizes = np.asarray(sizes)
+    pairs = sizes // 2
+    most = max(1, int(pairs.max()))
     lean = effect / (1.0 - blind)
     p_plus, p_minus = (discordant + lean) / 2, (discordant - lean) / 2
     if min(p_plus, p_minus) < 0 or p_plus + p_minus > 1:
@@ -274,7 +276,13 @@ def direction_differences(rng: np.random.Generator, sizes: np.ndarray, effect: f
     is_blind = rng.random((*pairs.shape, most)) < blind
     per_pair = np.where(is_blind, 0.0, own.sum(axis=-1))  # a blind pair: d₂ = −d₁, its sum is 0
     present = np.arange(most) < pairs[..., None]
-    return (per_pair * present).sum(axis=-1)
+    if not (sizes % 2).any():
+        return (per_pair * present).sum(axis=-1)
+    lone_blind, lone = rng.random(pairs.shape) < blind, rng.random(pairs.shape)
+    plus = np.where(lone_blind, discordant / 2, p_plus)
+    single = np.where(lone < plus, 1.0, np.where(lone < plus + np.where(lone_blind, discordant / 2, p_minus), -1.0,
+                                                 0.0))
+    return (per_pair * present).sum(axis=-1) + single * (sizes % 2)
 
 
 def mean_differences(rng: np.random.Generator, sizes: np.ndarray, effect: float, sd: float) -> np.ndarray:
