@@ -8,7 +8,8 @@ and the ``Check``s it implies, which the specs turn into pytest outcomes (``enfo
   still fails is an xfail carrying the numbers; an inconclusive claim is reported with its
   numbers and n and never asserted or expected-failed; on a subset run a full-run ``expect``
   the subset leaves undecided is reported as not decidable on this subset
-  (docs/statistics.md#expectations);
+  (docs/statistics.md#expectations), unless ``--gate-expectations`` and its interval lies wholly beyond the
+  non-inferiority margin against it: the subset gate fails it (docs/statistics.md#subset-gate);
 - a pin fails the run only when its value *changed* beyond its margin (docs/statistics.md#pins), a gate when a
   measured value is past its limit (docs/statistics.md#gates);
 - expectations, gates and pins fail only the runs of the profile whose file declares them (or with
@@ -28,6 +29,7 @@ from harness.profile_file import shown
 from harness.profile_records import Expectation, Gate, Pin, Profile
 from reports.comparisons import group_labels
 from reports.changes import ChangeVerdict, paired_change, tolerance_change
+from reports.columns import POINTS
 from reports.history import SavedSplit, reviewed_run
 from reports.hypotheses import ClaimResult, check_verdict
 from reports.measures import paired_measure
@@ -54,6 +56,10 @@ class InheritedCheckMissed(UserWarning):
 
 #: claims.csv's ``check``: what became of a row's expectation, gate or pin ("" when the row asserts nothing).
 MET, MISSED, UNDECIDED, NOT_DECIDABLE = "met", "missed", "undecided", "not decidable on this subset"
+CONTRADICTED = "contradicted on this subset"
+#: The subset gate's non-inferiority margin, a share of the measure's range (10 points of a rate, 0.10 of MRR):
+#: chosen by simulation on the CI subset's design (docs/statistics.md#subset-gate).
+SUBSET_MARGIN = 0.10
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,20 @@ def expectation_check(status: str, expectation: Expectation | None, subset: bool
     return MET if status == expectation.expect else MISSED
 
 
+def subset_margin(unit: str) -> float:
+    """The subset gate's margin in a claim's unit (points of a rate, else the mean measure's own unit)."""
+    return SUBSET_MARGIN * (100.0 if unit == POINTS else 1.0)
+
+
+def contradicts(result: ClaimResult, expected: str) -> bool:
+    """The subset gate (docs/statistics.md#subset-gate): the claim's bootstrap interval lies wholly beyond the
+    non-inferiority margin on the side opposite to what the expectation says of its effect."""
+    lo, hi = result.bootstrap_interval
+    margin = subset_margin(result.unit)
+    positive = (result.definition.side == ">") == (expected == "holds")
+    return hi < -margin if positive else lo > margin
+
+
 def claim_check(profile: Profile, split: str, result: ClaimResult, subset: bool, estimand: str = "",
                 gate: bool = False) -> tuple[dict, tuple[Check, ...]]:
     """The claim's row, and what the profile's reviewed expectation makes of it (``gate``: a reviewed expectation
@@ -123,6 +143,8 @@ def claim_check(profile: Profile, split: str, result: ClaimResult, subset: bool,
     row = result.row()
     check_verdict(row["status"], row["p_adjusted"], row["p_opposite_adjusted"], result.alpha, result.name)
     check = expectation_check(result.status, expectation, subset)
+    if check == NOT_DECIDABLE and gate and contradicts(result, expectation.expect):
+        check = CONTRADICTED
     row = {**row, "estimand": estimand, "expected": expected, "profile": profile.name,
            "scope": "subset" if subset else "full",
            **declaration(profile, expectation and expectation.declared_in, check)}
@@ -131,6 +153,14 @@ def claim_check(profile: Profile, split: str, result: ClaimResult, subset: bool,
     where = f"[{profile.name}{' subset' if subset else ''} / {split}] {result.name}"
     source = shown(expectation.declared_in)
     enforced = profile.enforces(expectation.declared_in)
+    if check == CONTRADICTED:
+        message = (f"{where}: {source} expects {expected!r} (reviewed on the full run); not decidable on this subset, "
+                   f"but its interval lies wholly beyond the {subset_margin(result.unit):g} {result.unit} "
+                   f"non-inferiority margin against it (the subset gate, docs/statistics.md#subset-gate): "
+                   f"{result.summary()}")
+        if enforced:
+            return row, (Check("fail", f"{message}; review {source}"),)
+        return row, (Check("warn", message + not_gating(profile, expectation.declared_in), InheritedCheckMissed),)
     if check == NOT_DECIDABLE:
         return row, (Check("warn", f"{where}: {source} expects {expected!r} (reviewed on the full run), not decidable "
                                    f"on this subset: {result.summary()}", NotDecidableOnSubset),)

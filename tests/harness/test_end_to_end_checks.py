@@ -122,3 +122,57 @@ def test_an_expectation_the_subset_cannot_decide_is_said_loudly(run) -> None:
     assert f"`h2_random_window_strict_gt_fusion`: `{run['mine']}` expects **holds** (reviewed on the full run)" in top
     assert "EXPECTATIONS NOT DECIDABLE ON THIS SUBSET" in run["out"]
     assert "[test] `h2_random_window_strict_gt_fusion`" in run["out"]
+
+
+GATED = f"""
+[profile]
+name = "gated"
+extends = "embedded"
+pythonpath = ["{PROJECT_ROOT}"]
+
+[rankers.random_window]
+kind = "python"
+factory = "tests.support.sequential_scorers:coin"
+options = {{ salt = "gates" }}
+label = "a deliberately random window reranker"
+order = 46
+
+[rankers.flat_window]
+kind = "python"
+factory = "tests.support.sequential_scorers:flat"
+label = "fusion's copy: every passage scored alike, fusion's order kept"
+order = 47
+
+[claims.h2_random_window_mrr_gt_fusion]
+expect = "holds"
+[claims.h2_flat_window_mrr_gt_fusion]
+expect = "holds"
+"""
+
+
+@pytest.fixture(scope="module")
+def gated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """The CI command's subset (24 pairs: 12-13 groups, no claim decidable) under --gate-expectations."""
+    root = tmp_path_factory.mktemp("e2e-gate")
+    profile = root / "gated.toml"
+    profile.write_text(GATED, encoding="utf-8")
+    done = run_specs(profile, root / "results", "--gate-expectations", "-k", "random_window or flat_window", "-rA")
+    return {"done": done, "out": done.stdout, "profile": profile.resolve(), "results": root / "results" / "partial"}
+
+
+def test_the_subset_gate_fails_a_random_reranker_and_passes_fusion_s_copy(gated) -> None:
+    """On the CI subset the random reranker's MRR claim is not decidable, yet its interval lies wholly beyond the
+    0.10 non-inferiority margin below fusion: the subset gate fails it (docs/statistics.md#subset-gate). Fusion's
+    copy (Δ = 0) passes with its expectation reported as not decidable."""
+    out, seen = gated["out"], outcomes(gated["out"])
+    assert gated["done"].returncode == 1, out[-4000:]
+    failed = sorted(t for t, kind in seen.items() if kind != "PASSED")
+    assert failed == [f"specs/test_h2_window_reranking.py::test_h2[{s}-h2_random_window_mrr_gt_fusion]"
+                      for s in sorted(SPLITS)], out[-4000:]
+    assert seen["specs/test_h2_window_reranking.py::test_h2[test-h2_flat_window_mrr_gt_fusion]"] == "PASSED"
+    assert "non-inferiority margin against it (the subset gate" in out
+    claims = pd.read_csv(gated["results"] / "test" / "claims.csv").set_index("claim")
+    assert (claims.loc["h2_random_window_mrr_gt_fusion", ["status", "check"]].tolist()
+            == ["inconclusive", "contradicted on this subset"])
+    assert (claims.loc["h2_flat_window_mrr_gt_fusion", ["status", "check", "effect"]].tolist()
+            == ["inconclusive", "not decidable on this subset", 0.0])

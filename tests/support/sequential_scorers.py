@@ -3,7 +3,8 @@
 ``answers`` maps a query to its preferred passage's text (NevIR: q1 -> doc1, q2 -> doc2), read from NevIR
 itself. ``knows`` scores the preferred passage 1 and any other 0 (every designated pair right); ``mixes_up``
 the reverse (every one wrong): a large effect. ``coin`` scores by a salted hash of the texts: two salts give two
-rankers with no effect between them, whose disagreements are noise.
+rankers with no effect between them, whose disagreements are noise. ``flat`` scores every passage alike, so a window
+it reranks keeps its reference's order: a copy of fusion.
 """
 from __future__ import annotations
 
@@ -54,6 +55,20 @@ class Coin:
         scores = np.array([int.from_bytes(hashlib.sha256(f"{self.salt}\0{q}\0{p}".encode()).digest()[:4], "big")
                            / 2 ** 32 for q, p in inputs])
         return ScoreBatch(scores, [None] * len(inputs), [{} for _ in inputs], [repr(float(s)) for s in scores])
+
+
+class Flat:
+    """The same score for every passage: the window's tie-break (its reference ranker's order) decides."""
+
+    model_key = "flat|v1"
+
+    def score(self, inputs: Sequence[tuple[str, str]]) -> ScoreBatch:
+        scores = np.zeros(len(inputs))
+        return ScoreBatch(scores, [None] * len(inputs), [{} for _ in inputs], ["0.0"] * len(inputs))
+
+
+def flat() -> Flat:
+    return Flat()
 
 
 def knows() -> KnownAnswer:
