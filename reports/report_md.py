@@ -120,10 +120,15 @@ def lost_expectations(claims: pd.DataFrame) -> list[str]:
 
 
 def undecidable_on_subset(claims: pd.DataFrame) -> list[str]:
-    """Full-run expectations a subset run cannot decide, one line each (docs/statistics.md#expectations)."""
-    return [f"{md_code(r['claim'])}: {md_code(r['declared_in'])} expects **{r['expected']}** (reviewed on the full "
-            f"run); not decidable on this subset: {_measured(r)}"
-            for r in _rows_checked(claims, "not decidable on this subset")]
+    """Full-run expectations a subset run cannot decide, one line each (docs/statistics.md#expectations), those
+    the subset gate fails first (docs/statistics.md#subset-gate)."""
+    gated = [f"{md_code(r['claim'])}: {md_code(r['declared_in'])} expects **{r['expected']}** (reviewed on the full "
+             f"run); not decidable on this subset, and its interval lies wholly beyond the subset gate's margin "
+             f"against it (**fails the gate**): {_measured(r)}"
+             for r in _rows_checked(claims, "contradicted on this subset")]
+    return gated + [f"{md_code(r['claim'])}: {md_code(r['declared_in'])} expects **{r['expected']}** (reviewed on "
+                    f"the full run); not decidable on this subset: {_measured(r)}"
+                    for r in _rows_checked(claims, "not decidable on this subset")]
 
 
 def inherited_misses(claims: pd.DataFrame) -> list[str]:

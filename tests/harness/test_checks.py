@@ -137,11 +137,11 @@ class Report:
         self.rows.append(row)
 
 
-def verdict(profile, name: str, p_greater: float, p_less: float):
+def verdict(profile, name: str, p_greater: float, p_less: float, interval: tuple[float, float] = (-0.5, -0.3)):
     """One claim decided alone from hand-set one-sided p-values (effect above / below 0): p ≤ 0.025 on a side
     decides it (Holm over its 2 sides)."""
     d = definitions(profile)[name]
-    return decide_family([ClaimTest(d, -0.4, -0.5, -0.3, 0.1, p_greater, p_less, 200, 100, "MRR")])[0]
+    return decide_family([ClaimTest(d, -0.4, *interval, 0.1, p_greater, p_less, 200, 100, "MRR")])[0]
 
 
 def test_an_inherited_expectation_that_moved_is_reported_not_failed(chain) -> None:
@@ -162,16 +162,25 @@ def test_an_inherited_expectation_that_moved_is_reported_not_failed(chain) -> No
 
 
 def test_a_declared_expect_is_checked_on_a_subset_run(chain) -> None:
-    """Decided against on the subset: fails, naming the user's file; undecided there: reported, never failed."""
+    """Decided against on the subset: fails, naming the user's file; undecided there: reported, and failed only by
+    the subset gate (its interval wholly beyond the 0.10 MRR margin against the expectation, --gate-expectations)."""
     profile, report = load_profile(str(chain.user)), Report()
     with pytest.raises(pytest.fail.Exception, match=rf"\[mine subset / test\] h2_mine_mrr_gt_fusion now FAILS .* but "
                                                     rf"{chain.user} records 'holds'"):
         check_claim(profile, report, "test", verdict(profile, "h2_mine_mrr_gt_fusion", 1.0, 0.0001), subset=True)
     assert (report.rows[-1]["declaration"], report.rows[-1]["check"]) == ("declared", "missed")
     with pytest.warns(checks.NotDecidableOnSubset, match="expects 'holds' \\(reviewed on the full run\\), not decidable"):
+        check_claim(profile, report, "test", verdict(profile, "h2_mine_mrr_gt_fusion", 0.5, 0.5), subset=True)
+    assert report.rows[-1]["check"] == "not decidable on this subset"
+    with pytest.warns(checks.NotDecidableOnSubset):  # within the margin: the gate lets it pass
+        check_claim(profile, report, "test", verdict(profile, "h2_mine_mrr_gt_fusion", 0.5, 0.5, (-0.5, -0.05)),
+                    subset=True, gate=True)
+    assert report.rows[-1]["check"] == "not decidable on this subset"
+    with pytest.raises(pytest.fail.Exception, match=rf"not decidable on this subset, but its interval lies wholly "
+                                                    rf"beyond the 0.1 MRR non-inferiority margin .*review {chain.user}"):
         check_claim(profile, report, "test", verdict(profile, "h2_mine_mrr_gt_fusion", 0.5, 0.5), subset=True,
                     gate=True)
-    assert report.rows[-1]["check"] == "not decidable on this subset"
+    assert (report.rows[-1]["status"], report.rows[-1]["check"]) == ("inconclusive", "contradicted on this subset")
     check_claim(profile, report, "test", verdict(profile, "h2_mine_mrr_gt_fusion", 0.0001, 1.0), subset=True)
     assert report.rows[-1]["check"] == "met"
 
@@ -222,6 +231,9 @@ def test_report_lines_say_what_moved_and_what_a_subset_cannot_decide() -> None:
         {"claim": "h2_mine_mrr_gt_fusion", "family": "H2:mine", "status": "inconclusive", "expected": "holds",
          "measured": "+0.01", "ranker": "mine", "versus": "fusion", "declaration": "declared",
          "declared_in": "mine.toml", "check": "not decidable on this subset"},
+        {"claim": "h2_mine_strict_gt_fusion", "family": "H2:mine", "status": "inconclusive", "expected": "holds",
+         "measured": "-40.00", "ranker": "mine", "versus": "fusion", "declaration": "declared",
+         "declared_in": "mine.toml", "check": "contradicted on this subset"},
         {"claim": "h2_ce_mrr_gt_fusion", "family": "H2", "status": "inconclusive", "expected": "fails",
          "measured": "-0.2", "ranker": "ce", "versus": "fusion", "declaration": "inherited", "declared_in": "e.toml",
          "check": "undecided"}])
@@ -231,6 +243,8 @@ def test_report_lines_say_what_moved_and_what_a_subset_cannot_decide() -> None:
         "the study's claim `h1_e0_mrr_lt_fusion` now **fails** where `e.toml` records **holds**: `e0` or `fusion` "
         "moved, so comparisons against them are against the moved ranker (-0.1)"]  # a declared gate fails the run
     assert undecidable_on_subset(rows) == [
+        "`h2_mine_strict_gt_fusion`: `mine.toml` expects **holds** (reviewed on the full run); not decidable on this "
+        "subset, and its interval lies wholly beyond the subset gate's margin against it (**fails the gate**): -40.00",
         "`h2_mine_mrr_gt_fusion`: `mine.toml` expects **holds** (reviewed on the full run); not decidable on this "
         "subset: +0.01"]
     assert lost_expectations(rows) == ["`h2_ce_mrr_gt_fusion` was reviewed as **fails** (`e.toml`) but is "
