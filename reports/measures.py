@@ -110,14 +110,17 @@ _UNCERTAINTY: tuple[Measure, ...] = (
                     digits=4),
     BaselineMeasure("delta_mrr_hi", "upper end of the 95% source-group bootstrap interval of delta_mrr", unit="MRR",
                     digits=4),
-    BaselineMeasure("mde_pts", "smallest true Δ strict (points) a two-sided α 0.05 group sign-flip test detects with "
-                                "80% power: (z_0.975 + z_0.80) × sqrt(Σ_g D_g²) / n × 100, D_g the group's summed "
-                                "difference (docs/statistics.md#power)", unit=POINTS, digits=2),
+    BaselineMeasure("mde_pts", "the sign-flip statistic's normal-limit MDE, not the decision test's: smallest true "
+                                "Δ strict (points) its two-sided α 0.05 normal limit detects with 80% power, "
+                                "(z_0.975 + z_0.80) × sqrt(Σ_g D_g²) / n × 100, D_g the group's summed difference; a "
+                                "lower bound on the decision test's MDE, which claims.csv's mde reports "
+                                "(docs/statistics.md#power)", unit=POINTS, digits=2),
     BaselineMeasure("se_delta_pts", "bootstrap standard error of delta_pts (SD of the 2,000 resampled Δ)", unit=POINTS,
                     digits=2),
     BaselineMeasure("se_delta_mrr", "bootstrap standard error of delta_mrr", unit="MRR", digits=4),
-    BaselineMeasure("mde_mrr", "smallest true Δ MRR detectable the same way: (z_0.975 + z_0.80) × sqrt(Σ_g D_g²) / n "
-                                "with D_g the group's summed reciprocal-rank difference", unit="MRR", digits=4),
+    BaselineMeasure("mde_mrr", "the sign-flip statistic's normal-limit MDE of Δ MRR, as mde_pts (not the decision "
+                                "test's): (z_0.975 + z_0.80) × sqrt(Σ_g D_g²) / n with D_g the group's summed "
+                                "reciprocal-rank difference", unit="MRR", digits=4),
     *(end for name in ("pref_at_1", "pref_at_3", "pref_at_10", "mean_rank_pos", "mean_rank_neg")
       for end in interval_ends(_CONTRACT_BY_NAME[name])),
 )
