@@ -33,19 +33,21 @@ extends = "embedded"
 [pins.{SCOPE}.test]
 fusion = {{ n = 1, strict = 1 }}
 """
+#: A deliberately random window reranker (a seeded hash of the texts), declared by both users' profiles below.
+RANDOM = """
+[rankers.random_window]
+kind = "python"
+factory = "tests.support.sequential_scorers:coin"
+options = { salt = "gates" }
+label = "a deliberately random window reranker"
+order = 46
+"""
 MINE = f"""
 [profile]
 name = "mine"
 extends = "lab.toml"
 pythonpath = ["{PROJECT_ROOT}"]
-
-[rankers.random_window]
-kind = "python"
-factory = "tests.support.sequential_scorers:coin"
-options = {{ salt = "gates" }}
-label = "a deliberately random window reranker"
-order = 46
-
+{RANDOM}
 [claims.h2_random_window_mrr_gt_fusion]
 expect = "holds"
 [claims.h2_random_window_strict_gt_fusion]
@@ -129,14 +131,7 @@ GATED = f"""
 name = "gated"
 extends = "embedded"
 pythonpath = ["{PROJECT_ROOT}"]
-
-[rankers.random_window]
-kind = "python"
-factory = "tests.support.sequential_scorers:coin"
-options = {{ salt = "gates" }}
-label = "a deliberately random window reranker"
-order = 46
-
+{RANDOM}
 [rankers.flat_window]
 kind = "python"
 factory = "tests.support.sequential_scorers:flat"
