@@ -426,3 +426,27 @@ def test_h3_keeps_its_level_over_tie_and_failure_rates(nevir_test: Design, tie: 
     show(capsys, f"H3, no association, {100 * tie:g}% ties, {100 * fail:g}% failures, 38 groups, {runs} runs: holds "
                  f"{100 * holds:.2f}%, fails {100 * fails:.2f}% ({100 * flagged / runs:.0f}% flagged: rare cell)")
     assert within_half_alpha(holds, runs) and within_half_alpha(fails, runs)
+
+
+SINGLE = [(-0.9, 0.3), (-0.9, 0.6), (0.9, 0.3), (0.9, 0.6)]
+
+
+def test_single_direction_units_keep_each_side_on_skewed_mean_differences(capsys) -> None:
+    """A sample of single directions (``design = "directions"``, the embedded grader's): 150 units of one direction
+    (bound 1), MRR-like differences with mean 0 and a long tail (a rare difference of ±0.9 against frequent ∓0.1 among
+    the 30% or 60% of directions that differ: about 45 or 90 differing units, either side of the guard), 6,000
+    samples a cell through the decision test's own parts (``mean_test_rows``): each side at α/2 and at α/8 (Holm's
+    first step in a family of 4), within three simulation SEs (docs/statistics.md#designs)."""
+    runs, lines, ok = 6000, [], True
+    for tail, discordant in SINGLE:
+        rng = np.random.default_rng(SEED + 14)
+        differ, rare = rng.random((runs, 150)) < discordant, rng.random((runs, 150)) < 0.1
+        u = np.where(differ, np.where(rare, tail, -tail / 9), 0.0)  # 0.1 × tail + 0.9 × (−tail / 9) = 0
+        greater, less = mean_test_rows(u, 1.0, 1000, SEED)
+        rates = [(level, float((p <= level).mean())) for level in (ALPHA / 2, ALPHA / 8) for p in (greater, less)]
+        ok &= all(within_half_alpha(rate, runs, level) for level, rate in rates)
+        lines.append(f"tail {tail:+g}, {100 * discordant:g}% differ (~{(u != 0).sum(axis=1).mean():.0f} units): "
+                     + ", ".join(f"{'>' if k % 2 == 0 else '<'} {100 * rate:.2f}% at {level:g}"
+                                 for k, (level, rate) in enumerate(rates)))
+    show(capsys, f"single-direction units ({runs} runs a cell, each side):\n  " + "\n  ".join(lines))
+    assert ok
