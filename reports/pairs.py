@@ -15,13 +15,22 @@ from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
 
 
+def pair_unit(frame: pd.DataFrame, groups: str) -> str:
+    """The column a pair resamples with: ``groups``, unless every direction is its own unit (a sample of single
+    directions, ``fixtures.samples.sampling_units``): then a wholly drawn pair resamples with its source group."""
+    return "source_group" if "source_group" in frame.columns else groups
+
+
 def pair_population(dirs: pd.DataFrame, strict: np.ndarray, groups: str) -> pd.DataFrame:
-    """One row per complete pair: both (strict in both directions) and the pair's source group."""
+    """One row per complete pair whose two directions ``dirs`` holds (a sample of single directions may hold one):
+    both (strict in both directions) and the pair's source group."""
     complete = dirs["complete"].to_numpy(dtype=bool)
     frame = pd.DataFrame({"split": dirs["split"].to_numpy()[complete], "pair_id": dirs["pair_id"].to_numpy()[complete],
-                          "strict": strict[complete].astype(int), "group": dirs[groups].to_numpy()[complete]})
+                          "strict": strict[complete].astype(int),
+                          "group": dirs[pair_unit(dirs, groups)].to_numpy()[complete]})
     pairs = frame.groupby(["split", "pair_id"], sort=True).agg(hits=("strict", "sum"), group=("group", "first"),
-                                                               groups=("group", "nunique"))
+                                                               groups=("group", "nunique"), held=("strict", "size"))
+    pairs = pairs[pairs["held"] == 2].drop(columns="held")
     split_pairs = pairs[pairs["groups"] > 1]
     if len(split_pairs):
         raise ValueError(f"pair {split_pairs.index[0]} spans {int(split_pairs['groups'].iat[0])} source groups in "
@@ -96,8 +105,10 @@ def given_pair_paired(pair_outcomes: pd.DataFrame, directions_annotated: pd.Data
     complete = dirs["complete"].to_numpy(dtype=bool)
     strict = frame["strict"].to_numpy(dtype=bool)
     tie = frame["tie"].to_numpy(dtype=bool)
-    per = pd.DataFrame({"pair_id": dirs["pair_id"].to_numpy(), "group": dirs[groups].to_numpy(),
+    per = pd.DataFrame({"pair_id": dirs["pair_id"].to_numpy(), "group": dirs[pair_unit(dirs, groups)].to_numpy(),
                         "fail": strict.astype(float), "random": strict + 0.5 * tie, "tie": tie})[complete]
+    held = q.loc[q["complete"].to_numpy(dtype=bool), "pair_id"].value_counts()
+    per = per[per["pair_id"].map(held).eq(2).to_numpy()]  # a sample of single directions may hold one of a pair
     pairs = per.groupby("pair_id", sort=True).agg(fail=("fail", "prod"), random=("random", "prod"),
                                                   tied=("tie", "any"), group=("group", "first"),
                                                   directions=("fail", "size"))
