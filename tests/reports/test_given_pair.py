@@ -9,7 +9,7 @@ import pytest
 from fixtures.populations import annotate_population
 from fixtures.reference import PublishedResult
 from reports.measures import NEVIR_PAIRED_COLUMNS, nevir_paired_row
-from reports.pairs import given_pair_paired
+from reports.pairs import given_pair_paired, pair_population
 from reports.reference import COLUMNS, beside_published
 from reports.tables import pair_only_outcomes
 
@@ -86,3 +86,20 @@ def test_no_complete_pair_gives_counts_of_zero_and_no_rate():
     row = nevir_paired_row("ce", given_pair_paired(q1, d))
     assert (row["pairs"], row["paired"], row["tied_pairs"]) == (0, 0, 0)
     assert all(np.isnan(row[c]) for c in NEVIR_PAIRED_COLUMNS[1:] if c not in ("pairs", "paired", "tied_pairs"))
+
+
+def test_a_sample_of_single_directions_counts_only_the_pairs_it_holds_whole() -> None:
+    """A sample of single directions (each its own unit, ``source_group`` kept) may hold one direction of a complete
+    pair: that pair is not a pair of the sample (neither right nor wrong), and the pairs it holds whole resample with
+    their source groups."""
+    directions = pd.DataFrame({
+        "qid": ["a1", "a2", "b1", "c1", "c2"], "pair_id": ["A", "A", "B", "C", "C"], "split": "test",
+        "complete": True, "eligible": True, "group": ["a1", "a2", "b1", "c1", "c2"],
+        "source_group": ["g1", "g1", "g2", "g3", "g3"]})
+    strict = np.array([True, True, True, True, False])
+    pairs = pair_population(directions, strict, "group")
+    assert pairs.index.get_level_values("pair_id").tolist() == ["A", "C"]  # B's other direction was not drawn
+    assert pairs["group"].tolist() == ["g1", "g3"] and pairs["both"].tolist() == [1.0, 0.0]
+    outcomes = pd.DataFrame({"qid": directions["qid"], "strict": strict, "tie": False})
+    result = given_pair_paired(outcomes, directions, n_resamples=200)
+    assert (result.pairs, result.paired) == (2, 1)
