@@ -68,8 +68,9 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
     hypotheses = max([families[d.family] for d in sample_claims(profile, args.sample).values()], default=2)
     per_direction = judgments_per_direction(profile, args.sample)
     unit, scale = ("MRR", 1.0) if args.mrr_sd is not None else ("pts", 100.0)
-    lines = [f"{profile.name} [samples.{args.sample}] on {args.split}: {len(sizes)} {UNITS[spec.design]}, {batch} a look, "
-             f"up to {limit} directions; Holm over {hypotheses} hypotheses; {per_direction} judgments a direction"]
+    lines = [f"{profile.name} [samples.{args.sample}] on {args.split}: {len(sizes)} {UNITS[spec.design]}, "
+             f"{batch} a look, up to {limit} directions; Holm over {hypotheses} hypotheses; {per_direction} judgments "
+             "a direction"]
     for effect in args.effect:
         result = plan(sizes, effect, batch, int(limit), int(fixed), hypotheses, args.discordant, args.blind,
                       args.mrr_sd, scale, args.runs)
