@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fixtures.study import build_study
 from reports.claim_families import ClaimDefinition
-from reports.claim_measures import ClaimTest
+from reports.claim_measures import ClaimTest, measure_tie_branch
 from reports.hypotheses import decide_family
 from reports.power import PowerDesign, decision_mde, power_at
 from reports.group_tests import mean_test_rows
@@ -138,3 +139,50 @@ def test_designs_at_the_graders_budget(test_sizes, capsys) -> None:
     for effect in (0.13, 0.20):
         whole, pairs, single = table[effect]
         assert whole < pairs < single or (pairs > 0.95 and single > 0.95)
+
+
+H3_CLAIM = ClaimDefinition("h3_simulated", "H3", "tie_branch", "grader", "", "strict")
+
+
+def h3_power(design: str, blind: float, fail_tied: float, fail_graded: float, runs: int = 200) -> float:
+    """The share of simulated 150-direction samples in which H3 holds (one claim, one-sided α/2), through the shipped
+    H3 measure (``measure_tie_branch``) and decision code. Per pair: each direction's grades tie with probability
+    0.7; a tied direction is decided by fusion, which is query-blind on a pair with probability ``blind`` (its two
+    tied directions then split: one fails, one succeeds) and otherwise fails with the probability that makes
+    P(fail | tied) = ``fail_tied``; a graded direction fails with probability ``fail_graded``."""
+    rng = np.random.default_rng(7)
+    own = (fail_tied - 0.5 * blind) / (1 - blind)
+    holds = 0
+    for i in range(runs):
+        pairs = 150 if design == "directions" else 75
+        tied = rng.random((pairs, 2)) < 0.7
+        first = rng.random(pairs) < 0.5
+        by_fusion = np.where((rng.random(pairs) < blind)[:, None], np.stack([first, ~first], axis=1),
+                             rng.random((pairs, 2)) < own)
+        failed = np.where(tied, by_fusion, rng.random((pairs, 2)) < fail_graded)
+        if design == "directions":  # one direction of each of 150 distinct pairs, each its own unit
+            tied, failed, labels = tied[:, 0], failed[:, 0], np.arange(150)
+        else:
+            tied, failed = tied.ravel(), failed.ravel()
+            labels = np.repeat(np.arange(75), 2) if design == "pairs" else np.repeat(np.arange(38), 4)[:150]
+        per = pd.DataFrame({"branch": np.where(tied, "equal_score", "different"), "strict": ~failed})
+        test = measure_tie_branch(H3_CLAIM, per, labels, seed=i, n_resamples=20)
+        holds += decide_family([test])[0].status == "holds"
+    return holds / runs
+
+
+def test_h3_power_is_alike_across_designs(capsys) -> None:
+    """H3 at the grader's budget (150 directions) under whole groups, complete pairs and single directions, with and
+    without query-blind fusion in the tie branch (which makes a pair's two tied directions split): at a +9.8-point
+    association every design has about 75% power and single directions stay within 10 points of whole groups; at
+    the +6.4 points observed on Test no design reaches 50% (docs/statistics.md#designs)."""
+    lines = []
+    for blind in (0.0, 0.8):
+        strong = {d: h3_power(d, blind, 0.56, 0.33) for d in ("groups", "pairs", "directions")}
+        weak = {d: h3_power(d, blind, 0.527, 0.38) for d in ("groups", "pairs", "directions")}
+        lines.append(f"blind {blind:g}: +9.8 pts " + ", ".join(f"{d} {100 * p:.0f}%" for d, p in strong.items())
+                     + "; +6.4 pts " + ", ".join(f"{d} {100 * p:.0f}%" for d, p in weak.items()))
+        assert abs(strong["directions"] - strong["groups"]) <= 0.10 and min(strong.values()) >= 0.6
+        assert max(weak.values()) < 0.5
+    with capsys.disabled():
+        print("\npower: H3 by design, 150 directions, one claim at α/2 (200 samples a cell):\n  " + "\n  ".join(lines))
