@@ -359,6 +359,15 @@ def test_a_family_of_skewed_claims_keeps_its_level(family: int, shape: str, disc
     assert cell.within()
 
 
+def each_side(greater: np.ndarray, less: np.ndarray) -> tuple[bool, str]:
+    """Whether each side's false-verdict rate over the samples holds α/2 and α/8 (Holm's first step in a family of
+    4) within three simulation SEs, and the four rates as a line."""
+    rates = [(level, float((p <= level).mean())) for level in (ALPHA / 2, ALPHA / 8) for p in (greater, less)]
+    within = all(within_half_alpha(rate, len(greater), level) for level, rate in rates)
+    return within, ", ".join(f"{'>' if k % 2 == 0 else '<'} {100 * rate:.2f}% at {level:g}"
+                             for k, (level, rate) in enumerate(rates))
+
+
 BAND_SCAN = [(shape, d) for shape in ("1-12", "Test") for d in (0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.055)]
 
 
@@ -375,12 +384,9 @@ def test_the_band_above_the_guards_threshold_keeps_each_side(capsys) -> None:
         p_loss = discordant * sizes.sum(axis=1, keepdims=True) / (2 * sizes.shape[1] * mean)
         r = rng.random(sizes.shape)
         sums = np.where(r < p_loss, -sizes, np.where(r < p_loss * (1 + mean), 1, 0)).astype(float)
-        greater, less = mean_test_rows(sums, float(sizes.max()), 1000, SEED)
-        rates = [(level, float((p <= level).mean())) for level in (ALPHA / 2, ALPHA / 8) for p in (greater, less)]
-        ok &= all(within_half_alpha(rate, runs, level) for level, rate in rates)
-        lines.append(f"{shape} {100 * discordant:g}% (~{(sums != 0).sum(axis=1).mean():.0f} differing): "
-                     + ", ".join(f"{'>' if k % 2 == 0 else '<'} {100 * rate:.2f}% at {level:g}"
-                                 for k, (level, rate) in enumerate(rates)))
+        within, rates = each_side(*mean_test_rows(sums, float(sizes.max()), 1000, SEED))
+        ok &= within
+        lines.append(f"{shape} {100 * discordant:g}% (~{(sums != 0).sum(axis=1).mean():.0f} differing): {rates}")
     show(capsys, f"the band above the guard ({runs} runs a cell, each side):\n  " + "\n  ".join(lines))
     assert ok
 
@@ -442,11 +448,8 @@ def test_single_direction_units_keep_each_side_on_skewed_mean_differences(capsys
         rng = np.random.default_rng(SEED + 14)
         differ, rare = rng.random((runs, 150)) < discordant, rng.random((runs, 150)) < 0.1
         u = np.where(differ, np.where(rare, tail, -tail / 9), 0.0)  # 0.1 × tail + 0.9 × (−tail / 9) = 0
-        greater, less = mean_test_rows(u, 1.0, 1000, SEED)
-        rates = [(level, float((p <= level).mean())) for level in (ALPHA / 2, ALPHA / 8) for p in (greater, less)]
-        ok &= all(within_half_alpha(rate, runs, level) for level, rate in rates)
-        lines.append(f"tail {tail:+g}, {100 * discordant:g}% differ (~{(u != 0).sum(axis=1).mean():.0f} units): "
-                     + ", ".join(f"{'>' if k % 2 == 0 else '<'} {100 * rate:.2f}% at {level:g}"
-                                 for k, (level, rate) in enumerate(rates)))
+        within, rates = each_side(*mean_test_rows(u, 1.0, 1000, SEED))
+        ok &= within
+        lines.append(f"tail {tail:+g}, {100 * discordant:g}% differ (~{(u != 0).sum(axis=1).mean():.0f} units): {rates}")
     show(capsys, f"single-direction units ({runs} runs a cell, each side):\n  " + "\n  ".join(lines))
     assert ok
