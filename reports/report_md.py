@@ -75,8 +75,9 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: Stopping
                 f"{'.' if stopped and not measured.endswith('.') else ''}{stopped}")
     note = interval_note(n, lo, hi)
     groups = _num(row, "n_groups")
-    size = f"n = {int(n):,} directions" + ("" if pd.isna(groups) else
-                                            f" in {int(groups):,} source group{'' if groups == 1 else 's'}")
+    size = f"n = {int(n):,} directions" + (
+        "" if pd.isna(groups) else ", each its own unit" if groups == n and n > 1 else
+        f" in {int(groups):,} source group{'' if groups == 1 else 's'}")
     p, q = _num(row, "p_adjusted"), _num(row, "p_opposite_adjusted")
     if pd.isna(p):
         why = "unable to decide: too few source groups for any outcome to reach α, so it is left out of its family"

@@ -171,3 +171,12 @@ def test_without_declarations_the_label_is_the_ranker_s_name(tmp_path: Path) -> 
     [folder] = publish(tmp_path, "r1", {"test": record}).values()
     assert pd.read_csv(folder / "table2.csv")["label"].tolist() == ["fusion", "ce", "grader"]
     assert json.loads((folder / "manifest.json").read_text())["profile"] == {"name": "bare"}
+
+
+def test_a_claim_on_single_directions_says_each_is_its_own_unit() -> None:
+    """A claim decided on a sample of single directions (as many units as directions) names no source groups."""
+    row = claim("h2_grader_strict_gt_fusion", "H2", "holds", ranker="grader", versus="fusion", measure="strict",
+                effect=19.33, lo=8.67, hi=30.0, n=150, n_groups=150, unit="pts", claimed="> 0", p_adjusted=0.0054,
+                p_opposite_adjusted=1.0)
+    assert "n = 150 directions, each its own unit;" in verdict_sentence(row, {})
+    assert "n = 150 directions in 38 source groups;" in verdict_sentence({**row, "n_groups": 38}, {})
