@@ -155,9 +155,11 @@ class ClaimResult:
 
 
 def sample_size(n: int, n_groups: int, differing: int, discordant: int, kind: str = "comparison") -> str:
-    """``n=150, 38 groups, 21 differing, 30 discordant directions``: the sample and the part of it a test rests on."""
+    """``n=150, 38 groups, 21 differing, 30 discordant directions``: the sample and the part of it a test rests on
+    (``n=150 single-direction units, ...`` when every direction is its own unit)."""
     cell = "in the rarest branch × outcome cell" if kind == "tie_branch" else "discordant"
-    return f"n={n}, {n_groups} groups, {differing} differing, {discordant} {cell}"
+    units = "single-direction units" if n_groups == n and n > 1 else f"{n_groups} groups"
+    return f"n={n}{' ' if n_groups == n and n > 1 else ', '}{units}, {differing} differing, {discordant} {cell}"
 
 
 def check_verdict(status: str, p_adjusted: float, p_opposite_adjusted: float, alpha: float, name: str = "") -> None:
