@@ -97,8 +97,11 @@ def check_claim_names(profile: Profile) -> None:
 
 def tie_branch_frame(ev: Evaluation, split: str, name: str) -> pd.DataFrame:
     """A window ranker's directions by branch (equal / different text score / outside the window or fallback),
-    computed once per session: each H3 claim and its tables read the same frame."""
-    return ev.shared(("tie-branch", split, name), lambda: _tie_branch_frame(ev, split, name)).copy()
+    computed once per session and sample: each H3 claim and its tables read the same frame, and each look of a
+    sequential sample (a view sharing the session's objects) its own."""
+    population = ev.decl(name).population
+    drawn = () if population == ALL else ev.sample(split, population)
+    return ev.shared(("tie-branch", split, name, drawn), lambda: _tie_branch_frame(ev, split, name)).copy()
 
 
 def _tie_branch_frame(ev: Evaluation, split: str, name: str) -> pd.DataFrame:

@@ -2,6 +2,8 @@
 the planning helper's report (docs/statistics.md#sequential-samples)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 
@@ -85,3 +87,39 @@ def test_a_samples_claims_and_the_plan() -> None:
     lines = main(["--sample", "grader_pairs", "--effect", "30", "--runs", "60"])
     assert "grader_pairs" in lines[0] and "2 judgments a direction" in lines[0]
     assert "+30 pts" in lines[1] and "fixed" in lines[1] and "MDE" in lines[1]
+
+
+def test_each_look_of_a_sequential_sample_reads_its_own_tie_branch_frame(monkeypatch) -> None:
+    """The looks of a sequential sample are views sharing the session's objects: the H3 frame of one look (its tied
+    and failed directions) must not serve a later look or the stopped sample (it did, keyed without the sample)."""
+    from harness import claims as claim_module
+
+    built: list[tuple[str, ...]] = []
+
+    def frame(view, split: str, name: str) -> pd.DataFrame:
+        built.append(view.drawn)
+        return pd.DataFrame({"qid": list(view.drawn)})
+
+    monkeypatch.setattr(claim_module, "_tie_branch_frame", frame)
+    shared: dict[tuple, object] = {}
+
+    class Look:
+        """The parts of a session ``tie_branch_frame`` reads, for one look of the sample ``grader_pairs``."""
+
+        def __init__(self, drawn: tuple[str, ...]) -> None:
+            self.drawn = drawn
+
+        def decl(self, name: str) -> SimpleNamespace:
+            return SimpleNamespace(population="grader_pairs")
+
+        def sample(self, split: str, population: str) -> tuple[str, ...]:
+            return self.drawn
+
+        def shared(self, key: tuple, build):
+            return shared[key] if key in shared else shared.setdefault(key, build())
+
+    first = claim_module.tie_branch_frame(Look(("a",)), "test", "grader")
+    later = claim_module.tie_branch_frame(Look(("a", "b")), "test", "grader")
+    again = claim_module.tie_branch_frame(Look(("a", "b")), "test", "grader")
+    assert first["qid"].tolist() == ["a"] and later["qid"].tolist() == again["qid"].tolist() == ["a", "b"]
+    assert built == [("a",), ("a", "b")]  # once per sample, not once per session
