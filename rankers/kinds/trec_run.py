@@ -39,8 +39,13 @@ class TrecRun(PoolKind):
     def paths(self, options) -> tuple[str, ...]:
         return ("path",)
 
+    @staticmethod
+    def split_path(options, split: str) -> str:
+        """The declared path with ``{split}`` replaced: the file read for ``split``."""
+        return options["path"].replace("{split}", split)
+
     def preflight(self, options, splits: Sequence[str]) -> list[str]:
-        missing = [str(Path(options["path"].replace("{split}", s))) for s in splits]
+        missing = [str(Path(self.split_path(options, s))) for s in splits]
         missing = [p for p in dict.fromkeys(missing) if not Path(p).is_file()]
         if not missing:
             return []
@@ -49,7 +54,7 @@ class TrecRun(PoolKind):
 
     @staticmethod
     def path(decl: RankerDecl, ctx: Context, split: str) -> Path:
-        return ctx.resolve_path(decl.options["path"].replace("{split}", split))
+        return ctx.resolve_path(TrecRun.split_path(decl.options, split))
 
     def memo_key(self, decl: RankerDecl, ctx: Context, split: str) -> dict[str, Any]:
         return {"run": sha256_file(self.path(decl, ctx, split)), "unranked": ctx.ranking_key(split, UNRANKED_ORDER),
@@ -61,7 +66,7 @@ class TrecRun(PoolKind):
         directions = study().directions
         split_of = dict(zip(directions["qid"], directions["split"]))
         problems = (split_problem(path, split, run_qids(path), split_of, options.get("other_splits") == "ignore")
-                    for split, path in ((s, options["path"].replace("{split}", s)) for s in dict.fromkeys(splits)))
+                    for split, path in ((s, self.split_path(options, s)) for s in dict.fromkeys(splits)))
         return [p for p in problems if p is not None]
 
     def rank(self, decl: RankerDecl, ctx: Context, split: str) -> Ranking:
