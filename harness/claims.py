@@ -140,14 +140,23 @@ def seed_estimand(ev: Evaluation, d: ClaimDefinition) -> str:
     return f"mean over training seeds {seeds[0]}-{seeds[-1]} ({len(seeds)} seeds)"
 
 
-def sample_estimand(ev: Evaluation, d: ClaimDefinition) -> str:
-    """claims.csv's ``estimand`` of a claim decided on a sample of single directions ("" otherwise): the rate over
-    the split's eligible directions themselves, each sampled direction a unit (docs/statistics.md#designs)."""
+def claim_units(ev: Evaluation, d: ClaimDefinition) -> str:
+    """The units a claim's sample drew (``fixtures.samples.DESIGNS``): its ranker's sample design, source groups on
+    the full population."""
     population = ev.decl(d.ranker).population
-    if population == ALL or ev.design(population) != "directions":
+    return "groups" if population == ALL else ev.design(population)
+
+
+def sample_estimand(ev: Evaluation, d: ClaimDefinition) -> str:
+    """claims.csv's ``estimand`` of a claim decided on a sample of complete pairs or single directions ("" on whole
+    groups): the rate over the split's eligible directions themselves, each sampled unit independent
+    (docs/statistics.md#designs)."""
+    units = claim_units(ev, d)
+    if units == "groups":
         return ""
+    drawn = "complete pairs, one pair a unit" if units == "pairs" else "single directions, one a unit"
     return (f"rate over this split's eligible directions (finite population): simple random sample "
-            f"{population!r} of single directions, one a unit")
+            f"{ev.decl(d.ranker).population!r} of {drawn}")
 
 
 def seed_note(ev: Evaluation, d: ClaimDefinition, single_seed: bool) -> str:
@@ -169,6 +178,10 @@ def _tested(ev: Evaluation, d: ClaimDefinition, test: Callable[..., ClaimTest], 
 def measure(ev: Evaluation, split: str, d: ClaimDefinition, single_seed: bool = False) -> ClaimTest:
     """One claim measured on this run's outcomes; a comparison of seeded rankers on their seed-averaged
     outcomes unless ``single_seed`` (docs/statistics.md#seeds)."""
+    return dataclasses.replace(_measure(ev, split, d, single_seed), units=claim_units(ev, d))
+
+
+def _measure(ev: Evaluation, split: str, d: ClaimDefinition, single_seed: bool) -> ClaimTest:
     seed = ev.settings.seed
     if d.kind == "tie_branch":
         per = tie_branch_frame(ev, split, d.ranker)
@@ -195,7 +208,8 @@ def anytime(ev: Evaluation, split: str, d: ClaimDefinition, test: ClaimTest) -> 
         return test
     run = ev.sequential(split, sample)
     if d.name in run.untested:
-        return not_measured(d, run.untested[d.name], test.unit, test.n, test.n_groups)
+        return dataclasses.replace(not_measured(d, run.untested[d.name], test.unit, test.n, test.n_groups),
+                                   units=test.units)
     p_greater, p_less = run.p_values(d.name)
     sequence = run.tests[d.name]
     note = (f"{run.note(d.name)}; the interval shown is that 95% confidence sequence, valid at this data-dependent "

@@ -37,7 +37,8 @@ class ClaimTest:
     bound-aware test took part; ``flag`` is why the sample cannot support a verdict (H3's rare
     cell), empty when it can; ``null_sd`` is the effect's sign-flip null SD, in the effect's unit; ``design``
     is what the decision test's power is simulated on (``reports.power``; None for H3, whose MDE is the normal
-    one of its sign-flip statistic).
+    one of its sign-flip statistic); ``units`` names what ``n_groups`` counts, the sample design's units
+    (``fixtures.samples.DESIGNS``: source groups, complete pairs or single directions).
     """
 
     definition: ClaimDefinition
@@ -58,6 +59,7 @@ class ClaimTest:
     design: PowerDesign | None = None
     bootstrap: tuple[float, float] | None = None
     anytime: bool = False
+    units: str = "groups"
 
     @property
     def p_claimed(self) -> float:

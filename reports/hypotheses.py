@@ -35,7 +35,7 @@ Status = Literal["holds", "fails", "inconclusive"]
 #: Columns of a claims table row (``ClaimResult.row``).
 CLAIM_COLUMNS = ("claim", "family", "ranker", "versus", "measure", "claimed", "status", "reason", "effect", "lo", "hi",
                  "unit", "p_value", "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level", "mde_test",
-                 "directions_needed", "n", "n_groups", "differing_groups", "discordant", "family_hypotheses",
+                 "directions_needed", "n", "n_groups", "units", "differing_groups", "discordant", "family_hypotheses",
                  "family_members", "measured")
 #: Digits an effect is written with, per unit (from the paired measures' Table II records).
 DIGITS = {m.unit: m.digits for m in PAIRED_MEASURES}
@@ -135,9 +135,16 @@ class ClaimResult:
         return (f"{self.status}: {self.effect:+.{digits}f} {self.unit} {format_interval(self.lo, self.hi, digits)} "
                 f"(claimed {self.claimed}; {self.sample()}); {self.reason}")
 
+    @property
+    def units(self) -> str:
+        """What ``n_groups`` counts: the sample design's units (source groups unless a sample drew pairs or
+        directions)."""
+        return self.test.units if self.test is not None else "groups"
+
     def sample(self) -> str:
-        """The sample beside the verdict: n, groups, and the differing groups and directions the test rests on."""
-        return sample_size(self.n, self.n_groups, self.differing_groups, self.discordant, self.definition.kind)
+        """The sample beside the verdict: n, units, and the differing units and directions the test rests on."""
+        return sample_size(self.n, self.n_groups, self.differing_groups, self.discordant, self.definition.kind,
+                           self.units)
 
     def row(self) -> dict[str, object]:
         """A claims-table row with ``CLAIM_COLUMNS``."""
@@ -147,19 +154,21 @@ class ClaimResult:
                 "lo": self.lo, "hi": self.hi, "unit": self.unit, "p_value": self.p_value,
                 "p_adjusted": self.p_adjusted, "p_opposite": self.p_opposite,
                 "p_opposite_adjusted": self.p_opposite_adjusted, "mde": self.mde, "mde_level": self.mde_level,
-                "mde_test": self.mde_test, "directions_needed": self.directions_needed, "n": self.n, "n_groups": self.n_groups,
+                "mde_test": self.mde_test, "directions_needed": self.directions_needed, "n": self.n, "n_groups": self.n_groups, "units": self.units,
                 "differing_groups": self.differing_groups, "discordant": self.discordant,
                 "family_hypotheses": self.family_hypotheses, "family_members": self.family_members,
                 "measured": self.summary() + (f"; {self.measured}" if self.measured and not math.isnan(self.effect)
                                               else "")}  # a claim with no effect quotes it in its reason
 
 
-def sample_size(n: int, n_groups: int, differing: int, discordant: int, kind: str = "comparison") -> str:
-    """``n=150, 38 groups, 21 differing, 30 discordant directions``: the sample and the part of it a test rests on
-    (``n=150 single-direction units, ...`` when every direction is its own unit)."""
+def sample_size(n: int, n_groups: int, differing: int, discordant: int, kind: str = "comparison",
+                units: str = "groups") -> str:
+    """``n=150, 38 groups, 21 differing, 30 discordant directions``: the sample and the part of it a test rests on,
+    counted in the design's units (``n=150, 75 pairs, ...``; ``n=150 single-direction units, ...``)."""
     cell = "in the rarest branch × outcome cell" if kind == "tie_branch" else "discordant"
-    units = "single-direction units" if n_groups == n and n > 1 else f"{n_groups} groups"
-    return f"n={n}{' ' if n_groups == n and n > 1 else ', '}{units}, {differing} differing, {discordant} {cell}"
+    if units == "directions":
+        return f"n={n} single-direction units, {differing} differing, {discordant} {cell}"
+    return f"n={n}, {n_groups} {units}, {differing} differing, {discordant} {cell}"
 
 
 def check_verdict(status: str, p_adjusted: float, p_opposite_adjusted: float, alpha: float, name: str = "") -> None:
@@ -197,7 +206,7 @@ def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_ad
     if t.guarded:
         tests += (f"; only {t.differing_groups} groups differ (< {MIN_DIFFERING}), so the bound-aware test decides "
                   "too (a rare whole-group loss could balance their sum)")
-    sample = sample_size(t.n, t.n_groups, t.differing_groups, t.discordant, d.kind)
+    sample = sample_size(t.n, t.n_groups, t.differing_groups, t.discordant, d.kind, t.units)
     if status in ("holds", "fails"):
         return f"{status}: {tests}; {power}; {sample}"
     more = (f"; about {int(needed):,} directions would give 80% power at the observed {t.effect:+.{digits}f} {t.unit} "

@@ -16,9 +16,13 @@ from reports.bootstrap import N_RESAMPLES, Ratio, group_bootstrap
 
 
 def pair_unit(frame: pd.DataFrame, groups: str) -> str:
-    """The column a pair resamples with: ``groups``, unless every direction is its own unit (a sample of single
-    directions, ``fixtures.samples.sampling_units``): then a wholly drawn pair resamples with its source group."""
-    return "source_group" if "source_group" in frame.columns else groups
+    """The column a pair resamples with: ``groups`` when a pair lies within one of its units (source groups, or the
+    pairs themselves on a sample of complete pairs); on a sample of single directions (``fixtures.samples.
+    sampling_units``), where a pair's two directions are two units, a wholly drawn pair resamples with its source
+    group."""
+    if "source_group" not in frame.columns or frame.groupby("pair_id")[groups].nunique().le(1).all():
+        return groups
+    return "source_group"
 
 
 def pair_population(dirs: pd.DataFrame, strict: np.ndarray, groups: str) -> pd.DataFrame:

@@ -74,9 +74,10 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: Stopping
         return (f"- **{md_escape(row['status'])}** — {subject}: {measured}"
                 f"{'.' if stopped and not measured.endswith('.') else ''}{stopped}")
     note = interval_note(n, lo, hi)
-    groups = _num(row, "n_groups")
+    groups, units = _num(row, "n_groups"), row.get("units")
     size = f"n = {int(n):,} directions" + (
-        "" if pd.isna(groups) else ", each its own unit" if groups == n and n > 1 else
+        "" if pd.isna(groups) else ", each its own unit" if units == "directions" else
+        f" in {int(groups):,} complete pair{'' if groups == 1 else 's'}, one pair a unit" if units == "pairs" else
         f" in {int(groups):,} source group{'' if groups == 1 else 's'}")
     p, q = _num(row, "p_adjusted"), _num(row, "p_opposite_adjusted")
     if pd.isna(p):

@@ -223,11 +223,11 @@
     if (!rows.length) { $("claims").innerHTML = "<tbody><tr><td class='muted'>no claims in this run</td></tr></tbody>"; return; }
     const numeric = Object.keys(rows[0]).filter((k) => !CLAIM_FIXED.has(k) && rows.some((c) => typeof c[k] === "number"));
     const extra = [...CLAIM_FIRST.filter((k) => numeric.includes(k)), ...numeric.filter((k) => !CLAIM_FIRST.includes(k))];
-    // A sequential claim's stopping point goes right after its decisive numbers (p, n, groups), on screen at 1,400 px.
+    // A sequential claim's stopping point goes right after its decisive numbers (p, n, units), on screen at 1,400 px.
     const lead = extra.filter((k) => CLAIM_LEAD.includes(k)), rest = extra.filter((k) => !CLAIM_LEAD.includes(k));
     const compared = rows.some((c) => c.ranker);
     const name = (k) => ({ p_value: "p", p_adjusted: "p (Holm)", p_holm: "p (Holm)", mde: "MDE", n: "n",
-                           n_groups: "groups", differing_groups: "groups differing", p_opposite: "p other side",
+                           n_groups: "units", differing_groups: "units differing", p_opposite: "p other side",
                            p_opposite_adjusted: "p other side (Holm)", mde_level: "MDE level",
                            family_hypotheses: "hypotheses" }[k] || k.replace(/_/g, " "));
     let h = `<thead><tr><th class="cstatus">status</th><th class="cname">claim</th><th class="num">effect [95% interval]</th>` +

@@ -453,3 +453,27 @@ def test_single_direction_units_keep_each_side_on_skewed_mean_differences(capsys
         lines.append(f"tail {tail:+g}, {100 * discordant:g}% differ (~{(u != 0).sum(axis=1).mean():.0f} units): {rates}")
     show(capsys, f"single-direction units ({runs} runs a cell, each side):\n  " + "\n  ".join(lines))
     assert ok
+
+
+PAIRS = [(-2.0, 0.3), (-2.0, 0.5), (-2.0, 0.8), (2.0, 0.5), (-1.8, 0.6)]
+
+
+def test_complete_pair_units_keep_each_side_on_skewed_mean_differences(capsys) -> None:
+    """A sample of complete pairs (``design = "pairs"``, the embedded grader's): 75 units of two directions (bound 2)
+    whose sums have mean 0 and a long tail: a whole pair lost (the tail, −2, or an MRR-like −1.8) with probability
+    p against one direction gained (+1, or +0.2 at nine times the rate) among the 30–80% of pairs that differ (about
+    22–60 differing units, either side of the guard); 6,000 samples a cell through the decision test's own parts
+    (``mean_test_rows``): each side at α/2 and at α/8, within three simulation SEs (docs/statistics.md#designs)."""
+    runs, lines, ok = 6000, [], True
+    for tail, discordant in PAIRS:
+        rng = np.random.default_rng(SEED + 15)
+        gain = -tail / 2 if abs(tail) == 2.0 else -tail / 9
+        p_tail = abs(gain) / (abs(tail) + abs(gain))  # p_tail × |tail| = (1 − p_tail) × |gain|: mean 0
+        differ, lost = rng.random((runs, 75)) < discordant, rng.random((runs, 75)) < p_tail
+        u = np.where(differ, np.where(lost, tail, gain), 0.0)
+        within, rates = each_side(*mean_test_rows(u, 2.0, 1000, SEED))
+        ok &= within
+        lines.append(f"tail {tail:+g} against {gain:+g}, {100 * discordant:g}% differ "
+                     f"(~{(u != 0).sum(axis=1).mean():.0f} units): {rates}")
+    show(capsys, f"complete-pair units ({runs} runs a cell, each side):\n  " + "\n  ".join(lines))
+    assert ok

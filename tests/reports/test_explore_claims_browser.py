@@ -64,11 +64,11 @@ def test_status_comes_first_and_the_decisive_numbers_fit_at_1400_px(claims_page)
     assert viewport <= WIDTH
     head = _cells(claims_page, 0)
     names = [c["text"].replace("\n", " ") for c in head]
-    assert names[:7] == ["status", "claim", "effect [95% interval]", "p", "p (Holm)", "n", "groups"]
+    assert names[:7] == ["status", "claim", "effect [95% interval]", "p", "p (Holm)", "n", "units"]
     assert all(c["right"] <= viewport for c in head[:7]), [(c["text"], c["right"]) for c in head[:7]]
     row = dict(zip(names, _cells(claims_page, 1)))
     assert row["status"]["text"].startswith("inconclusive") and "expected holds" in row["status"]["text"]
-    assert row["n"]["text"] == "2,740" and row["groups"]["text"] == "51"  # integers, never 2.74e+3
+    assert row["n"]["text"] == "2,740" and row["units"]["text"] == "51"  # integers, never 2.74e+3
     assert row["directions needed"]["text"] == "1,765" and row["MDE"]["text"] == "12.06"
     assert row["p"]["text"] == "0.82" and row["effect [95% interval]"]["text"] == "+4.04 pts [-3.57, +11.50]"
     assert row["reason"]["text"] == REASON and row["reason"]["right"] - row["reason"]["left"] <= 600

@@ -1,6 +1,7 @@
 """Claims decided by one-sided group tests (``reports.group_tests.mean_test``) with Holm in their family, every case by hand."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -240,3 +241,16 @@ def test_one_p_value_per_claim_everywhere_and_its_family_beside_it() -> None:
     assert got.family_members == "3 claims: e0_strict_gt_fusion, other and 1 not measured here"
     assert "6 hypotheses: 3 claims: e0_strict_gt_fusion, other and 1 not measured here" in got.reason
     assert got.row()["family_members"] == got.family_members
+
+
+def test_the_reason_and_row_count_the_units_the_sample_drew() -> None:
+    """The same measured claim on each design: the reason counts its units in the design's words and claims.csv's
+    ``units`` names them (source groups unless a sample drew pairs or directions)."""
+    d = ClaimDefinition("h2_x_strict_gt_fusion", "H2", "comparison", "x", "fusion", "strict")
+    base = ClaimTest(d, 20.0, 8.0, 31.0, 6.0, 0.001, 0.999, 150, 76, "pts", differing_groups=50, discordant=60)
+    words = {"groups": "n=150, 76 groups, 50 differing", "pairs": "n=150, 76 pairs, 50 differing",
+             "directions": "n=150 single-direction units, 50 differing"}
+    for units, text in words.items():
+        [result] = decide_family([dataclasses.replace(base, units=units)])
+        assert text in result.reason and text in result.summary() and result.row()["units"] == units
+    assert decide_family([base])[0].row()["units"] == "groups"

@@ -173,10 +173,13 @@ def test_without_declarations_the_label_is_the_ranker_s_name(tmp_path: Path) -> 
     assert json.loads((folder / "manifest.json").read_text())["profile"] == {"name": "bare"}
 
 
-def test_a_claim_on_single_directions_says_each_is_its_own_unit() -> None:
-    """A claim decided on a sample of single directions (as many units as directions) names no source groups."""
+def test_a_claim_names_the_units_its_sample_drew() -> None:
+    """A claim decided on a sample of single directions names no source groups; one on complete pairs counts pairs;
+    one on whole groups (or the full population) counts source groups."""
     row = claim("h2_grader_strict_gt_fusion", "H2", "holds", ranker="grader", versus="fusion", measure="strict",
-                effect=19.33, lo=8.67, hi=30.0, n=150, n_groups=150, unit="pts", claimed="> 0", p_adjusted=0.0054,
-                p_opposite_adjusted=1.0)
+                effect=19.33, lo=8.67, hi=30.0, n=150, n_groups=150, units="directions", unit="pts", claimed="> 0",
+                p_adjusted=0.0054, p_opposite_adjusted=1.0)
     assert "n = 150 directions, each its own unit;" in verdict_sentence(row, {})
-    assert "n = 150 directions in 38 source groups;" in verdict_sentence({**row, "n_groups": 38}, {})
+    assert "n = 150 directions in 76 complete pairs, one pair a unit;" in verdict_sentence(
+        {**row, "n_groups": 76, "units": "pairs"}, {})
+    assert "n = 150 directions in 38 source groups;" in verdict_sentence({**row, "n_groups": 38, "units": "groups"}, {})
