@@ -9,7 +9,8 @@ size), Holm over its largest family of claims, and a look after every batch. It 
 share of simulated samples decided within the budget, the mean directions and judgments to the
 verdict, and the fixed design's MDE and power (docs/statistics.md#sequential-samples).
 Group sizes are the split's planned directions (before pool coverage), so they are known now; a sample of
-single directions (``design = "directions"``) draws units of one direction each.
+complete pairs (``design = "pairs"``) draws units of a pair's directions, one of single directions
+(``design = "directions"``) units of one direction each.
 """
 from __future__ import annotations
 

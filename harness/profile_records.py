@@ -35,8 +35,8 @@ class Budget:
 class Sample:
     """A seeded sample per split; ``directions = 0`` means every eligible direction.
 
-    ``design`` is what it draws (``fixtures.samples.DESIGNS``): whole source groups or single directions
-    (docs/statistics.md#designs).
+    ``design`` is what it draws (``fixtures.samples.DESIGNS``): whole source groups, complete pairs or single
+    directions (docs/statistics.md#designs).
 
     A ``sequential`` sample draws its groups in the same seeded order, ``batch`` groups at a time,
     until every claim of its rankers is decided or its ``budget`` is spent
