@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 
 from fixtures.populations import annotate_population
+from fixtures.samples import sampling_units
 from fixtures.reference import PublishedResult
 from reports.measures import NEVIR_PAIRED_COLUMNS, nevir_paired_row
-from reports.pairs import given_pair_paired, pair_population
+from reports.pairs import given_pair_paired, pair_population, pair_unit
 from reports.reference import COLUMNS, beside_published
 from reports.tables import pair_only_outcomes
 
@@ -103,3 +104,15 @@ def test_a_sample_of_single_directions_counts_only_the_pairs_it_holds_whole() ->
     outcomes = pd.DataFrame({"qid": directions["qid"], "strict": strict, "tie": False})
     result = given_pair_paired(outcomes, directions, n_resamples=200)
     assert (result.pairs, result.paired) == (2, 1)
+
+
+def test_a_pair_resamples_with_the_unit_that_holds_it_whole() -> None:
+    """On whole source groups and on complete pairs a pair lies in one unit and resamples with it; on single
+    directions its two directions are two units, so it resamples with its source group."""
+    d = directions()
+    for design, unit in (("groups", "group"), ("pairs", "group"), ("directions", "source_group")):
+        units = sampling_units(d, design)
+        assert pair_unit(units, "group") == unit, design
+        pairs = pair_population(units, np.ones(len(units), dtype=bool), "group")
+        expected = {"groups": ["g1", "g1", "g2"], "pairs": ["P1", "P2", "P3"], "directions": ["g1", "g1", "g2"]}
+        assert pairs["group"].tolist() == expected[design], design
