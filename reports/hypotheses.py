@@ -154,8 +154,9 @@ class ClaimResult:
                 "lo": self.lo, "hi": self.hi, "unit": self.unit, "p_value": self.p_value,
                 "p_adjusted": self.p_adjusted, "p_opposite": self.p_opposite,
                 "p_opposite_adjusted": self.p_opposite_adjusted, "mde": self.mde, "mde_level": self.mde_level,
-                "mde_test": self.mde_test, "directions_needed": self.directions_needed, "n": self.n, "n_groups": self.n_groups, "units": self.units,
-                "differing_groups": self.differing_groups, "discordant": self.discordant,
+                "mde_test": self.mde_test, "directions_needed": self.directions_needed, "n": self.n,
+                "n_groups": self.n_groups, "units": self.units, "differing_groups": self.differing_groups,
+                "discordant": self.discordant,
                 "family_hypotheses": self.family_hypotheses, "family_members": self.family_members,
                 "measured": self.summary() + (f"; {self.measured}" if self.measured and not math.isnan(self.effect)
                                               else "")}  # a claim with no effect quotes it in its reason
@@ -204,8 +205,8 @@ def _reason(t: ClaimTest, status: Status, p: float, p_adj: float, q: float, q_ad
     else:
         power = f"MDE {mde:.{digits}f} {t.unit} ({mde_test})"
     if t.guarded:
-        tests += (f"; only {t.differing_groups} groups differ (< {MIN_DIFFERING}), so the bound-aware test decides "
-                  "too (a rare whole-group loss could balance their sum)")
+        tests += (f"; only {t.differing_groups} {t.units} differ (< {MIN_DIFFERING}), so the bound-aware test decides "
+                  "too (a rare loss of a whole unit could balance their sum)")
     sample = sample_size(t.n, t.n_groups, t.differing_groups, t.discordant, d.kind, t.units)
     if status in ("holds", "fails"):
         return f"{status}: {tests}; {power}; {sample}"
