@@ -29,11 +29,21 @@ FIXED, DISCORDANT, BLIND, RUNS = 150, 0.45, 0.3, 400
 
 
 @pytest.fixture(scope="module")
-def test_sizes() -> np.ndarray:
+def test_split() -> pd.DataFrame:
+    """NevIR Test's directions (built once for the module's unit sizes)."""
+    return build_study().split("test")
+
+
+@pytest.fixture(scope="module")
+def test_sizes(test_split: pd.DataFrame) -> np.ndarray:
     """Directions per eligible-to-be source group of NevIR Test, as the plan reads them."""
-    return build_study().split("test").groupby("group").size().to_numpy()
+    return test_split.groupby("group").size().to_numpy()
 
 
+@pytest.fixture(scope="module")
+def test_pair_sizes(test_split: pd.DataFrame) -> np.ndarray:
+    """Directions per pair of NevIR Test (the units of a sample of complete pairs)."""
+    return test_split.groupby("pair_id").size().to_numpy()
 
 
 def shipped_holds(drawn: np.ndarray, d: np.ndarray, fixed: int) -> np.ndarray:
@@ -53,12 +63,6 @@ def shipped_holds(drawn: np.ndarray, d: np.ndarray, fixed: int) -> np.ndarray:
                          differing_groups=tested.differing, guarded=tested.test.guarded)
         out.append(decide_family([test])[0].status == "holds")
     return np.array(out)
-
-
-@pytest.fixture(scope="module")
-def test_pair_sizes() -> np.ndarray:
-    """Directions per pair of NevIR Test (the units of a sample of complete pairs)."""
-    return build_study().split("test").groupby("pair_id").size().to_numpy()
 
 
 @pytest.mark.parametrize("design", ["groups", "pairs", "directions"])
