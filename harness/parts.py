@@ -86,7 +86,7 @@ def table2_row(ev: Evaluation, rec: RecordBuilder, split: str, ranker: str) -> N
                                                          ev.outcomes(split, ranker)), ranker))
     if decl.population != "all":
         rec.entry(split, f"sample:{decl.population}", {
-            "directions": int(row["n"]), "requested": ev.sample_size(decl.population),
+            "directions": int(row["n"]), "requested": ev.sample_size(decl.population, split),
             "seed": ev.sample_seed(decl.population),
             "of_eligible": int(ev.population(split)["eligible"].sum())})
     if decl.designated_only:
@@ -125,7 +125,7 @@ def manifest(ev: Evaluation, rec: RecordBuilder, split: str) -> None:
                     "rankers": {d.name: {"kind": d.kind, "population": d.population, "label": d.label,
                                          "compare_to": d.baseline, "reference": d.reference,
                                          "tie_breaker": d.tie_breaker, **d.options} for d in profile.ordered()},
-                    "samples": {n: {"directions": ev.sample_size(n), "seed": ev.sample_seed(n),
+                    "samples": {n: {"directions": ev.sample_size(n, split), "seed": ev.sample_seed(n),
                                     **({"sequential": {"batch": p.batch, "budget": p.budget.describe()}}
                                        if p.sequential else {})}
                                 for n, p in profile.samples.items()}},

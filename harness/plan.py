@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
     spec = profile.samples[args.sample]
     directions = sampling_units(build_study().split(args.split), spec.design)
     sizes = directions.groupby("group").size().to_numpy()
-    fixed = spec.directions or int(sizes.sum())
+    fixed = spec.size_on(args.split) or int(sizes.sum())
     batch, limit = (spec.batch, spec.budget.max_directions) if spec.sequential else (4, min(2 * fixed, sizes.sum()))
     families = family_sizes(profile)
     hypotheses = max([families[d.family] for d in sample_claims(profile, args.sample).values()], default=2)

@@ -33,7 +33,10 @@ class Budget:
 
 @dataclass(frozen=True)
 class Sample:
-    """A seeded sample per split; ``directions = 0`` means every eligible direction.
+    """A seeded sample per split; a size of 0 means every eligible direction.
+
+    ``directions`` holds the size on each evaluable split (one number in the profile, or one per split: a
+    replication split may be sampled smaller than Test); ``size_on`` reads it.
 
     ``design`` is what it draws (``fixtures.samples.DESIGNS``): whole source groups, complete pairs or single
     directions (docs/statistics.md#designs).
@@ -44,13 +47,17 @@ class Sample:
     """
 
     name: str
-    directions: int
+    directions: tuple[tuple[str, int], ...]
     seed: int | None = None
     description: str = ""
     sequential: bool = False
     batch: int = 0
     budget: Budget | None = None
     design: str = "groups"
+
+    def size_on(self, split: str) -> int:
+        """The sample's directions on ``split`` (0: every eligible direction)."""
+        return dict(self.directions)[split]
 
 
 @dataclass(frozen=True)

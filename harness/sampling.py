@@ -22,10 +22,10 @@ from rankers.declarations import ALL
 class Sampling:
     """The session's samples (mixed into ``Evaluation``, whose profile, settings and populations they read)."""
 
-    def sample_size(self, name: str) -> int:
-        """A sample's directions per split (0: every eligible direction): the profile's, or ``--grader-sample``'s
+    def sample_size(self, name: str, split: str) -> int:
+        """A sample's directions on ``split`` (0: every eligible direction): the profile's, or ``--grader-sample``'s
         cap on it (``--grader-sample 0``: no sampling at all)."""
-        size, cap = self.profile.samples[name].directions, self.settings.grader_sample
+        size, cap = self.profile.samples[name].size_on(split), self.settings.grader_sample
         if cap is None:
             return size
         if cap == 0 or size == 0:
@@ -58,7 +58,7 @@ class Sampling:
         if self.profile.samples[name].sequential:
             return self.sequential(split, name).qids
         q = self.sample_units(split, name)
-        size = self.sample_size(name)
+        size = self.sample_size(name, split)
         if not size:
             return tuple(sorted(q["qid"]))
         return tuple(group_sample(q, size, seed=self.sample_seed(name)))

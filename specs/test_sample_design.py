@@ -32,7 +32,7 @@ def test_samples_estimate_the_population_rate(evaluation, split, capsys) -> None
     population = float(values.mean())
     used = {decl.population for decl in evaluation.profile.rankers.values()}
     for name in (n for n in evaluation.profile.samples if n in used):  # a sample no enabled ranker runs on is no design
-        q, size = evaluation.sample_units(split, name), evaluation.sample_size(name)
+        q, size = evaluation.sample_units(split, name), evaluation.sample_size(name, split)
         if not size or size >= len(q):
             continue
         rates = np.array([values[index.get_indexer(group_sample(q, size, seed))].mean() for seed in range(REDRAWS)])
