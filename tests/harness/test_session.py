@@ -28,13 +28,17 @@ def test_a_stage_is_timed_without_the_stages_it_triggered(tmp_path: Path) -> Non
     assert not (tmp_path / "results").exists()  # getters compute; only the publishing step writes results
 
 
-@pytest.mark.parametrize("cap, sizes", [(None, (150, 4, 0)), (4, (4, 4, 4)), (200, (150, 4, 200)), (0, (0, 0, 0))])
-def test_grader_sample_caps_every_declared_sample_and_zero_means_no_sampling(tmp_path: Path, cap, sizes) -> None:
+@pytest.mark.parametrize("cap, test, confirmation", [(None, (150, 4, 0), (100, 4, 0)), (4, (4, 4, 4), (4, 4, 4)),
+                                                     (120, (120, 4, 120), (100, 4, 120)), (0, (0, 0, 0), (0, 0, 0))])
+def test_grader_sample_caps_every_declared_sample_and_zero_means_no_sampling(tmp_path: Path, cap, test,
+                                                                             confirmation) -> None:
+    """The embedded grader sample is 150 directions on Test and 100 on confirmation; ``--grader-sample`` caps both."""
     profile = tmp_path / "p.toml"
     profile.write_text('[profile]\nname = "x"\nextends = "embedded"\n[samples.everything]\ndirections = 0\n'
                        'seed = 0\n', encoding="utf-8")
     ev = Evaluation(Settings(cache_dir=tmp_path / "cache", grader_sample=cap), load_profile(str(profile)))
-    assert tuple(ev.sample_size(n) for n in ("grader_pairs", "grader_windows", "everything")) == sizes
+    for split, sizes in (("test", test), ("confirmation", confirmation)):
+        assert tuple(ev.sample_size(n, split) for n in ("grader_pairs", "grader_windows", "everything")) == sizes
     assert ev.sample_seed("everything") == 0 and ev.sample_seed("grader_pairs") == ev.settings.seed
 
 
