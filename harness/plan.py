@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from fixtures.settings import SPLITS
+from fixtures.settings import EVALUABLE_SPLITS
 from fixtures.samples import UNITS, sampling_units
 from fixtures.study import build_study
 from harness.profile import load_profile
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(prog="python -m harness.plan", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="embedded", help="profile name or .toml path (default: %(default)s)")
     parser.add_argument("--sample", required=True, help="the profile's [samples.<name>] to plan")
-    parser.add_argument("--split", default="test", choices=SPLITS,
+    parser.add_argument("--split", default="test", choices=EVALUABLE_SPLITS,
                         help="split whose source groups are drawn (default: %(default)s)")
     parser.add_argument("--effect", type=float, action="append", required=True,
                         help="assumed effect: points of strict preference (or MRR with --mrr-sd); repeatable")
