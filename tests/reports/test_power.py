@@ -24,14 +24,22 @@ from reports.sequential import direction_differences, plan, simulated_difference
 from reports.stats import ALPHA, group_effect, minimum_detectable_effect
 
 CLAIM = ClaimDefinition("simulated_strict_gt_baseline", "simulated", "comparison", "candidate", "baseline", "strict")
-#: The embedded grader's fixed sample (docs/statistics.md#samples) and the plan's default outcome model.
+#: The embedded grader's fixed sample on Test (docs/statistics.md#samples) and the plan's default outcome model.
 FIXED, DISCORDANT, BLIND, RUNS = 150, 0.45, 0.3, 400
+#: Its sample on confirmation: 50 complete pairs.
+CONFIRMATION_FIXED = 100
 
 
 @pytest.fixture(scope="module")
-def test_split() -> pd.DataFrame:
-    """NevIR Test's directions (built once for the module's unit sizes)."""
-    return build_study().split("test")
+def study():
+    """NevIR, built once for the module's unit sizes."""
+    return build_study()
+
+
+@pytest.fixture(scope="module")
+def test_split(study) -> pd.DataFrame:
+    """NevIR Test's directions."""
+    return study.split("test")
 
 
 @pytest.fixture(scope="module")
@@ -65,26 +73,32 @@ def shipped_holds(drawn: np.ndarray, d: np.ndarray, fixed: int) -> np.ndarray:
     return np.array(out)
 
 
-@pytest.mark.parametrize("design", ["groups", "pairs", "directions"])
-def test_the_plans_power_at_its_mde_is_the_shipped_codes(design, test_sizes, test_pair_sizes, capsys) -> None:
-    """A 150-direction grader sample of each design (whole Test groups; complete pairs, the embedded grader's; single
-    directions): the plan's MDE and its predicted power there agree with the decision rate of the shipped code on
-    the same simulated samples within 5 points. On whole groups the former normal MDE promised 80% where the
-    decision test holds in a few percent; the smaller the unit, the closer the decision test comes to the normal
-    one."""
+@pytest.mark.parametrize("design, split", [("groups", "test"), ("pairs", "test"), ("directions", "test"),
+                                           ("pairs", "confirmation")])
+def test_the_plans_power_at_its_mde_is_the_shipped_codes(design, split, study, test_sizes, test_pair_sizes,
+                                                         capsys) -> None:
+    """A 150-direction grader sample of each design on Test (whole groups; complete pairs, the embedded grader's;
+    single directions) and the embedded grader's 100-direction sample of confirmation's pairs: the plan's MDE and
+    its predicted power there agree with the decision rate of the shipped code on the same simulated samples within
+    5 points. On whole groups the former normal MDE promised 80% where the decision test holds in a few percent;
+    the smaller the unit, the closer the decision test comes to the normal one."""
     sizes = {"groups": test_sizes, "pairs": test_pair_sizes,
              "directions": np.ones(int(test_sizes.sum()), dtype=int)}[design]
-    first = plan(sizes, 10.0, 4, 2 * FIXED, FIXED, hypotheses=2, discordant=DISCORDANT, blind=BLIND, runs=RUNS)
+    fixed = FIXED
+    if split == "confirmation":
+        sizes, fixed = study.split(split).groupby("pair_id").size().to_numpy(), CONFIRMATION_FIXED
+    first = plan(sizes, 10.0, 4, 2 * fixed, fixed, hypotheses=2, discordant=DISCORDANT, blind=BLIND, runs=RUNS)
     mde = first.fixed_mde
-    at_mde = plan(sizes, mde, 4, 2 * FIXED, FIXED, hypotheses=2, discordant=DISCORDANT, blind=BLIND, runs=RUNS)
+    at_mde = plan(sizes, mde, 4, 2 * fixed, fixed, hypotheses=2, discordant=DISCORDANT, blind=BLIND, runs=RUNS)
     drawn, d = simulated_differences(sizes, RUNS, 0, mde, DISCORDANT, BLIND, None, 100.0)
-    shipped = shipped_holds(drawn, d, FIXED).mean()
-    groups = np.maximum(1, (np.cumsum(drawn, axis=1) <= FIXED).sum(axis=1))
+    shipped = shipped_holds(drawn, d, fixed).mean()
+    groups = np.maximum(1, (np.cumsum(drawn, axis=1) <= fixed).sum(axis=1))
     null_sd = np.array([math.sqrt((row[:g] ** 2).sum()) / n[:g].sum() for row, n, g in zip(
         simulated_differences(sizes, RUNS, 0, 0.0, DISCORDANT, BLIND, None, 100.0)[1], drawn, groups)])
     normal = 100 * float(np.median([minimum_detectable_effect(s) for s in null_sd]))
     with capsys.disabled():
-        print(f"\npower: 150-direction grader sample ({design}), {RUNS} runs: decision-test MDE {mde:.2f} pts, the "
+        print(f"\npower: {fixed}-direction grader sample of {split} ({design}), {RUNS} runs: decision-test MDE "
+              f"{mde:.2f} pts, the "
               f"plan's power there {100 * at_mde.fixed_power:.1f}%, the shipped code's {100 * shipped:.1f}% (normal "
               f"MDE {normal:.2f} pts)")
     assert abs(at_mde.fixed_power - shipped) <= 0.05
