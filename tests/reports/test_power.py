@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 
+from fixtures.samples import sampling_units
 from fixtures.study import build_study
 from reports.claim_families import ClaimDefinition
 from reports.claim_measures import ClaimTest, measure_tie_branch
@@ -36,22 +37,15 @@ def study():
     return build_study()
 
 
-@pytest.fixture(scope="module")
-def test_split(study) -> pd.DataFrame:
-    """NevIR Test's directions."""
-    return study.split("test")
+def unit_sizes(study, split: str, design: str) -> np.ndarray:
+    """Directions per unit of a sample of ``design`` on ``split``, as ``python -m harness.plan`` reads them."""
+    return sampling_units(study.split(split), design).groupby("group").size().to_numpy()
 
 
 @pytest.fixture(scope="module")
-def test_sizes(test_split: pd.DataFrame) -> np.ndarray:
+def test_sizes(study) -> np.ndarray:
     """Directions per eligible-to-be source group of NevIR Test, as the plan reads them."""
-    return test_split.groupby("group").size().to_numpy()
-
-
-@pytest.fixture(scope="module")
-def test_pair_sizes(test_split: pd.DataFrame) -> np.ndarray:
-    """Directions per pair of NevIR Test (the units of a sample of complete pairs)."""
-    return test_split.groupby("pair_id").size().to_numpy()
+    return unit_sizes(study, "test", "groups")
 
 
 def shipped_holds(drawn: np.ndarray, d: np.ndarray, fixed: int) -> np.ndarray:
@@ -73,20 +67,16 @@ def shipped_holds(drawn: np.ndarray, d: np.ndarray, fixed: int) -> np.ndarray:
     return np.array(out)
 
 
-@pytest.mark.parametrize("design, split", [("groups", "test"), ("pairs", "test"), ("directions", "test"),
-                                           ("pairs", "confirmation")])
-def test_the_plans_power_at_its_mde_is_the_shipped_codes(design, split, study, test_sizes, test_pair_sizes,
-                                                         capsys) -> None:
+@pytest.mark.parametrize("design, split, fixed", [("groups", "test", FIXED), ("pairs", "test", FIXED),
+                                                  ("directions", "test", FIXED),
+                                                  ("pairs", "confirmation", CONFIRMATION_FIXED)])
+def test_the_plans_power_at_its_mde_is_the_shipped_codes(design, split, fixed, study, capsys) -> None:
     """A 150-direction grader sample of each design on Test (whole groups; complete pairs, the embedded grader's;
     single directions) and the embedded grader's 100-direction sample of confirmation's pairs: the plan's MDE and
     its predicted power there agree with the decision rate of the shipped code on the same simulated samples within
     5 points. On whole groups the former normal MDE promised 80% where the decision test holds in a few percent;
     the smaller the unit, the closer the decision test comes to the normal one."""
-    sizes = {"groups": test_sizes, "pairs": test_pair_sizes,
-             "directions": np.ones(int(test_sizes.sum()), dtype=int)}[design]
-    fixed = FIXED
-    if split == "confirmation":
-        sizes, fixed = study.split(split).groupby("pair_id").size().to_numpy(), CONFIRMATION_FIXED
+    sizes = unit_sizes(study, split, design)
     first = plan(sizes, 10.0, 4, 2 * fixed, fixed, hypotheses=2, discordant=DISCORDANT, blind=BLIND, runs=RUNS)
     mde = first.fixed_mde
     at_mde = plan(sizes, mde, 4, 2 * fixed, fixed, hypotheses=2, discordant=DISCORDANT, blind=BLIND, runs=RUNS)
@@ -98,8 +88,7 @@ def test_the_plans_power_at_its_mde_is_the_shipped_codes(design, split, study, t
     normal = 100 * float(np.median([minimum_detectable_effect(s) for s in null_sd]))
     with capsys.disabled():
         print(f"\npower: {fixed}-direction grader sample of {split} ({design}), {RUNS} runs: decision-test MDE "
-              f"{mde:.2f} pts, the "
-              f"plan's power there {100 * at_mde.fixed_power:.1f}%, the shipped code's {100 * shipped:.1f}% (normal "
+              f"{mde:.2f} pts, the plan's power there {100 * at_mde.fixed_power:.1f}%, the shipped code's {100 * shipped:.1f}% (normal "
               f"MDE {normal:.2f} pts)")
     assert abs(at_mde.fixed_power - shipped) <= 0.05
     assert abs(at_mde.fixed_power - 0.80) <= 0.05
