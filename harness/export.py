@@ -48,7 +48,7 @@ from rankers.base import Ranking
 from rankers.declarations import FUSION
 from rankers.window import WINDOW_K
 from rankers.trec import write_qrels, write_run
-from reports.transaction import StagedRun, current_run, unique_run_id
+from reports.transaction import StagedRun, claim, claim_problem, current_run, unique_run_id
 
 #: The qid, passage-id and corpus rules an outside run must follow (also in ``manifest.json``).
 CONTRACT = {
@@ -136,6 +136,10 @@ def export_split(ev: Evaluation, split: str, out: Path, rank_llm_depth: int = WI
     return manifest
 
 
+#: What a split folder of an export made before exports were transactions holds (adopted as the previous export).
+LEGACY_MARKER = "manifest.json"
+
+
 def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K,
            export_id: str | None = None) -> dict[str, Path]:
     """Export every split of the run's settings under ``out/<split>``, all swapped in together when complete.
@@ -146,7 +150,8 @@ def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K,
     stay, carried into the new one as hard links (copies where the file system has none). Whether an
     interrupted export was committed is whether ``out`` holds ``export_id`` (``reports.transaction.current_run``).
     """
-    run = StagedRun(out, export_id or unique_run_id(), legacy_marker="manifest.json")
+    claim(out, ev.settings.splits, LEGACY_MARKER)  # a folder the suite did not make is refused, nothing written
+    run = StagedRun(out, export_id or unique_run_id(), LEGACY_MARKER, names=ev.settings.splits)
     try:
         for split in ev.settings.splits:
             (run.folder / split).mkdir()
@@ -193,6 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile = read_profile(settings)
         settings = fit_to_data(settings, profile)  # the splits the declared dataset holds, its rows checked
         resolve_before_work(settings, profile, lambda decl: decl.name == FUSION)
+        problem = claim_problem(path_option(args.out), settings.splits, LEGACY_MARKER)
+        if problem is not None:  # docs/outputs.md#whose-folder: before any pool is built
+            raise OptionError(f"--out: {problem}")
     except (OptionError, pytest.UsageError) as exc:  # a bad option or profile, named, before any work
         parser.exit(2, f"error: {exc}\n")
     started, out, ident = time.perf_counter(), path_option(args.out), unique_run_id()

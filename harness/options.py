@@ -39,6 +39,7 @@ from harness.profile import load_profile
 from harness.profile_records import Profile, ProfileError
 from rankers.declarations import RankerDecl
 from reports.history import compare_problem
+from reports.transaction import results_problem
 
 GROUP = ("nevir", "Preference Is Not Position evaluation")
 #: Every option of the suite, as (flag, argparse/pytest keyword arguments): declared once, read by both.
@@ -153,6 +154,9 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
             problem = _writable(path, what, contents=path == cache_dir)
             if problem:
                 problems.append(problem)
+        foreign = results_problem(results_dir, splits)  # docs/outputs.md#whose-folder
+        if foreign:
+            problems.append(f"--results-dir: {foreign}")
         if compare and splits:
             problem = compare_problem(results_dir, compare, splits)
             if problem:

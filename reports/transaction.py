@@ -6,6 +6,12 @@ lock file while a live process stages it) and committed by one atomic rename of 
 (docs/protocol.md#publishing). Whatever stops the process before that rename (an exception,
 SIGINT, SIGKILL, a full disk), readers see the previous run whole; a stopped run's staging
 folder is removed on the way out, or, after a SIGKILL, by the next transaction on that root.
+
+A root is the suite's only when the suite made it (``claim``: created empty and marked with ``MARK``) or an
+earlier version of the suite did (its ``.current``, its ``.history`` or its per-split folders); any other
+non-empty folder is refused, naming the folder and what it holds, before anything is written
+(docs/outputs.md#whose-folder). Inside its own root a transaction replaces only its own links and run folders: a
+file, folder or link of the user's beside them is never moved, linked over or deleted.
 """
 from __future__ import annotations
 
@@ -19,9 +25,22 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from fixtures.artifacts import atomic_write_text
+
 #: Under a root: the staged and committed runs, the symlink naming the committed one, the lock that serializes
 #: swaps and clean-ups.
 RUNS, CURRENT, LOCK = ".runs", ".current", ".publish.lock"
+#: The file that marks a root as made by the suite; the history folder that earlier versions left in results.
+MARK, HISTORY = ".preference-position", ".history"
+#: Under a results root: the separate root of runs that did not compute every output; what a split folder of the
+#: older layout (before transactions) holds, adopted as the committed run.
+PARTIAL, LEGACY_MARKER = "partial", "table2.csv"
+MARK_TEXT = ("This folder is written by the preference-position suite (docs/outputs.md#whose-folder).\n"
+             "Its split links, .current and .runs/ are replaced by every run; anything else here is left alone.\n")
+
+
+class ForeignFolder(OSError):
+    """A folder the suite did not make (or an entry in it the suite did not write) where it would write."""
 
 
 def unique_run_id() -> str:
@@ -44,15 +63,29 @@ def _replace_link(link: Path, target: str) -> None:
     os.replace(tmp, link)
 
 
-def _adopt_legacy(root: Path, marker: str, skip: Iterable[str]) -> None:
-    """Real folders of an older layout (``<root>/<name>/<marker>``) become the committed run, so the first swap
-    replaces them like any other run's."""
-    legacy = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
-              and p.name not in set(skip) and (p / marker).is_file()]
+def _ours(path: Path) -> bool:
+    """Whether ``path`` is one of the root's links to the committed run (``<name>`` -> ``.current/<name>``)."""
+    return path.is_symlink() and os.readlink(path) == f"{CURRENT}/{path.name}"
+
+
+def _legacy(root: Path, names: Iterable[str], marker: str | None) -> list[Path]:
+    """The real folders of an older layout among ``names`` (``<root>/<name>/<marker>``): what the suite wrote
+    before transactions, replaced like a run's. A folder under another name is the user's, whatever it holds."""
+    if marker is None:
+        return []
+    return [root / n for n in names if (root / n).is_dir() and not (root / n).is_symlink()
+            and (root / n / marker).is_file()]
+
+
+def _adopt_legacy(root: Path, names: Iterable[str], marker: str | None) -> None:
+    """Real folders of an older layout become the committed run, so the first swap replaces them like any other
+    run's."""
+    legacy = _legacy(root, names, marker)
     if not legacy or current_run(root) is not None:
         return
     folder = root / RUNS / f"legacy-{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)
+    Path(str(folder) + ".lock").touch()  # staged by the suite: ``_clean`` may remove it once replaced
     for name in legacy:
         name.rename(folder / name.name)
     _replace_link(root / CURRENT, f"{RUNS}/{folder.name}")
@@ -62,10 +95,13 @@ def _adopt_legacy(root: Path, marker: str, skip: Iterable[str]) -> None:
 
 def _clean(root: Path) -> None:
     """Remove run folders that are neither committed nor being staged by a live process (a killed process's
-    staging, the run a swap replaced), and name links that lead nowhere."""
+    staging, the run a swap replaced), and the root's links to the committed run that lead nowhere. A run folder
+    is the suite's when its lock file lies beside it (every staging takes one before it makes the folder);
+    anything else under ``.runs`` and every other link is left alone."""
     runs, keep = root / RUNS, current_run(root)
     for folder in sorted(runs.iterdir()) if runs.is_dir() else []:
-        if not folder.is_dir() or folder.name == keep:
+        if not folder.is_dir() or folder.is_symlink() or folder.name == keep \
+                or not Path(str(folder) + ".lock").is_file():
             continue
         lock = FileLock(str(folder) + ".lock", timeout=0)
         try:
@@ -75,27 +111,93 @@ def _clean(root: Path) -> None:
             continue  # another process is staging it
         Path(str(folder) + ".lock").unlink(missing_ok=True)
     for link in root.iterdir():
-        if link.is_symlink() and link.name != CURRENT and not link.exists():
+        if _ours(link) and not link.exists():
             link.unlink()
+
+
+def _listing(paths: Iterable[Path]) -> str:
+    """Up to six entries by name (a folder with ``/``, a link with ``@``), and how many more."""
+    paths = list(paths)
+    shown = [p.name + ("@" if p.is_symlink() else "/" if p.is_dir() else "") for p in paths[:6]]
+    more = f" and {len(paths) - 6} more" if len(paths) > 6 else ""
+    return f"{len(paths)} entr{'y' if len(paths) == 1 else 'ies'} ({', '.join(shown)}{more})"
+
+
+def made_by_suite(root: Path, names: Iterable[str] = (), legacy_marker: str | None = None) -> bool:
+    """Whether ``root`` is a folder the suite made: marked (``MARK``), or left by an earlier version (its
+    ``.current`` link into ``.runs``, its ``.history``, or a folder of the older layout among ``names``)."""
+    root = Path(root)
+    current = root / CURRENT
+    return ((root / MARK).is_file() or (root / HISTORY).is_dir()
+            or (current.is_symlink() and os.readlink(current).startswith(f"{RUNS}/"))
+            or bool(_legacy(root, names, legacy_marker)))
+
+
+def _clashes(root: Path, names: Iterable[str], legacy_marker: str | None) -> list[Path]:
+    """Entries where the transaction would put its links that are neither its links nor its older layout."""
+    legacy = set(_legacy(root, names, legacy_marker))
+    return [root / n for n in names if os.path.lexists(root / n) and not _ours(root / n) and root / n not in legacy]
+
+
+def claim_problem(root: Path, names: Iterable[str], legacy_marker: str | None = None) -> str | None:
+    """Why the suite may not write ``names`` into ``root`` (None: it may): a non-empty folder it did not make, or an
+    entry of the user's where it would put a link. Reads only, so a command says it before any work."""
+    root, names = Path(root), list(names)
+    if os.path.lexists(root) and not root.is_dir():
+        return f"{root} is not a folder"
+    entries = sorted(root.iterdir()) if root.is_dir() else []
+    if entries and not made_by_suite(root, names, legacy_marker):
+        return (f"{root} is not a folder this suite made (it has no {MARK}) and it holds {_listing(entries)}: "
+                "refusing to write into it, so that nothing in it is replaced; name a new or empty folder")
+    clashes = _clashes(root, names, legacy_marker)
+    if clashes:
+        return (f"{root} holds {_listing(clashes)} where the suite would put its own links, and the suite did not "
+                "write them: move them away or name another folder")
+    return None
+
+
+def claim(root: Path, names: Iterable[str], legacy_marker: str | None = None) -> None:
+    """Make ``root`` the suite's (created and marked), or ``ForeignFolder`` naming what is in the way
+    (``claim_problem``), before anything in it changed."""
+    root, names = Path(root), list(names)
+    problem = claim_problem(root, names, legacy_marker)
+    if problem is not None:
+        raise ForeignFolder(problem)
+    root.mkdir(parents=True, exist_ok=True)
+    if not (root / MARK).is_file():
+        atomic_write_text(root / MARK, MARK_TEXT)
+
+
+def results_problem(results_dir: Path, splits: Iterable[str]) -> str | None:
+    """Why a run may not publish ``splits`` into ``results_dir`` (None: it may): a folder the suite did not make,
+    or an entry of the user's where a split's link (or ``partial/``) would go. Reads only: the options check it
+    before any work."""
+    results_dir, splits = Path(results_dir), list(splits)
+    return (claim_problem(results_dir, splits, LEGACY_MARKER)
+            or claim_problem(results_dir / PARTIAL, splits, LEGACY_MARKER))
 
 
 class StagedRun:
     """One run being staged under ``<root>/.runs/<run id>``: ``folder`` to write into, ``commit`` to swap it in,
     ``close`` (always) to drop it when it was not committed.
 
-    Opening adopts a legacy layout (folders holding ``legacy_marker``, but those named in ``skip``; None: a root
-    whose older layout has no folders to adopt, whose files the first commit replaces by links) and
-    removes what killed processes left; it raises ``OSError`` or ``filelock.Timeout`` when ``root`` cannot
-    be written, before anything in it changed.
+    Opening adopts a legacy layout (those of ``names``, the links it will commit, that are folders holding
+    ``legacy_marker``; None: none to adopt) and removes what killed processes left; it raises ``ForeignFolder``
+    when an entry of ``names`` is the user's, ``OSError`` or ``filelock.Timeout`` when ``root`` cannot be
+    written, before anything in it changed. Whether ``root`` is the suite's at all is ``claim``'s to say.
     """
 
-    def __init__(self, root: Path, run_id: str, legacy_marker: str | None, skip: Iterable[str] = ()) -> None:
+    def __init__(self, root: Path, run_id: str, legacy_marker: str | None, names: Iterable[str] = ()) -> None:
         self.root, self.run_id = Path(root), run_id
         self.folder = self.root / RUNS / run_id
         self.root.mkdir(parents=True, exist_ok=True)
+        names = list(names)
         with FileLock(str(self.root / LOCK)):
-            if legacy_marker is not None:
-                _adopt_legacy(self.root, legacy_marker, skip)
+            clashes = _clashes(self.root, names, legacy_marker)
+            if clashes:
+                raise ForeignFolder(f"{self.root} holds {_listing(clashes)} where the suite would put its own "
+                                    "links, and the suite did not write them: move them away or name another folder")
+            _adopt_legacy(self.root, names, legacy_marker)
             _clean(self.root)
         self.folder.parent.mkdir(parents=True, exist_ok=True)
         self._own = FileLock(str(self.folder) + ".lock", timeout=0)
@@ -110,10 +212,16 @@ class StagedRun:
 
     def commit(self, names: Iterable[str]) -> None:
         """Swap the staged run in: the ``names`` links first (until the swap they lead to the previous run's
-        folders), then ``.current`` in one atomic rename, the commit."""
+        folders), then ``.current`` in one atomic rename, the commit; ``ForeignFolder`` (nothing replaced) when an
+        entry of ``names`` is not the suite's."""
         with FileLock(str(self.root / LOCK)):
+            names = list(names)
+            clashes = _clashes(self.root, names, None)
+            if clashes:  # the user's, made while this run was staged: never linked over
+                raise ForeignFolder(f"{self.root} holds {_listing(clashes)} where the suite would put its own "
+                                    "links, and the suite did not write them: nothing was replaced")
             for name in names:
-                if not (self.root / name).is_symlink():
+                if not _ours(self.root / name):
                     _replace_link(self.root / name, f"{CURRENT}/{name}")
             _replace_link(self.root / CURRENT, f"{RUNS}/{self.run_id}")
 

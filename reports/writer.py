@@ -33,13 +33,10 @@ from reports.figures import write_figures
 from reports.record import Declared, NotEvaluated, Publication, RunRecord, SessionEnd, SplitRecord
 from reports.render import table2_latex
 from reports.report_md import report_markdown
-from reports.transaction import StagedRun, current_run
+from reports.transaction import LEGACY_MARKER, PARTIAL, StagedRun, claim, current_run, results_problem
 
 #: pytest's exit code of an interrupted session (Ctrl-C): nothing is published then.
 INTERRUPTED = 2
-#: Under a results root, apart from the transaction's own files (``reports.transaction``): the separate root of
-#: runs that did not compute every output.
-PARTIAL = "partial"
 
 
 class PublishError(RuntimeError):
@@ -122,15 +119,17 @@ def publish(root: Path, run_id: str, records: Mapping[str, SplitRecord], *, exit
     """Stage every split of a run under ``<root>/.runs/<run_id>`` and swap them in together.
 
     ``not_evaluated`` lists each split's tests that did not run to a result, ``partial`` why the run is partial
-    (the same for every split). Returns ``<root>/<split>`` per split. ``interrupts`` (the signals
-    ``deferred_signals`` records) is looked at between steps: once one has arrived, the staged run is abandoned
+    (the same for every split). Returns ``<root>/<split>`` per split. A ``root`` the suite did not make is refused
+    before anything is written (``reports.transaction.claim``, docs/outputs.md#whose-folder). ``interrupts`` (the
+    signals ``deferred_signals`` records) is looked at between steps: once one has arrived, the staged run is abandoned
     (``PublishInterrupted``) and ``root`` is left as it was.
     """
     root = Path(root)
     if exitstatus == INTERRUPTED:
         raise PublishError(f"the run was interrupted; {root} keeps the previous complete results")
     try:
-        run = StagedRun(root, run_id, legacy_marker="table2.csv", skip=(PARTIAL,))
+        claim(root, records, LEGACY_MARKER)
+        run = StagedRun(root, run_id, LEGACY_MARKER, names=records)
     except (OSError, Timeout) as exc:
         raise PublishError(f"cannot publish into {root} ({type(exc).__name__}: {exc}); "
                            "the previous results are left as they were") from exc
@@ -181,14 +180,21 @@ def publish_run(run: RunRecord, results_dir: Path, *, exitstatus: int = 0, compa
         return end
     end.partial = list(run.partial)
     root = results_dir / PARTIAL if end.partial else results_dir
+    problem = results_problem(results_dir, records)
+    if problem is not None:  # the history and the partial root go inside it: it must be the suite's too
+        end.failed.append(f"cannot publish into {results_dir}: {problem}; nothing was written")
+        return end
     ident = run_id(list(records.values()), partial=bool(end.partial))
     if compare_run:  # before publishing: the saved run may be the very folder about to be replaced
         records = {split: _compared(record, results_dir, compare_run, end) for split, record in records.items()}
     try:
+        claim(results_dir, ())  # the history goes beside the splits (and a partial run's root inside)
         end.published = publish(root, ident, records, exitstatus=exitstatus, figure_cache=figure_cache,
                                 not_evaluated=run.not_evaluated, partial=end.partial, interrupts=interrupts)
     except PublishError as exc:
         end.failed.append(str(exc))
+    except OSError as exc:  # results_dir cannot be made or marked: nothing was written
+        end.failed.append(f"cannot publish into {results_dir} ({type(exc).__name__}: {exc}); nothing was written")
     if end.published:  # a partial run too, marked (docs/protocol.md#publishing)
         try:
             end.healed = save_to_history(results_dir, ident, records, end.published).healed
