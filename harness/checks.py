@@ -8,8 +8,9 @@ and the ``Check``s it implies, which the specs turn into pytest outcomes (``enfo
   still fails is an xfail carrying the numbers; an inconclusive claim is reported with its
   numbers and n and never asserted or expected-failed; on a subset run a full-run ``expect``
   the subset leaves undecided is reported as not decidable on this subset
-  (docs/statistics.md#expectations), unless ``--gate-expectations`` and its interval lies wholly beyond the
-  non-inferiority margin against it: the subset gate fails it (docs/statistics.md#subset-gate);
+  (docs/statistics.md#expectations), unless ``--gate-expectations``: then the subset gate fails it when the saved
+  full run of the profile recorded another verdict, when its interval lies wholly beyond the non-inferiority margin
+  against it, or when the interval cannot gate its measure and no full run is saved (docs/statistics.md#subset-gate);
 - a pin fails the run only when its value *changed* beyond its margin (docs/statistics.md#pins), a gate when a
   measured value is past its limit (docs/statistics.md#gates);
 - expectations, gates and pins fail only the runs of the profile whose file declares them (or with
@@ -18,21 +19,26 @@ and the ``Check``s it implies, which the specs turn into pytest outcomes (``enfo
 """
 from __future__ import annotations
 
+import json
+import math
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness.profile_file import shown
 from harness.profile_records import Expectation, Gate, Pin, Profile
+from harness.profile_terms import PROFILE_DIR
 from reports.comparisons import group_labels
 from reports.changes import ChangeVerdict, paired_change, tolerance_change
 from reports.columns import POINTS
-from reports.history import SavedSplit, reviewed_run
+from reports.history import HISTORY, MANIFEST_FILE, SavedSplit, open_saved, reviewed_run, saved_runs
 from reports.hypotheses import ClaimResult, check_verdict
 from reports.measures import paired_measure
+from reports.record import profile_of
 
 # ``ev: Evaluation`` below is the session (harness.session), passed in and never imported.
 
@@ -57,6 +63,13 @@ class InheritedCheckMissed(UserWarning):
 #: claims.csv's ``check``: what became of a row's expectation, gate or pin ("" when the row asserts nothing).
 MET, MISSED, UNDECIDED, NOT_DECIDABLE = "met", "missed", "undecided", "not decidable on this subset"
 CONTRADICTED = "contradicted on this subset"
+#: The subset gate's other outcomes (docs/statistics.md#subset-gate): the saved full run of the profile recorded
+#: another verdict than the expectation; or the interval cannot gate the claim's measure and no full run is recorded.
+AGAINST_FULL_RUN, NOT_GATEABLE = "contradicted by the full run", "not gateable on this subset"
+#: Claim measures the subset gate's interval cannot gate: on the frozen pools' fusion ranks a random window reranker's
+#: strict preference is fusion's within about 2 points, far inside any interval 12 groups give, so the interval caught
+#: its "holds" in under 1% of simulated CI subsets (docs/statistics.md#subset-gate; tests/reports/test_subset_gate_real.py).
+INTERVAL_BLIND = frozenset({"strict"})
 #: The subset gate's non-inferiority margin, a share of the measure's range (10 points of a rate, 0.10 of MRR):
 #: chosen by simulation on the CI subset's design (docs/statistics.md#subset-gate).
 SUBSET_MARGIN = 0.10
@@ -132,19 +145,85 @@ def contradicts(result: ClaimResult, expected: str) -> bool:
     return hi < -margin if positive else lo > margin
 
 
+@dataclass(frozen=True)
+class RecordedVerdict:
+    """A claim's verdict as a saved full run of the profile recorded it (its claims.csv in ``results/.history``)."""
+
+    status: str
+    run_id: str
+    effect: float = math.nan
+    p_adjusted: float = math.nan
+
+    def summary(self) -> str:
+        return (f"the full run {self.run_id} recorded {self.status!r} (effect {self.effect:+.4g}, "
+                f"Holm p {self.p_adjusted:.2g})")
+
+
+def recorded_verdict(results_dir: Path, profile: str, split: str, claim: str) -> RecordedVerdict | None:
+    """The claim's verdict on ``split`` in the newest saved full-scope run of ``profile`` that holds it; None when
+    the history holds none. A candidate's files are checked against their digests first (``open_saved``): an
+    edited one is refused, naming it, never read."""
+    history = Path(results_dir) / HISTORY
+    for run in reversed(saved_runs(results_dir)):
+        folder = history / run / split
+        if not (folder / MANIFEST_FILE).is_file() or not (folder / "claims.csv").is_file():
+            continue
+        try:
+            manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            manifest = open_saved(history / run, split).manifest  # names the file that cannot be read
+        if not isinstance(manifest, dict) or manifest.get("scope") != "full" \
+                or profile_of(manifest).get("name") != profile:
+            continue
+        saved = open_saved(history / run, split)
+        table = pd.read_csv(saved.folder / "claims.csv", dtype={"claim": str, "status": str})
+        rows = table[table["claim"] == claim]
+        if len(rows):
+            row = rows.iloc[0]
+            return RecordedVerdict(row["status"], run, *(float(row[c]) if c in row and pd.notna(row[c]) else math.nan
+                                                         for c in ("effect", "p_adjusted")))
+    return None
+
+
+def full_run_verdict(ev: Evaluation, split: str, claim: str) -> RecordedVerdict | None:
+    """The verdict the subset gate holds a subset run's expectation to: the profile's saved full run's
+    (docs/statistics.md#subset-gate); looked up on a gated subset run only, once per claim."""
+    if not (ev.is_subset and ev.settings.gate_expectations):
+        return None
+    return ev.shared(("full-run-verdict", split, claim), lambda: recorded_verdict(
+        ev.settings.results_dir, ev.profile.name, split, claim))
+
+
+def subset_gate(result: ClaimResult, expectation: Expectation, recorded: RecordedVerdict | None) -> str:
+    """What the subset gate makes of a full-run expectation the subset leaves undecided
+    (docs/statistics.md#subset-gate): against the saved full run's verdict when it differs; contradicted when the
+    interval lies beyond the margin against it; not gateable when the interval is blind to the claim's measure,
+    no full run is saved and the expectation is the user's own (a shipped profile's are reviewed on the project's
+    full runs: docs/reference-results.md); else not decidable (a warning)."""
+    if recorded is not None and recorded.status != expectation.expect:
+        return AGAINST_FULL_RUN
+    if contradicts(result, expectation.expect):
+        return CONTRADICTED
+    shipped = Path(expectation.declared_in).resolve().parent == PROFILE_DIR.resolve()
+    if recorded is None and result.definition.measure in INTERVAL_BLIND and not shipped:
+        return NOT_GATEABLE
+    return NOT_DECIDABLE
+
+
 def claim_check(profile: Profile, split: str, result: ClaimResult, subset: bool, estimand: str = "",
-                gate: bool = False) -> tuple[dict, tuple[Check, ...]]:
+                gate: bool = False, recorded: RecordedVerdict | None = None) -> tuple[dict, tuple[Check, ...]]:
     """The claim's row, and what the profile's reviewed expectation makes of it (``gate``: a reviewed expectation
-    the run leaves inconclusive fails instead of warning). Only the expectations the run's own profile file declares
-    (or all, with ``inherit_checks``) can fail it."""
+    the run leaves inconclusive fails instead of warning; on a subset, the subset gate decides, holding the saved
+    full run's verdict ``recorded``). Only the expectations the run's own profile file declares (or all, with
+    ``inherit_checks``) can fail it."""
     declared = profile.claim(result.name, split)
     expectation = declared.expectation(subset) if declared is not None else None
     expected = expectation.expect if expectation is not None else ""
     row = result.row()
     check_verdict(row["status"], row["p_adjusted"], row["p_opposite_adjusted"], result.alpha, result.name)
     check = expectation_check(result.status, expectation, subset)
-    if check == NOT_DECIDABLE and gate and contradicts(result, expectation.expect):
-        check = CONTRADICTED
+    if check == NOT_DECIDABLE and gate:
+        check = subset_gate(result, expectation, recorded)
     row = {**row, "estimand": estimand, "expected": expected, "profile": profile.name,
            "scope": "subset" if subset else "full",
            **declaration(profile, expectation and expectation.declared_in, check)}
@@ -161,9 +240,25 @@ def claim_check(profile: Profile, split: str, result: ClaimResult, subset: bool,
         if enforced:
             return row, (Check("fail", f"{message}; review {source}"),)
         return row, (Check("warn", message + not_gating(profile, expectation.declared_in), InheritedCheckMissed),)
+    if check in (AGAINST_FULL_RUN, NOT_GATEABLE):
+        if check == AGAINST_FULL_RUN:
+            message = (f"{where}: {source} expects {expected!r}, but {recorded.summary()}; this subset cannot decide "
+                       f"it, and the subset gate holds the full run's verdict (docs/statistics.md#subset-gate): "
+                       f"{result.summary()}")
+        else:
+            message = (f"{where}: {source} expects {expected!r} (reviewed on the full run); this subset cannot decide "
+                       f"it and no interval on it can gate {result.definition.measure}: a random reranker's is its "
+                       f"reference's within about 2 points (docs/statistics.md#subset-gate). What gates it: a full run "
+                       f"of this profile saved in this results folder's history (README command 1 with the same "
+                       f"--results-dir), whose verdict the gate then holds; or a subset_expect reviewed on a subset "
+                       f"that decides it: {result.summary()}")
+        if enforced:
+            return row, (Check("fail", f"{message}; review {source}"),)
+        return row, (Check("warn", message + not_gating(profile, expectation.declared_in), InheritedCheckMissed),)
     if check == NOT_DECIDABLE:
+        held = f"; {recorded.summary()}, which the subset gate holds" if recorded is not None else ""
         return row, (Check("warn", f"{where}: {source} expects {expected!r} (reviewed on the full run), not decidable "
-                                   f"on this subset: {result.summary()}", NotDecidableOnSubset),)
+                                   f"on this subset{held}: {result.summary()}", NotDecidableOnSubset),)
     if check == UNDECIDED:
         message = f"{where} was reviewed as {expected!r} but is now inconclusive: {result.summary()} ({source})"
         if gate and enforced:

@@ -26,7 +26,7 @@ from fixtures.identity import git_commit
 from fixtures.perturbation import RELATIVE_NOISE
 from fixtures.populations import eligible_directions
 from fixtures.settings import PROJECT_ROOT
-from harness.checks import Check, claim_check, gate_checks, pin_check, single_seed_row
+from harness.checks import Check, claim_check, full_run_verdict, gate_checks, pin_check, single_seed_row
 from harness.claims import (ClaimBook, designated_twins, expected_grade_counts, h3_claims, sample_estimand,
                             seed_estimand, tie_branch_frame, tie_twins)
 from harness.perturbation import perturbed_book, perturbed_evaluation, published_result
@@ -225,7 +225,7 @@ def _claim(ev: Evaluation, rec: RecordBuilder, split: str, book: ClaimBook, name
     result = result if result is not None else book.result(split, name)
     estimand = "; ".join(e for e in (estimand, sample_estimand(ev, book.definitions[name])) if e)
     row, checks = claim_check(ev.profile, split, result, subset=ev.is_subset, estimand=estimand,
-                              gate=ev.settings.gate_expectations)
+                              gate=ev.settings.gate_expectations, recorded=full_run_verdict(ev, split, result.name))
     rec.add("claims", split, row)
     return checks
 

@@ -1,0 +1,130 @@
+"""The subset gate holds the full run's verdict (docs/statistics.md#subset-gate): a CI subset run under
+``--gate-expectations`` reads the claim's verdict from the newest saved full run of the profile
+(``results/.history``) and fails an expectation that verdict contradicts, however the subset's interval looks."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from fixtures.identity import folder_digests
+from harness import checks
+from harness.claims import definitions
+from harness.profile import load_profile
+from reports.claim_measures import ClaimTest
+from reports.history import HISTORY, HistoryError
+from reports.hypotheses import decide_family
+
+USER = '''[profile]
+name = "mine"
+extends = "embedded"
+[rankers.mine]
+kind = "python"
+factory = "tests.support.sequential_scorers:coin"
+order = 45
+[claims.h2_mine_mrr_gt_fusion]
+expect = "holds"
+[claims.h2_mine_strict_gt_fusion]
+expect = "holds"
+'''
+
+
+def save_run(results: Path, run_id: str, scope: str, rows: list[dict], profile: str = "mine") -> Path:
+    """A saved run of the history as ``reports.history.save_to_history`` lays it out: the split's manifest and
+    claims.csv, and entry.json with their digests."""
+    folder = results / HISTORY / run_id / "test"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"scope": scope, "profile": {"name": profile}}), "utf-8")
+    pd.DataFrame(rows).to_csv(folder / "claims.csv", index=False)
+    (folder.parent / "entry.json").write_text(json.dumps({"run_id": run_id, "splits": {
+        "test": folder_digests(folder)}}), "utf-8")
+    return folder
+
+
+def undecided(profile, name: str, interval: tuple[float, float]):
+    """The claim as a 12-group subset leaves it: inconclusive, its interval as given."""
+    unit = "pts" if "strict" in name else "MRR"
+    test = ClaimTest(definitions(profile)[name], sum(interval) / 2, *interval, 0.1, 0.4, 0.6, 48, 12, unit)
+    return decide_family([test])[0]
+
+
+@pytest.fixture
+def mine(tmp_path: Path):
+    path = tmp_path / "mine.toml"
+    path.write_text(USER, encoding="utf-8")
+    return load_profile(str(path))
+
+
+def test_an_expectation_the_full_run_contradicts_fails_the_ci_gate(mine, tmp_path: Path) -> None:
+    """The README's literal ``expect = "holds"`` for a ranker whose full run recorded *fails*: the CI subset cannot
+    decide it and its interval lies within the margin, yet the gate fails it, naming the full run's verdict."""
+    results = tmp_path / "results"
+    save_run(results, "20261205T100000.000000Z-abc-mine-full-1", "full",
+             [{"claim": "h2_mine_mrr_gt_fusion", "status": "fails", "effect": -0.38, "p_adjusted": 0.0004}])
+    save_run(results, "20261205T110000.000000Z-abc-mine-subset-24-seed0-sample4-2", "subset-24-seed0-sample4",
+             [{"claim": "h2_mine_mrr_gt_fusion", "status": "inconclusive", "effect": -0.02, "p_adjusted": 1.0}])
+    recorded = checks.recorded_verdict(results, "mine", "test", "h2_mine_mrr_gt_fusion")
+    assert recorded is not None and (recorded.status, recorded.effect) == ("fails", -0.38)  # the full run's, not the newer subset's
+    result = undecided(mine, "h2_mine_mrr_gt_fusion", (-0.06, 0.02))
+    assert not checks.contradicts(result, "holds")  # the interval alone would let it pass
+    row, found = checks.claim_check(mine, "test", result, subset=True, gate=True, recorded=recorded)
+    assert row["check"] == "contradicted by the full run" and [c.action for c in found] == ["fail"]
+    assert "expects 'holds', but the full run 20261205T100000.000000Z-abc-mine-full-1 recorded 'fails'" in \
+        found[0].message
+    row, found = checks.claim_check(mine, "test", result, subset=True, gate=False, recorded=recorded)
+    assert row["check"] == "not decidable on this subset" and [c.action for c in found] == ["warn"]  # no gate
+
+
+def test_the_full_run_s_verdict_backs_an_expectation_it_agrees_with(mine, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    save_run(results, "20261205T100000.000000Z-abc-mine-full-1", "full",
+             [{"claim": "h2_mine_strict_gt_fusion", "status": "holds", "effect": 23.1, "p_adjusted": 0.0001}])
+    save_run(results, "20261205T120000.000000Z-abc-other-full-3", "full",
+             [{"claim": "h2_mine_strict_gt_fusion", "status": "fails", "effect": -9.0, "p_adjusted": 0.001}],
+             profile="other")  # another profile's run is not this one's verdict
+    recorded = checks.recorded_verdict(results, "mine", "test", "h2_mine_strict_gt_fusion")
+    assert recorded.status == "holds"
+    result = undecided(mine, "h2_mine_strict_gt_fusion", (-12.0, 30.0))
+    row, found = checks.claim_check(mine, "test", result, subset=True, gate=True, recorded=recorded)
+    assert row["check"] == "not decidable on this subset" and [c.action for c in found] == ["warn"]
+    assert "recorded 'holds' (effect +23.1, Holm p 0.0001), which the subset gate holds" in found[0].message
+
+
+def test_without_a_saved_full_run_a_user_s_strict_expectation_is_refused_on_a_subset(mine, tmp_path: Path) -> None:
+    """The interval cannot gate strict preference (a random reranker's is fusion's within about 2 points): the gate
+    refuses the user's own strict expectation, naming what would gate it; MRR is gated by its interval; the shipped
+    profile's strict expectations are reviewed on the project's full runs and only warn."""
+    assert checks.recorded_verdict(tmp_path / "nothing", "mine", "test", "h2_mine_strict_gt_fusion") is None
+    result = undecided(mine, "h2_mine_strict_gt_fusion", (-12.0, 10.0))
+    row, found = checks.claim_check(mine, "test", result, subset=True, gate=True)
+    assert row["check"] == "not gateable on this subset" and [c.action for c in found] == ["fail"]
+    assert "no interval on it can gate strict" in found[0].message and "same --results-dir" in found[0].message
+    row, _ = checks.claim_check(mine, "test", undecided(mine, "h2_mine_mrr_gt_fusion", (-0.3, 0.1)), subset=True,
+                                gate=True)
+    assert row["check"] == "not decidable on this subset"
+    shipped = "h2_grader_pairs_expected_strict_gt_fusion"
+    embedded = load_profile("embedded")
+    row, found = checks.claim_check(embedded, "test", undecided(embedded, shipped, (-20.0, 40.0)), subset=True,
+                                    gate=True)
+    assert row["check"] == "not decidable on this subset" and [c.action for c in found] == ["warn"]
+
+
+def test_an_edited_saved_run_is_refused_and_only_gated_subset_runs_look(mine, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    folder = save_run(results, "20261205T100000.000000Z-abc-mine-full-1", "full",
+                      [{"claim": "h2_mine_mrr_gt_fusion", "status": "fails", "effect": -0.38, "p_adjusted": 0.0004}])
+    (folder / "claims.csv").write_text("claim,status\nh2_mine_mrr_gt_fusion,holds\n", encoding="utf-8")
+    with pytest.raises(HistoryError, match="claims.csv was changed after the run saved it"):
+        checks.recorded_verdict(results, "mine", "test", "h2_mine_mrr_gt_fusion")
+    looked: list[tuple] = []
+
+    def session(subset: bool, gate: bool) -> SimpleNamespace:
+        return SimpleNamespace(is_subset=subset, settings=SimpleNamespace(gate_expectations=gate, results_dir=results),
+                               profile=mine, shared=lambda key, build: looked.append(key) or build())
+
+    assert checks.full_run_verdict(session(False, True), "test", "h2_mine_mrr_gt_fusion") is None
+    assert checks.full_run_verdict(session(True, False), "test", "h2_mine_mrr_gt_fusion") is None
+    assert looked == []
