@@ -161,8 +161,10 @@ class RecordedVerdict:
 
 def recorded_verdict(results_dir: Path, profile: str, split: str, claim: str) -> RecordedVerdict | None:
     """The claim's verdict on ``split`` in the newest saved full-scope run of ``profile`` that holds it; None when
-    the history holds none. A candidate's files are checked against their digests first (``open_saved``): an
-    edited one is refused, naming it, never read."""
+    the history holds none. A partial run (``-m``, ``-k``) counts only where it decided the claim: it is never more
+    decisive than the complete run (docs/statistics.md#decisions), so its *inconclusive* says nothing. A candidate's
+    files are checked against their digests first (``open_saved``): an edited one is refused, naming it, never
+    read."""
     history = Path(results_dir) / HISTORY
     for run in reversed(saved_runs(results_dir)):
         folder = history / run / split
@@ -177,7 +179,8 @@ def recorded_verdict(results_dir: Path, profile: str, split: str, claim: str) ->
             continue
         saved = open_saved(history / run, split)
         table = pd.read_csv(saved.folder / "claims.csv", dtype={"claim": str, "status": str})
-        rows = table[table["claim"] == claim]
+        rows = table[(table["claim"] == claim)
+                     & (table["status"].isin(["holds", "fails"]) | (not manifest.get("partial")))]
         if len(rows):
             row = rows.iloc[0]
             return RecordedVerdict(row["status"], run, *(float(row[c]) if c in row and pd.notna(row[c]) else math.nan

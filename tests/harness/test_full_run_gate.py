@@ -32,12 +32,14 @@ expect = "holds"
 '''
 
 
-def save_run(results: Path, run_id: str, scope: str, rows: list[dict], profile: str = "mine") -> Path:
+def save_run(results: Path, run_id: str, scope: str, rows: list[dict], profile: str = "mine",
+             partial: tuple[str, ...] = ()) -> Path:
     """A saved run of the history as ``reports.history.save_to_history`` lays it out: the split's manifest and
     claims.csv, and entry.json with their digests."""
     folder = results / HISTORY / run_id / "test"
     folder.mkdir(parents=True)
-    (folder / "manifest.json").write_text(json.dumps({"scope": scope, "profile": {"name": profile}}), "utf-8")
+    (folder / "manifest.json").write_text(json.dumps({"scope": scope, "profile": {"name": profile},
+                                                      "partial": list(partial)}), "utf-8")
     pd.DataFrame(rows).to_csv(folder / "claims.csv", index=False)
     (folder.parent / "entry.json").write_text(json.dumps({"run_id": run_id, "splits": {
         "test": folder_digests(folder)}}), "utf-8")
@@ -85,6 +87,9 @@ def test_the_full_run_s_verdict_backs_an_expectation_it_agrees_with(mine, tmp_pa
     save_run(results, "20261205T120000.000000Z-abc-other-full-3", "full",
              [{"claim": "h2_mine_strict_gt_fusion", "status": "fails", "effect": -9.0, "p_adjusted": 0.001}],
              profile="other")  # another profile's run is not this one's verdict
+    save_run(results, "20261205T130000.000000Z-abc-mine-full-partial-4", "full",
+             [{"claim": "h2_mine_strict_gt_fusion", "status": "inconclusive", "effect": 2.0, "p_adjusted": 1.0}],
+             partial=("-m not llm",))  # a partial run's inconclusive says nothing: never more decisive than the whole
     recorded = checks.recorded_verdict(results, "mine", "test", "h2_mine_strict_gt_fusion")
     assert recorded.status == "holds"
     result = undecided(mine, "h2_mine_strict_gt_fusion", (-12.0, 30.0))
