@@ -8,13 +8,14 @@ cannot be read as one carries its note (``reports.tables.interval_note``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from reports.measures import shown_in
 from reports.columns import COUNT, POPULATION, BaselineMeasure, Measure, Output
-from reports.record import endpoint_summary_of, unavailable_summary
+from reports.record import NotEvaluated, endpoint_summary_of, unavailable_summary
 from reports.tables import RELIABLE_N, interval_note
 
 #: Columns shown in the terminal and in report.md for the wide tables (Table II's: those its registry shows there).
@@ -72,6 +73,18 @@ def endpoint_lines(frame: pd.DataFrame) -> list[str]:
                    if e["taken_out"] is not None]
             lines.append(line + (f"; **taken out**: {'; '.join(out)}" if out else ""))
     return lines
+
+
+def not_evaluated_lines(entries: Sequence[NotEvaluated]) -> list[str]:
+    """report.md's list of what did not run to a result: one line per outcome and reason, naming every part it cost.
+
+    A ranker that cannot run here, or does not apply to the dataset, costs every part that computes it (its row,
+    its claims, their perturbed copies): one line each repeated its reason some thirty times."""
+    parts: dict[tuple[str, str], list[str]] = {}
+    for entry in entries:
+        parts.setdefault((entry.outcome, entry.message), []).append(entry.test)
+    return [f"{', '.join(md_code(t) for t in tests)} {md_escape(outcome)}: {md_escape(message)}"
+            for (outcome, message), tests in parts.items()]
 
 
 def _fmt(value: object, digits: int) -> str:

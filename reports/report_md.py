@@ -19,8 +19,8 @@ from reports.measures import PAIRED_MEASURES, paired_measure
 from reports.paper import PAPER, paper_table2
 from reports.record import Publication, SplitRecord
 from reports.reference import CAVEAT, beside_published
-from reports.render import (brief, endpoint_lines, md_code, md_escape, md_frame, table2_markdown,
-                            unavailable_lines, with_label_column)
+from reports.render import (brief, endpoint_lines, md_code, md_escape, md_frame, not_evaluated_lines,
+                            table2_markdown, unavailable_lines, with_label_column)
 from reports.sequential import StoppingPoint, stopping_points
 from reports.tables import RELIABLE_N, TABLES, interval_note
 
@@ -427,8 +427,7 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
         lines += gates_and_pins_lines(tables["claims"])
     if publication.not_evaluated:
         lines += ["## Failed or skipped (their rows are missing; everything else is published)", "",
-                  *[f"- {md_code(entry.test)} {md_escape(entry.outcome)}: {md_escape(entry.message)}"
-                    for entry in publication.not_evaluated], ""]
+                  *[f"- {line}" for line in not_evaluated_lines(publication.not_evaluated)], ""]
     if "unavailable" in tables:
         lines += [f"## {TABLES['unavailable'][0]}", "",
                   "An unavailable judgment sends its query back to the reference order and is retried on the next "

@@ -2,11 +2,13 @@
 
 Shown after the tests (``reports.plugin``): tables flagged for the terminal (``reports.tables.TABLES``),
 sequential stops, inherited checks missed, expectations a subset cannot decide, lost verdicts,
-unavailable judgments, cut inputs, the comparison with a saved run, and what publishing did.
+unavailable judgments, cut inputs, the comparison with a saved run, and what publishing did. Before it, the
+session's skips are folded (``fold_skips``) so that pytest's own summary says each reason once.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +38,39 @@ def comparison_text(split: str, compare_run: str | None, frame: pd.DataFrame) ->
     return lines
 
 
+#: How pytest prefixes the reason of a skip raised by ``pytest.skip`` (a skip mark's reason has no prefix).
+SKIPPED_PREFIX = "Skipped: "
+
+
+def fold_skips(reports: Iterable[Any], start: Path) -> int:
+    """Give every skip whose reason recurs at several places one place, the folder that holds them all (no line), and
+    return how many reports were moved.
+
+    pytest's ``-ra`` summary (the suite's addopts) folds skips by place and reason, and a ranker that cannot run
+    here, or does not apply to the dataset, skips every spec that computes it: without this, a dataset without a
+    train split printed its reason once per spec file (about thirty lines); with it, once per reason, with its
+    count. A report's ``longrepr`` of a skip is documented as (path, line, reason); the place is all that changes.
+    """
+    skips = [r for r in reports if isinstance(getattr(r, "longrepr", None), tuple) and len(r.longrepr) == 3]
+    places: dict[str, set[tuple[str, int | None]]] = {}
+    for report in skips:
+        path, line, reason = report.longrepr
+        places.setdefault(str(reason).removeprefix(SKIPPED_PREFIX), set()).add((os.fspath(start / path), line))
+    moved = 0
+    for report in skips:
+        reason = str(report.longrepr[2]).removeprefix(SKIPPED_PREFIX)
+        if len(places[reason]) > 1:
+            report.longrepr = (os.path.commonpath(sorted(p for p, _ in places[reason])), None, reason)
+            moved += 1
+    return moved
+
+
 def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.DataFrame]],
                   tables: Mapping[str, Mapping[str, pd.DataFrame]], end: SessionEnd, results_dir: Path,
                   compare_run: str | None) -> None:
-    """The summary section: ``frames`` are the run's (split, table, frame) in order, ``tables`` the same per split."""
+    """The summary section: ``frames`` are the run's (split, table, frame) in order, ``tables`` the same per split.
+    It runs before pytest's short summary, whose skip lines it folds first (``fold_skips``)."""
+    fold_skips(terminalreporter.stats.get("skipped", ()), Path(terminalreporter.startpath))
     terminalreporter.section("Preference Is Not Position: report")
     causes, cut, lost, moved, undecidable, stops = [], [], [], [], [], []
     for split, table, frame in frames:
