@@ -18,9 +18,10 @@ A **family** (H1, H2, H3, H3x of the rankers the shipped profiles declare; a use
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from rankers.declarations import RankerDecl
 from reports.measures import paired_measure
@@ -51,6 +52,46 @@ class ClaimDefinition:
     def claimed(self) -> str:
         """The claim itself, e.g. ``> 0``."""
         return f"{self.side} 0"
+
+
+#: Why a claim's verdict depends on its family, said wherever a user's own family sits beside the study's
+#: (docs/statistics.md#families).
+FAMILY_RULE = ("Each claim is decided in its family, Holm-corrected over both sides of every claim in it: the study's "
+               "rankers in H1, H2, H3 and H3x, each ranker you add in a family of its own (H2:<ranker>), so adding one "
+               "never changes a study verdict. The correction grows with the family's size, so the same numbers can be "
+               "decided in a small family and left inconclusive in a large one.")
+#: What makes two claims' numbers the same: the measure, the baseline, the directions and the effect measured.
+SAME_NUMBERS = ("measure", "versus", "n", "effect")
+
+
+def decided_in(family: object, hypotheses: object) -> str:
+    """The family that decided a claim and its size, ``H2 (10 hypotheses)``; a gate's or pin's family alone."""
+    family = "" if family is None or (isinstance(family, float) and math.isnan(family)) else str(family)
+    try:
+        size = int(hypotheses)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return family
+    return f"{family} ({size} hypotheses)"
+
+
+def same_numbers_elsewhere(rows: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Claim -> a claim of another family with the same numbers (``SAME_NUMBERS``) and another verdict.
+
+    A user's ranker that reproduces a study ranker's outcomes measures the same effect on the same directions, yet
+    its own two-claim family can decide what the study's ten-claim family leaves open: the report says so beside
+    each such claim (``reports.render.equal_numbers_note``)."""
+    measured = [r for r in rows if all(k in r for k in SAME_NUMBERS) and _finite(r["effect"])]
+    out: dict[str, Mapping[str, Any]] = {}
+    for row in measured:
+        other = next((o for o in measured if o["family"] != row["family"] and o["status"] != row["status"]
+                      and all(o[k] == row[k] for k in SAME_NUMBERS)), None)
+        if other is not None:
+            out[str(row["claim"])] = other
+    return out
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(float(value))
 
 
 def family_name(family: str, ranker: str, builtin: bool) -> str:

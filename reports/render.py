@@ -8,11 +8,12 @@ cannot be read as one carries its note (``reports.tables.interval_note``).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from reports.claim_families import decided_in
 from reports.measures import shown_in
 from reports.columns import COUNT, POPULATION, BaselineMeasure, Measure, Output
 from reports.record import NotEvaluated, endpoint_summary_of, unavailable_summary
@@ -21,7 +22,7 @@ from reports.tables import RELIABLE_N, interval_note
 #: Columns shown in the terminal and in report.md for the wide tables (Table II's: those its registry shows there).
 BRIEF_COLUMNS = {
     "table2": ["ranker", *(m.name for m in shown_in("brief"))],
-    "claims": ["claim", "status", "expected", "measured"],
+    "claims": ["claim", "status", "decided_in", "expected", "measured"],
 }
 #: LaTeX's special characters and what stands for each in text.
 TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
@@ -33,6 +34,10 @@ MD_SPECIAL = frozenset("\\`*_[]<>|")
 
 
 def brief(table: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """A wide table's brief columns; a claim's with the family that decided it and its size (``decided_in``)."""
+    if table == "claims" and "family" in frame.columns:
+        hypotheses = frame["family_hypotheses"] if "family_hypotheses" in frame.columns else [None] * len(frame)
+        frame = frame.assign(decided_in=[decided_in(f, h) for f, h in zip(frame["family"], hypotheses)])
     cols = [c for c in BRIEF_COLUMNS.get(table, list(frame.columns)) if c in frame.columns]
     return frame[cols]
 
@@ -73,6 +78,18 @@ def endpoint_lines(frame: pd.DataFrame) -> list[str]:
                    if e["taken_out"] is not None]
             lines.append(line + (f"; **taken out**: {'; '.join(out)}" if out else ""))
     return lines
+
+
+def equal_numbers_note(row: Mapping[str, Any], other: Mapping[str, Any]) -> str:
+    """report.md's word beside a claim whose numbers another family's claim shares with another verdict
+    (``reports.claim_families.same_numbers_elsewhere``): which claim, its family and size, and why they differ."""
+    status = str(other["status"])
+    verdict = f"is **{md_escape(status)}**" if status == "inconclusive" else f"**{md_escape(status)}**"
+    return (f"Equal numbers, another verdict: {md_code(other['claim'])} measures the same effect on the same "
+            f"directions and {verdict} in family "
+            f"{md_escape(decided_in(other['family'], other.get('family_hypotheses')))}, this one in "
+            f"{md_escape(decided_in(row['family'], row.get('family_hypotheses')))}: Holm corrects each p for the size "
+            "of its own family (docs/statistics.md#families).")
 
 
 def not_evaluated_lines(entries: Sequence[NotEvaluated]) -> list[str]:

@@ -14,13 +14,14 @@ from typing import Any
 import pandas as pd
 
 from fixtures.reference import published_paired
+from reports.claim_families import FAMILY_RULE, same_numbers_elsewhere
 from reports.hypotheses import DIGITS, format_interval, format_p
 from reports.measures import PAIRED_MEASURES, paired_measure
 from reports.paper import PAPER, paper_table2
 from reports.record import Publication, SplitRecord
 from reports.reference import CAVEAT, beside_published
-from reports.render import (brief, endpoint_lines, md_code, md_escape, md_frame, not_evaluated_lines,
-                            table2_markdown, unavailable_lines, with_label_column)
+from reports.render import (brief, endpoint_lines, equal_numbers_note, md_code, md_escape, md_frame,
+                            not_evaluated_lines, table2_markdown, unavailable_lines, with_label_column)
 from reports.sequential import StoppingPoint, stopping_points
 from reports.tables import RELIABLE_N, TABLES, interval_note
 
@@ -168,6 +169,9 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str],
     lines = ["## Verdicts", ""]
     if not rows:
         return lines + ["No hypothesis claim was measured in this run.", ""]
+    if any(":" in r["family"] for r in rows):  # a user's own family beside the study's: say how families decide
+        lines += [md_escape(FAMILY_RULE), ""]
+    elsewhere = same_numbers_elsewhere(rows)
     for section, title in FAMILY_TITLES.items():
         members = [r for r in rows if _section(r["family"]) == section]
         if not members:
@@ -176,7 +180,9 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str],
         lines += [f"### {title}", "",
                   f"Of {len(members)} claims: {counts['holds']} hold, {counts['fails']} fail, "
                   f"{counts['inconclusive']} inconclusive (not decided by this run).", "",
-                  *[verdict_sentence(r, labels, stops.get(str(r["claim"]))) for r in members], ""]
+                  *[verdict_sentence(r, labels, stops.get(str(r["claim"])))
+                    + (f" {equal_numbers_note(r, elsewhere[str(r['claim'])])}" if str(r["claim"]) in elsewhere else "")
+                    for r in members], ""]
     if single:
         lines += ["### The same claims on one training seed (the paper's protocol)", "",
                   "Claims about a training procedure are decided above on outcomes averaged over its training seeds "
