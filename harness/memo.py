@@ -6,10 +6,10 @@ so a changed input, a code edit or an upgraded library gives a new key and the v
 recomputed; nothing is ever invalidated by hand (``docs/protocol.md#caches``).
 
 Values are pickled, and the load is authenticated: each memo file carries an HMAC-SHA256 of its name and bytes
-under a per-user key kept outside the cache (``memo_key_path``: ``~/.config/preference-position/memo.key``, mode
-0600, or ``$NEVIR_MEMO_KEY``), and ``pickle.loads`` runs only on bytes whose HMAC verifies. A memo planted in a
-shared cache, written by another user, or altered is named in one warning, never unpickled, and recomputed. Why
-an HMAC and not a data format: memos hold values of every layer (rankings, outcome frames, judged stages, claim
+under the user's key kept outside the cache (``fixtures.userkey``, the one home of the key every store is sealed
+with: ``~/.config/preference-position/memo.key``, mode 0600, or ``$NEVIR_MEMO_KEY``), and ``pickle.loads`` runs
+only on bytes whose HMAC verifies. A memo planted in a shared cache, written by another user, or altered is named
+in one warning, never unpickled, and recomputed. Why an HMAC and not a data format: memos hold values of every layer (rankings, outcome frames, judged stages, claim
 tests, populations, plain dicts), so a data format would need one codec per type, each a place for a value to be
 stored wrongly; the HMAC keeps one simple path for all of them, and whoever can read the key can already run code
 as this user. A plain digest beside the file (as other artifacts are sealed) would not do: whoever writes the file
@@ -17,12 +17,10 @@ can write its digest too.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
-import os
 import pickle
-import secrets
-import stat
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,11 +31,13 @@ import pandas as pd
 
 from fixtures.artifacts import atomic_write
 from fixtures.identity import frame_digest, json_digest
+from fixtures.userkey import KEY_ENV, UserKeyError as MemoKeyError, key_path as memo_key_path, user_key as memo_key
+
+__all__ = ["KEY_ENV", "MAGIC", "Memo", "MemoKeyError", "MemoWarning", "content", "digest", "items_digest", "memo_key",
+           "memo_key_path", "texts_digest"]
 
 T = TypeVar("T")
 
-#: The environment variable naming the memo key file (tests, or a home that cannot be written).
-KEY_ENV = "NEVIR_MEMO_KEY"
 #: What a memo file starts with, before its HMAC and the pickled value.
 MAGIC = b"nevir-memo hmac-sha256 v1\n"
 _TAG = hashlib.sha256().digest_size
@@ -45,58 +45,6 @@ _TAG = hashlib.sha256().digest_size
 
 class MemoWarning(UserWarning):
     """A memo was refused (its HMAC does not verify, or it cannot be read) and is being recomputed."""
-
-
-class MemoKeyError(RuntimeError):
-    """The per-user memo key cannot be made or is not private to this user."""
-
-
-def memo_key_path() -> Path:
-    """``$NEVIR_MEMO_KEY``, else ``preference-position/memo.key`` under ``$XDG_CONFIG_HOME`` (default ``~/.config``)."""
-    if os.environ.get(KEY_ENV):
-        return Path(os.environ[KEY_ENV]).expanduser()
-    config = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(config) / "preference-position" / "memo.key"
-
-
-def _create_key(path: Path) -> None:
-    """A new random key at ``path`` (mode 0600), unless another process made one first: written under a private
-    temporary name and linked into place, so no process ever reads a half-written key."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(secrets.token_bytes(32))
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass  # another process made it: use that one
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def memo_key(cache_root: Path) -> bytes:
-    """This user's memo key, made on first use; refused (``MemoKeyError``, naming the file) when it lies inside the
-    cache, belongs to another user, or others may read or write it."""
-    path = memo_key_path()
-    where = f"memo key {path} (set {KEY_ENV} to choose another file)"
-    if path.resolve().is_relative_to(Path(cache_root).resolve()):
-        raise MemoKeyError(f"{where}: lies inside the cache {cache_root}, where whoever writes the cache could "
-                           "read it; keep it outside")
-    try:
-        if not path.exists():
-            _create_key(path)
-        info = path.stat()
-        key = path.read_bytes()
-    except OSError as exc:
-        raise MemoKeyError(f"{where}: cannot be made or read ({exc})") from exc
-    if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise MemoKeyError(f"{where}: must belong to this user with mode 0600 (it has uid {info.st_uid}, mode "
-                           f"{stat.S_IMODE(info.st_mode):o}): chmod 600 it, or remove it to make a new one")
-    if len(key) < 32:
-        raise MemoKeyError(f"{where}: holds {len(key)} bytes, fewer than 32; remove it to make a new one")
-    return key
 
 
 def digest(parts: object) -> str:
@@ -186,3 +134,20 @@ class Memo:
         payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         atomic_write(path, lambda p: p.write_bytes(MAGIC + self._tag(path, payload) + payload))
         return value
+
+
+def per_instance(method: Callable[..., T]) -> Callable[..., T]:
+    """A method's value kept per object and arguments, in the object itself: it goes with the object, so a process
+    that evaluates five times holds one session's values, not five (a class-level ``functools.cache`` keyed on
+    ``self`` would keep every session alive)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def getter(self: Any, *args: Any, **kwargs: Any) -> T:
+        values = self.__dict__.setdefault("_per_instance", {})
+        key = (name, args, tuple(sorted(kwargs.items())))
+        if key not in values:
+            values[key] = method(self, *args, **kwargs)
+        return values[key]
+
+    return getter

@@ -18,13 +18,14 @@ import html
 import json
 import re
 import shutil
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from fixtures.artifacts import atomic_write, atomic_write_text
+from fixtures.artifacts import ArtifactCorrupt, check_seal, write_sealed
 from fixtures.code import code_digest
 from reports.browser import screenshot
 from reports.explore_data import ExploreInputs, page_data
@@ -156,26 +157,53 @@ def _data_key(record: SplitRecord, tables: Mapping[str, pd.DataFrame], figures: 
     return h.hexdigest()[:24]
 
 
+def _intact(path: Path) -> bool:
+    """Whether a kept file is there and sealed with the user's key (``fixtures.artifacts``)."""
+    try:
+        check_seal(path, "kept explorer file")
+    except (ArtifactCorrupt, OSError):
+        return False
+    return True
+
+
+def _kept_data(path: Path) -> dict[str, Any] | None:
+    """The page data kept in the cache, or None (recomputed) unless it is sealed with the user's key: a co-user of a
+    shared cache who plants values never changes this user's page (docs/reproducibility.md#sharing)."""
+    if not path.is_file():
+        return None
+    if not _intact(path):
+        warnings.warn(f"explorer data {path}: not sealed with this user's key (planted, altered, or written by an "
+                      "earlier version); recomputed", stacklevel=3)
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("meta"), dict) else None
+
+
 def write_explore(out: Path, record: SplitRecord, tables: Mapping[str, pd.DataFrame] | None = None,
                   run_id: str | None = None, figures: Sequence[Path] = (),
                   cache_dir: Path | None = None) -> dict[str, Any]:
     """Write ``explore.html`` (and ``explore.png`` when a system Chromium exists); returns the manifest entry.
 
     With ``cache_dir``, the page's data and its screenshot are kept under the key of what they depend on
-    (``_data_key``): a rerun on the same results only stamps this run's id and commit into the page. The
+    (``_data_key``), sealed with the user's key: a rerun on the same results only stamps this run's id and commit
+    into the page; kept data not sealed with the key is recomputed. The
     screenshot shows the direction view, which covers the header's run id, so a kept one is this page's picture.
     """
     tables = record.tables if tables is None else tables
     split = record.split
     key = _data_key(record, tables, figures) if cache_dir is not None else None
     kept = Path(cache_dir) / f"explore-{split}-{key}.json" if key else None
-    if kept is not None and kept.is_file():
-        data = json.loads(kept.read_text(encoding="utf-8"))
+    data = _kept_data(kept) if kept is not None else None
+    if data is not None:
         data["meta"].update(_meta(record, run_id))
     else:
         data = page_data(load_inputs(record, tables, run_id, figures))
         if kept is not None:
-            atomic_write_text(kept, json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            write_sealed(kept, lambda p: p.write_text(text, encoding="utf-8"))
     page = render(data).encode("utf-8")
     if len(page) > MAX_PAGE_BYTES:
         raise ValueError(f"{split}: explore.html would be {len(page):,} bytes, over the {MAX_PAGE_BYTES:,}-byte limit")
@@ -184,13 +212,13 @@ def write_explore(out: Path, record: SplitRecord, tables: Mapping[str, pd.DataFr
     entry: dict[str, Any] = {"file": path.name, "bytes": len(page), "sha256": hashlib.sha256(page).hexdigest()}
     png = Path(out) / "explore.png"
     shot = Path(cache_dir) / f"explore-{split}-{key}.png" if key else None
-    if shot is not None and shot.is_file():
+    if shot is not None and _intact(shot):
         shutil.copyfile(shot, png)
         why = None
     else:
         why = screenshot(path, png)
         if why is None and shot is not None:
-            atomic_write(shot, lambda p: shutil.copyfile(png, p))
+            write_sealed(shot, lambda p: shutil.copyfile(png, p))
     entry["screenshot"] = png.name if why is None else None
     if why is not None:
         entry["screenshot_skipped"] = why

@@ -3,8 +3,9 @@
 ``results/.history/<run id>/`` keeps each published run, complete or partial, as a typed record per split
 (``<split>/table2.parquet``: Table II; ``<split>/outcomes.parquet``: every ranker's per-direction outcomes;
 ``<split>/manifest.json``) beside the split's small published files for people to read, and ``entry.json``: the
-sha256 of every file. ``--compare-to``, pins and the reviewed-run lookup read only the typed record, through
-``SavedSplit``, after checking every file of the split against ``entry.json``: an edited file is refused, named,
+sha256 of every file, sealed by an HMAC under the user's key (``fixtures.userkey``). ``--compare-to``, pins and the
+reviewed-run lookup read only the typed record, through ``SavedSplit``, after checking ``entry.json``'s HMAC and
+every file of the split against it: an edited file, or an index whose digests were recomputed, is refused, named,
 never used. An entry is staged whole in ``.history/.staging-<run id>`` (held by its lock file while a live process
 writes it) and renamed into place with ``entry.json`` already inside, so a run id under ``.history`` is complete or
 absent; the next save removes, under the results folder's lock, what a killed run left (``heal``) and says so.
@@ -39,6 +40,7 @@ from fixtures.artifacts import atomic_write_text
 from fixtures.environment import version_changes
 from fixtures.identity import folder_digests, sha256_file
 from fixtures.settings import SEED
+from fixtures.userkey import seal_tag, tag_verifies
 from reports.changes import ChangeVerdict, paired_change
 from reports.measures import TABLE2, paired_measure
 from reports.paper import paper_table2
@@ -49,6 +51,8 @@ from reports.transaction import LOCK
 HISTORY = ".history"
 #: A history entry's index (run id, and each split's files with their sha256), the last file staged.
 ENTRY = "entry.json"
+#: The purpose of ``entry.json``'s HMAC under the user's key (docs/reproducibility.md#sharing).
+ENTRY_PURPOSE = "nevir history entry v1"
 #: The prefix of an entry being staged (and of its lock file).
 STAGING = ".staging-"
 #: Published files kept beside the typed record, for people to read (never read back).
@@ -71,6 +75,17 @@ PARTIAL_MARK = "partial"
 
 class HistoryError(ValueError):
     """A saved run that cannot be used: incomplete, edited since it was saved (the file is named), or absent."""
+
+
+class UnsealedEntry(HistoryError):
+    """A saved run whose ``entry.json`` is not sealed with this user's key: saved by an earlier version of the
+    suite or by another user, or forged (its digests recomputed); never used."""
+
+
+def _entry_bytes(index: Mapping[str, Any]) -> bytes:
+    """What an entry's HMAC covers: its index less the HMAC, as canonical JSON."""
+    return json.dumps({k: v for k, v in index.items() if k != "hmac"}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
 
 
 def run_id(records: Sequence[SplitRecord], partial: bool = False) -> str:
@@ -183,7 +198,9 @@ def save_to_history(results_dir: Path, ident: str, records: Mapping[str, SplitRe
             records[split].tables["table2"].to_parquet(out / TABLE2_FILE, index=False)
             record_outcomes(records[split]).to_parquet(out / OUTCOMES_FILE, index=False)
             files[split] = folder_digests(out)
-        atomic_write_text(staging / ENTRY, json.dumps({"run_id": ident, "splits": files}, indent=1, sort_keys=True))
+        index: dict[str, Any] = {"run_id": ident, "splits": files}
+        index["hmac"] = seal_tag(ENTRY_PURPOSE, _entry_bytes(index))  # a recomputed sha256 never verifies
+        atomic_write_text(staging / ENTRY, json.dumps(index, indent=1, sort_keys=True))
         with lock:
             staging.rename(history / ident)
     except BaseException:
@@ -232,6 +249,10 @@ def _index(entry: Path) -> dict[str, Any]:
             raise ValueError("no 'splits' table")
     except (OSError, ValueError) as exc:
         raise HistoryError(f"saved run {entry.name}: {path} cannot be read ({exc}); it cannot be used") from exc
+    if index.get("run_id") != entry.name or not tag_verifies(index.get("hmac"), ENTRY_PURPOSE, _entry_bytes(index)):
+        raise UnsealedEntry(f"saved run {entry.name}: {path} is not sealed with this user's key (saved by an earlier "
+                            "version of the suite or by another user, or its digests were recomputed after an edit); "
+                            "refusing to use it: compare with a run saved since")
     return index
 
 
@@ -304,7 +325,10 @@ def reviewed_run(results_dir: Path, profile: str, scope: str, split: str, pool: 
     on, or one that cannot be told apart from it. None when the history holds no such run; ``HistoryError`` when
     a candidate's files were changed after it was saved."""
     for entry in reversed(_entries(results_dir)):
-        files = _index(entry)["splits"].get(split)
+        try:
+            files = _index(entry)["splits"].get(split)
+        except UnsealedEntry:
+            continue  # not this user's: never the run a pin was reviewed on
         if not isinstance(files, dict) or MANIFEST_FILE not in files:
             continue
         _verify(entry, split, files, [MANIFEST_FILE])

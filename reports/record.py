@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, sha256_file
+from fixtures.artifacts import ArtifactCorrupt, check_seal, sealed_digest, sha256_file
 from reports.tables import TABLES, directions_table
 
 #: Artifact kinds and whether each names a ranker (``Artifact.ranker``) or a scope too (``Artifact.scope``).
@@ -93,8 +93,7 @@ class Artifact:
         """An independent copy, refused unless the copied bytes are those the seal records."""
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.path, target)
-        sealed = seal_path(self.path)
-        expected = sealed.read_text(encoding="utf-8").strip() if sealed.is_file() else None
+        expected = sealed_digest(self.path, "cached result file")  # refused unless sealed with the user's key
         actual = sha256_file(target)
         if actual != expected:
             raise ArtifactCorrupt(self.path, expected, actual, "cached result file")
