@@ -17,6 +17,8 @@ from rankers.scorers.base import TextScorer
 HUB_TYPES = ("cross-encoder", "t5", "colbert", "llm-layerwise")
 #: The library's listwise model types: ``kind = "llm_listwise"`` with ``backend = "rerankers"`` runs them.
 LISTWISE_TYPES = ("rankgpt", "rankgpt3", "rankgpt4", "rankllm", "gpt")
+#: How a model value that can only be a local path starts (as ``fixtures.models.model_location`` reads it).
+PATH_STARTS = ("/", "~", ".")
 RERANKERS = needs_module("rerankers", "the rerankers package", "pip install -e \".[rerankers]\"")
 
 
@@ -36,11 +38,12 @@ class Rerankers(PointwiseKind):
         return (RERANKERS,)
 
     def models(self, options) -> tuple[str, ...]:
-        """A Hugging Face model (resolved before work) for the library's transformers-based types; API and
-        FlashRank names are the library's own business."""
-        model_type = options.get("model_type")
-        hub = model_type in HUB_TYPES or (model_type is None and "/" in str(options.get("model", "")))
-        return ("model",) if hub else ()
+        """A Hugging Face model (resolved before work) for the library's transformers-based types, and a path
+        (``/``, ``~`` or ``.``) for any type: a local model, checked to exist and never looked up as a name
+        (``fixtures.models.model_problem``). Other API and FlashRank names are the library's own business."""
+        model_type, model = options.get("model_type"), str(options.get("model", ""))
+        hub = model_type in HUB_TYPES or (model_type is None and "/" in model)
+        return ("model",) if hub or model.startswith(PATH_STARTS) else ()
 
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         from rankers.scorers.rerankers_scorer import RerankersScorer  # optional extra: rerankers
