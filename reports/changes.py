@@ -4,8 +4,9 @@ Two runs that share the pool snapshot evaluated the same directions, so a measur
 a paired experiment (docs/statistics.md#comparisons):
 
 - **changed**: the two-sided test of the per-direction differences (``reports.group_tests.mean_test``)
-  rejects at α 0.05 and the TOST does not show the change within the margin, or the TOST's shifted tests read
-  on their other sides show Δ beyond the margin (``p_beyond``);
+  rejects at α 0.05 and the TOST does not show the change within the margin, or the shifted tests with every
+  direction its own unit show Δ beyond the margin (``p_beyond``; a change beyond the margin smaller than
+  ``catches``, what they catch in 95% of reruns, is said to be so);
 - **changed within margin**: both reject: a real change smaller than the margin (passes a pin);
 - **unchanged**: only the two one-sided tests (TOST) reject: |Δ| within the measure's margin
   declared in the profile (``[margins]``: e.g. 1 point of strict preference, 0.01 MRR);
@@ -28,7 +29,7 @@ import pandas as pd
 from fixtures.settings import SEED
 from reports.measures import aggregate, paired_measure
 from reports.outcomes import outcome_columns
-from reports.stats import ALPHA, certifiable_margin, equivalence, paired_difference
+from reports.stats import ALPHA, certifiable_margin, equivalence, paired_difference, smallest_caught
 
 Decision = Literal["changed", "changed within margin", "unchanged", "margin unreachable", "undetermined"]
 
@@ -56,6 +57,10 @@ class ChangeVerdict:
     differing_groups: int = 0
     discordant: int = 0
     p_beyond: float = float("nan")
+    #: The smallest |Δ| (the margin's unit) this comparison catches in 95% of reruns at the observed churn, and
+    #: whether the observed change lies beyond the margin without being decided ``changed``.
+    catches: float = float("nan")
+    uncaught: bool = False
 
     def message(self) -> str:
         """Old, new, Δ, interval, p-values, the effective sample and the certifiable margin in one line."""
@@ -67,6 +72,10 @@ class ChangeVerdict:
                         if math.isfinite(self.margin) else ", no margin declared"))
             if math.isfinite(self.certifiable) or self.certifiable == float("inf"):
                 text += f"; the smallest margin this sample can certify: ±{self.certifiable:.3g}"
+            if math.isfinite(self.catches):
+                text += f"; it catches a change beyond ±{self.catches:.3g} in 95% of reruns"
+                if self.uncaught:
+                    text += ": this change is beyond the margin but below that, so it is not certifiably caught"
         else:
             text += f" ({self.basis})"
         return text
@@ -104,13 +113,15 @@ def paired_change(column: str, now: pd.DataFrame, then: pd.DataFrame, labels: np
     certifiable = (certifiable_margin(labels, diff.null_sd, measure.scale, seed=seed)
                    if margin and not p_unchanged <= ALPHA else float("nan"))
     n = len(now)
+    catches = smallest_caught(x, y, margin, measure.scale) if margin else float("nan")
     decision = decide_change(diff.test.p_two_sided, p_unchanged if margin else 1.0,
                              reachable=not margin or not margin < certifiable, p_beyond=p_beyond if margin else 1.0,
                              within=not margin or abs(diff.effect) <= margin)
     return ChangeVerdict(decision, "paired", aggregate(column, a), aggregate(column, b),
                          *(measure.in_column(column, v, n) for v in (diff.effect, diff.lo, diff.hi)),
                          diff.test.p_two_sided, p_unchanged, margin if margin else float("nan"), n, certifiable,
-                         diff.differing_groups, diff.discordant, p_beyond)
+                         diff.differing_groups, diff.discordant, p_beyond, catches,
+                         bool(margin) and decision != "changed" and abs(diff.effect) > margin)
 
 
 def tolerance_change(now: float, then: float, tolerance: float) -> ChangeVerdict:
