@@ -7,6 +7,7 @@ cannot be read as one carries its note (``reports.tables.interval_note``).
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -90,6 +91,19 @@ def equal_numbers_note(row: Mapping[str, Any], other: Mapping[str, Any]) -> str:
             f"{md_escape(decided_in(other['family'], other.get('family_hypotheses')))}, this one in "
             f"{md_escape(decided_in(row['family'], row.get('family_hypotheses')))}: Holm corrects each p for the size "
             "of its own family (docs/statistics.md#families).")
+
+
+def needed_in_units(row: Mapping[str, Any], directions: float) -> str:
+    """The directions an inconclusive claim needs (claims.csv ``directions_needed``) in the units its design draws,
+    `` (about 600 complete pairs)``: what a user samples or collects more of; empty for single directions.
+
+    Whole source groups are counted at the claim's own mean group size (``n`` / ``n_groups``)."""
+    units, n, groups = row.get("units"), row.get("n"), row.get("n_groups")
+    if units == "pairs":
+        return f" (about {math.ceil(directions / 2):,} complete pairs)"
+    if units == "groups" and n and groups and math.isfinite(float(n)) and math.isfinite(float(groups)):
+        return f" (about {math.ceil(directions * float(groups) / float(n)):,} source groups)"
+    return ""
 
 
 def not_evaluated_lines(entries: Sequence[NotEvaluated]) -> list[str]:

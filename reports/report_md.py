@@ -21,7 +21,8 @@ from reports.paper import PAPER, paper_table2
 from reports.record import Publication, SplitRecord
 from reports.reference import CAVEAT, beside_published
 from reports.render import (brief, endpoint_lines, equal_numbers_note, md_code, md_escape, md_frame,
-                            not_evaluated_lines, table2_markdown, unavailable_lines, with_label_column)
+                            needed_in_units, not_evaluated_lines, table2_markdown, unavailable_lines,
+                            with_label_column)
 from reports.sequential import StoppingPoint, stopping_points
 from reports.tables import RELIABLE_N, TABLES, interval_note
 
@@ -96,7 +97,8 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: Stopping
                 why += (f"; MDE {mde:.{digits}f} {unit}{test}" if mde != float("inf") else
                         f"; no effect these differing groups allow gives 80% power{test}")
             if pd.notna(needed):
-                why += f"; about {int(needed):,} directions would give 80% power at this effect{test}"
+                why += (f"; about {int(needed):,} directions{needed_in_units(row, needed)} would give 80% "
+                        f"power at this effect{test}")
     family = str(row.get("family", ""))
     own = f" (family {family})" if ":" in family else ""
     return (f"- **{md_escape(row['status'])}** — {subject}: {effect:+.{digits}f} {unit} "

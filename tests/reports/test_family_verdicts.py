@@ -56,3 +56,18 @@ def test_the_terminal_claims_table_shows_the_family_that_decided_each_claim_and_
     assert shown["decided_in"].tolist() == ["H2 (10 hypotheses)", "H2:rr (4 hypotheses)", "H2 (10 hypotheses)", "gate"]
     assert "H2:rr (4 hypotheses)" in terminal_tables("claims", _claims())
     assert decided_in(float("nan"), float("nan")) == "" and decided_in("H1", 8.0) == "H1 (8 hypotheses)"
+
+
+def test_an_inconclusive_claim_says_how_many_of_its_designs_units_would_decide_it() -> None:
+    """claims.csv's directions_needed (the decision test simulated on the claim's own sample) in the units the design
+    draws: complete pairs for a sample of pairs, source groups at the claim's mean group size for whole groups."""
+    from reports.report_md import verdict_sentence
+
+    row = {"claim": "h2_mine_strict_gt_fusion", "family": "H2:mine", "ranker": "mine", "status": "inconclusive",
+           "p_adjusted": 0.4, "family_hypotheses": 4, "mde": 9.1, "directions_needed": 1201.0, "mde_test": "",
+           **{**SHARED, "n": 150, "n_groups": 75, "units": "pairs"}}
+    assert "about 1,201 directions (about 601 complete pairs) would give 80% power" in verdict_sentence(row, {})
+    groups = {**row, "n": 30, "n_groups": 15, "units": "groups"}
+    assert "about 1,201 directions (about 601 source groups) would give 80% power" in verdict_sentence(groups, {})
+    single = {**row, "units": "directions", "n_groups": 150}
+    assert "about 1,201 directions would give 80% power" in verdict_sentence(single, {})
