@@ -168,7 +168,7 @@ def _intact(path: Path) -> bool:
 
 def _kept_data(path: Path) -> dict[str, Any] | None:
     """The page data kept in the cache, or None (recomputed) unless it is sealed with the user's key: a co-user of a
-    shared cache who plants values never changes this user's page (docs/reproducibility.md#sharing)."""
+    shared cache who plants values never changes this user's page (docs/reproducibility.md#sharing-a-cache)."""
     if not path.is_file():
         return None
     if not _intact(path):

@@ -51,7 +51,7 @@ from reports.transaction import LOCK
 HISTORY = ".history"
 #: A history entry's index (run id, and each split's files with their sha256), the last file staged.
 ENTRY = "entry.json"
-#: The purpose of ``entry.json``'s HMAC under the user's key (docs/reproducibility.md#sharing).
+#: The purpose of ``entry.json``'s HMAC under the user's key (docs/reproducibility.md#sharing-a-cache).
 ENTRY_PURPOSE = "nevir history entry v1"
 #: The prefix of an entry being staged (and of its lock file).
 STAGING = ".staging-"

@@ -5,8 +5,10 @@ an interrupted run keeps every committed chunk, and the tables can be rebuilt fr
 alone on a CPU.
 
 Integrity: SQLite's own checks do not notice a flipped byte inside a stored value, so
-every row carries a sha256 over its key and every stored field, checked on each read;
-a row that fails is named in a warning, deleted and rescored, never used. A file that
+every row carries an HMAC-SHA256 under the user's key (``fixtures.userkey``) over its key and
+every stored field, checked on each read; a row that fails (altered, or written by a process
+without the key: a co-user of a shared cache, docs/reproducibility.md#sharing-a-cache) is named
+in a warning, deleted and rescored, never used. A file that
 SQLite cannot read (truncated, overwritten) is moved aside as
 ``<name>.corrupt-<UTC timestamp>`` (with its WAL) and a fresh cache takes its place, so
 nothing is deleted and the scores are recomputed. The schema version is part of the
@@ -16,6 +18,8 @@ each checkpoint.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import sqlite3
@@ -31,11 +35,13 @@ from typing import TypeVar
 import numpy as np
 from filelock import FileLock
 
-from fixtures.identity import json_digest
+from fixtures.identity import canonical_json
+from fixtures.userkey import user_key
 from rankers.scorers.results import MAX_REPLY_CHARS, CachedScore, CacheKey, capped, finite_or_none
 
-SCHEMA_VERSION = 2
-#: Versioned so that a cache of an older layout (without row digests) is never opened as this one.
+SCHEMA_VERSION = 3
+#: Versioned so that a cache of an older layout (v1: without row digests; v2: plain sha256 row digests, which any
+#: writer can recompute) is never opened as this one: its judgments are made again under the user's key.
 CACHE_FILE = f"text_scores.v{SCHEMA_VERSION}.sqlite"
 T = TypeVar("T")
 
@@ -71,19 +77,21 @@ class ScoreCacheWarning(UserWarning):
     """Stored scores were discarded (failed digest, unreadable or foreign file); they will be rescored."""
 
 
-def row_digest(key: CacheKey, score: float | None, error: str | None, usage: str, raw: str | None,
+def row_digest(secret: bytes, key: CacheKey, score: float | None, error: str | None, usage: str, raw: str | None,
                created: float) -> str:
-    """sha256 over a row's key and every stored field (``usage`` as its stored JSON text).
+    """HMAC-SHA256 under ``secret`` (the user's key) over a row's key and every stored field (``usage`` as its
+    stored JSON text).
 
     JSON keeps None distinct from "" and writes floats with ``repr``, which round-trips
     SQLite's 8-byte REAL exactly, so a sound row always reproduces its digest. The fields form a list of
-    scalars, so canonical JSON (``fixtures.identity``: sorted keys, ASCII) is exactly the rows' stored formula.
+    scalars, written as canonical JSON (``fixtures.identity``: sorted keys, ASCII).
     """
-    return json_digest([*key, score, error, usage, raw, created])
+    return hmac.new(secret, canonical_json([*key, score, error, usage, raw, created]).encode("utf-8"),
+                    hashlib.sha256).hexdigest()
 
 
 class _Unusable(Exception):
-    """The cache file cannot be used as a schema-v2 score cache (corrupt, truncated or foreign)."""
+    """The cache file cannot be used as a score cache of this schema (corrupt, truncated or foreign)."""
 
 
 def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
@@ -97,6 +105,7 @@ class ScoreCache:
     def __init__(self, path: Path, timeout_s: float = 120.0) -> None:
         self.path = Path(path)
         self.timeout_s = timeout_s
+        self._secret = user_key()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = self._connect()
@@ -105,7 +114,7 @@ class ScoreCache:
 
     @classmethod
     def in_folder(cls, folder: Path) -> ScoreCache:
-        """The shared cache of a run's score folder: ``<folder>/text_scores.v2.sqlite``."""
+        """The shared cache of a run's score folder: ``<folder>/text_scores.v3.sqlite``."""
         return cls(Path(folder) / CACHE_FILE)
 
     def _connect(self) -> sqlite3.Connection:
@@ -208,10 +217,10 @@ class ScoreCache:
         rows = self._run(lambda conn: _fetch(conn, keys))
         out: dict[CacheKey, CachedScore] = {}
         bad: list[tuple[CacheKey, str]] = []
-        loads, digest = json.loads, row_digest
+        loads, digest, secret = json.loads, row_digest, self._secret
         for mk, qs, pid, ps, score, error, usage, raw, created, stored in rows:
             key = (mk, qs, pid, ps)
-            if digest(key, score, error, usage, raw, created) != stored:
+            if not hmac.compare_digest(digest(secret, key, score, error, usage, raw, created), stored):
                 bad.append((key, stored))
                 continue
             out[key] = CachedScore(score, error, loads(usage), raw)
@@ -256,7 +265,7 @@ class ScoreCache:
             (model_key, limit)).fetchall())
         out = []
         for mk, qs, pid, ps, score, error, usage, raw, created, stored in rows:
-            if row_digest((mk, qs, pid, ps), score, error, usage, raw, created) != stored:
+            if row_digest(self._secret, (mk, qs, pid, ps), score, error, usage, raw, created) != stored:
                 continue
             u = json.loads(usage)
             value = u.get("wall_s", u.get("latency_s", u.get("seconds")))
@@ -277,7 +286,8 @@ class ScoreCache:
             r = capped(r, max_reply_chars)
             stored.append(r)
             score, usage = finite_or_none(r.score), json.dumps(r.usage, sort_keys=True)
-            params.append((*key, score, r.error, usage, r.raw, now, row_digest(key, score, r.error, usage, r.raw, now)))
+            params.append((*key, score, r.error, usage, r.raw, now,
+                           row_digest(self._secret, key, score, r.error, usage, r.raw, now)))
 
         def insert(conn: sqlite3.Connection) -> None:
             with _transaction(conn):

@@ -4,20 +4,24 @@ user's key (``fixtures.userkey``), and an entry written without it is refused an
 The probe planted values in the explorer's cached data (``figures/explore-*.json``: the page said "holds" while
 ``claims.csv`` said inconclusive), forged a history entry's ``table2.parquet`` with a recomputed ``entry.json``
 digest (``--compare-to`` showed "then" = 0.9999), and replaced cached artifacts together with a recomputed plain
-sha256 seal. Each case is rebuilt here, deterministically (docs/reproducibility.md#sharing).
+sha256 seal. Each case is rebuilt here, deterministically (docs/reproducibility.md#sharing-a-cache).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from fixtures import models
 from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, write_sealed
-from fixtures.identity import sha256_file
-from fixtures.userkey import KEY_ENV
+from fixtures.gguf import join_parts
+from fixtures.identity import json_digest, sha256_file
+from fixtures.userkey import KEY_ENV, seal_tag
+from rankers.scorers.cache import CachedScore, ScoreCache, ScoreCacheWarning
 from reports import explore
 from reports.explore import write_explore
 from reports.history import ENTRY, HISTORY, HistoryError, compare_problem, saved_split
@@ -137,3 +141,52 @@ def test_a_shipped_file_keeps_its_plain_seal(tmp_path: Path) -> None:
     assert seal_path(path).read_text() == digest + "\n" and check_seal(path, keyed=False) == digest
     with pytest.raises(ArtifactCorrupt):
         check_seal(path)  # never trusted as a cache entry
+
+
+@pytest.mark.parametrize("forger", ["no-key", "other-users-key"])
+def test_a_forged_model_stamp_never_vouches_for_an_altered_gguf(tmp_path: Path, other_user, forger: str) -> None:
+    """The probe: a grader GGUF altered in place, its ``.digests.json`` stamp rewritten to vouch for the new bytes
+    under the pinned sha256, was used without a warning. The stamp is sealed with the user's key now: a forged one
+    is not trusted, the file is hashed in full, and joined again from its parts."""
+    parts, digest = [], hashlib.sha256()
+    for i in range(2):
+        data = bytes([i + 1]) * (1 << 20)
+        parts.append(tmp_path / f"part{i}.bin")
+        parts[-1].write_bytes(data)
+        digest.update(data)
+    pinned, target = digest.hexdigest(), tmp_path / "cache" / "gguf" / "model.gguf"
+    join_parts(parts, target, 2 << 20, pinned)
+    join_parts(parts, target, 2 << 20, pinned)  # used once more: stamped as verified
+    stamp = target.with_name(target.name + ".digests.json")
+    assert json.loads(stamp.read_text())["hmac"]
+    target.write_bytes(b"\xff" * (2 << 20))  # altered in place, same size
+    entry = models._hash_file(target)
+    stat = models._stat(target)
+    record = {"files": [{"path": str(target), "stat": stat, **entry, "sha256": pinned}],
+              "stamped_ns": stat[2] + models.RACY_NS + 1, "next": 0}
+    if forger == "other-users-key":
+        other_user(True)
+        record["hmac"] = seal_tag(models.STAMP_PURPOSE, models._stamp_bytes(record))
+        other_user(False)
+    stamp.write_text(json.dumps(record))
+    with pytest.warns(UserWarning, match="does not hold the pinned bytes"):
+        join_parts(parts, target, 2 << 20, pinned)
+    assert sha256_file(target) == pinned
+
+
+def test_a_stored_judgment_rewritten_with_a_recomputed_plain_digest_is_refused_and_rescored(tmp_path: Path) -> None:
+    """A co-user who can write the score store changes a judgment and recomputes its row digest the way the
+    store used to (a plain sha256 over the row): the row does not verify under this user's key."""
+    key = ("judge-v1", "qsha", "p1", "psha")
+    with ScoreCache(tmp_path / "scores.sqlite") as store:
+        store.put_many([(key, CachedScore(1.0, None, {}, "1"))])
+        assert store.lookup([key])[0][key].score == 1.0
+    with sqlite3.connect(tmp_path / "scores.sqlite") as conn:
+        mk, qs, pid, ps, _, error, usage, raw, created = conn.execute(
+            "SELECT model_key, query_sha, pid, passage_sha, score, error, usage, raw, created FROM scores").fetchone()
+        forged = json_digest([mk, qs, pid, ps, 4.0, error, usage, raw, created])
+        conn.execute("UPDATE scores SET score=4.0, digest=?", (forged,))
+    with ScoreCache(tmp_path / "scores.sqlite") as store:
+        with pytest.warns(ScoreCacheWarning, match="1 stored score.* fail their digest check"):
+            found, bad = store.lookup([key])
+        assert found == {} and bad == [key]

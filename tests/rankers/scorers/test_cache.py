@@ -277,7 +277,7 @@ def test_a_cache_of_another_layout_is_moved_aside_not_misread(tmp_path):
                     "PRIMARY KEY (model_key, query_sha, pid, passage_sha))")
         key = cache_key("count-v1", "p0", "query 0", "passage ")
         old.execute("INSERT INTO scores VALUES (?, ?, ?, ?, 1e9, NULL, '{}', NULL, 0)", key)
-    with pytest.warns(ScoreCacheWarning, match="layout differs from schema v2"):
+    with pytest.warns(ScoreCacheWarning, match=f"layout differs from schema v{SCHEMA_VERSION}"):
         c = ScoreCache(path)
     with c:
         scorer = CountingScorer()
