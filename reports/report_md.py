@@ -473,7 +473,8 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
                   .to_markdown(index=False, disable_numparse=True), "",
                   "Published figures: `docs/reference-results.md` (sources and settings); this run's: "
                   "`nevir_paired.csv`.", ""]
-    paper = paper_table2(split, int(tables["table2"]["n"].max()) if "table2" in tables else None)
+    nevir = (record.entries.get("dataset") or {}).get("kind", "nevir") == "nevir"  # the paper measured NevIR only
+    paper = paper_table2(split, int(tables["table2"]["n"].max()) if "table2" in tables else None) if nevir else None
     if paper is not None:
         lines += ["## Reference: the paper's published Table II (not this run)", "",
                   "Values reported in the text of *Preference Is Not Position* (Test; GPU models: text-embedding-v4, "

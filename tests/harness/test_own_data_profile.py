@@ -80,3 +80,6 @@ def test_the_nevir_format_holdout_runs_with_no_converter_and_its_report_carries_
     assert "pin" not in set(claims["family"]) and not claims["claim"].astype(str).str.startswith("pin").any()
     report = (published / "report.md").read_text(encoding="utf-8")
     assert "## Gates and pins" not in report and "moved" not in report
+    assert "the paper's published Table II" not in report  # NevIR's published numbers: not this dataset's reference
+    embedded_report = publish(on_embedded, tmp_path / "embedded").published["test"] / "report.md"
+    assert "## Gates and pins" in embedded_report.read_text(encoding="utf-8")
