@@ -31,6 +31,7 @@ import pytest
 
 from fixtures.data import NevIRDataError
 from fixtures.datasets.pairs import read_pair_set
+from fixtures.freeze_pools import shipped_problems
 from fixtures.models import ModelNotFound, model_problem, resolve_dense_model, resolve_sparse_model
 from fixtures.settings import (DEFAULT_SPLITS, EVALUABLE_SPLITS, PROJECT_ROOT, SAMPLED_SPLITS, SPLITS, Settings,
                                default_cache_dir)
@@ -257,6 +258,7 @@ def resolve_before_work(settings: Settings, profile: Profile,
     """
     use_pythonpath(profile)
     problems = [p for p in (_route_problem(profile, role) for role in ("dense", "sparse")) if p]
+    problems += shipped_problems()  # an edited shipped pool: one message (docs/protocol.md#frozen-pools)
     study = functools.cache(lambda: build_study(settings.data_dir))  # only a kind that reads its own data asks
     for decl in needed(profile, (d for d in profile.ordered() if selected(d))):
         if any(not r.met() for r in decl.requirements()):
