@@ -47,6 +47,8 @@ ALL = "all"
 #: Markers a declaration may carry: pytest marks that select or skip its specs.
 MARKS = ("llm", "gpu", "slow")
 MODES = ("window", "designated")
+#: How a model value that can only be a local path starts (the rule of ``fixtures.models.model_location``).
+PATH_STARTS = ("/", "~", ".")
 
 _registry: dict[str, RankerKind] = {}
 
@@ -335,6 +337,22 @@ class LazyScorer:
             raise RuntimeError(f"the scorer's cache key changed from {self.model_key!r} to {real.model_key!r} "
                                "although its declared identity did not; the remembered key is forgotten, rerun")
         return getattr(real, name)
+
+
+def missing_model_paths(options: Mapping[str, Any], what: str) -> list[str]:
+    """Each option named ``model`` or ``*_model`` whose value can only be a path (``PATH_STARTS``) and names nothing,
+    as one sentence: handed to a library as it is, such a value would be looked up as a name on a model hub and
+    fail there, far from the declaration. ``options`` are a factory's keywords, which it receives as written, so a
+    relative path is read from the working directory, as the factory would read it."""
+    problems = []
+    for key, value in options.items():
+        if (key == "model" or key.endswith("_model")) and isinstance(value, str) and value.startswith(PATH_STARTS):
+            path = Path(value).expanduser().absolute()
+            if not path.exists():
+                problems.append(f"{what} option {key} = {value!r} is a path, and {path} does not exist (a value "
+                                "starting with /, ~ or . is a local model, never a hub name; the factory reads a "
+                                "relative path from the working directory)")
+    return problems
 
 
 # ---- the registry --------------------------------------------------------------------------------

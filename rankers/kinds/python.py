@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rankers.base import Ranking
-from rankers.kinds.base import Context, KindBuildError, RankerDecl, register
+from rankers.kinds.base import Context, KindBuildError, RankerDecl, missing_model_paths, register
 from rankers.kinds.pointwise import PointwiseKind
 from rankers.scorers.base import TextScorer
 
@@ -33,7 +33,7 @@ class Python(PointwiseKind):
         from rankers.scorers.python_scorer import factory_problem  # a source lookup; the factory is not run
 
         problem = factory_problem(options["factory"])
-        return [] if problem is None else [problem]
+        return ([] if problem is None else [problem]) + missing_model_paths(options.get("options", {}), self.name)
 
     @staticmethod
     def loaded(decl: RankerDecl, ctx: Context, window: bool):

@@ -8,7 +8,7 @@ without scores: they are declared as ``kind = "llm_listwise"`` with ``backend = 
 from __future__ import annotations
 
 from fixtures.models import require_model
-from rankers.kinds.base import Context, DeclarationError, RankerDecl, register
+from rankers.kinds.base import PATH_STARTS, Context, DeclarationError, RankerDecl, register
 from rankers.kinds.pointwise import PointwiseKind
 from rankers.kinds.requirements import Requirement, needs_module
 from rankers.scorers.base import TextScorer
@@ -17,8 +17,6 @@ from rankers.scorers.base import TextScorer
 HUB_TYPES = ("cross-encoder", "t5", "colbert", "llm-layerwise")
 #: The library's listwise model types: ``kind = "llm_listwise"`` with ``backend = "rerankers"`` runs them.
 LISTWISE_TYPES = ("rankgpt", "rankgpt3", "rankgpt4", "rankllm", "gpt")
-#: How a model value that can only be a local path starts (as ``fixtures.models.model_location`` reads it).
-PATH_STARTS = ("/", "~", ".")
 RERANKERS = needs_module("rerankers", "the rerankers package", "pip install -e \".[rerankers]\"")
 
 

@@ -65,3 +65,28 @@ def test_a_name_that_is_not_path_like_is_still_a_hub_name(tmp_path: Path, no_hub
     with pytest.raises(OptionError, match=r"cross_encoder model 'org/ce' is not on the hub"):
         resolve_before_work(Settings(cache_dir=tmp_path / "cache"), profile, lambda decl: decl.name == "mine")
     assert no_hub == ["org/ce"]
+
+
+@pytest.mark.parametrize("options", ['{ model = "./models/mine" }', '{ base_model = "/x/y", batch = 8 }',
+                                     '{ model = "~/no-such-models/mine" }'])
+def test_a_factorys_path_like_model_option_that_names_nothing_stops_the_run_before_work(
+        tmp_path: Path, no_hub: list[str], monkeypatch: pytest.MonkeyPatch, options: str) -> None:
+    """A python factory gets its options as written: a path-like model option is read from the working directory,
+    and one that names nothing is said there, before the factory hands it to a library's hub lookup."""
+    monkeypatch.chdir(tmp_path)
+    profile = load_profile(str(_profile(tmp_path, '[rankers.mine]\nkind = "python"\n'
+                                                  'factory = "examples.bi_encoder_reranker:make_scorer"\n'
+                                                  f'options = {options}\n')))
+    with pytest.raises(OptionError) as info:
+        resolve_before_work(Settings(cache_dir=tmp_path / "cache"), profile, lambda decl: decl.name == "mine")
+    assert "[rankers.mine]: python option " in str(info.value) and "is a path, and " in str(info.value)
+    assert "does not exist" in str(info.value) and no_hub == []
+
+
+def test_a_factorys_existing_model_folder_or_model_name_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rankers.kinds.base import missing_model_paths
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    assert missing_model_paths({"model": "./models/mine", "tokenizer_model": str(tmp_path / "models")}, "python") == []
+    assert missing_model_paths({"model": "org/name", "url": "/v1/rerank", "model_size": 3}, "python") == []
