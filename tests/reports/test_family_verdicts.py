@@ -35,7 +35,8 @@ def test_a_claim_with_anothers_numbers_and_another_verdict_names_that_claim_and_
     assert ("`h2_ce_strict_gt_fusion` measures the same effect on the same directions and is **inconclusive** in "
             "family H2 (10 hypotheses), this one in H2:rr (4 hypotheses)") in mine
     [study] = [line for line in lines if line.startswith("- **inconclusive**")]
-    assert "`h2_rr_strict_gt_fusion` measures the same effect" in study and "and **holds** in family H2:rr (4 hypotheses)" in study
+    assert "`h2_rr_strict_gt_fusion` measures the same effect" in study
+    assert "and **holds** in family H2:rr (4 hypotheses)" in study
     [mrr] = [line for line in lines if line.startswith("- **fails**")]
     assert "Equal numbers" not in mrr  # another effect: nothing to explain
 
