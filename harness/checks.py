@@ -35,7 +35,7 @@ from harness.profile_terms import PROFILE_DIR
 from reports.comparisons import group_labels
 from reports.changes import ChangeVerdict, paired_change, tolerance_change
 from reports.columns import POINTS
-from reports.history import HISTORY, MANIFEST_FILE, SavedSplit, open_saved, reviewed_run, saved_runs
+from reports.history import HISTORY, MANIFEST_FILE, SavedSplit, UnsealedEntry, open_saved, reviewed_run, saved_runs
 from reports.hypotheses import ClaimResult, check_verdict
 from reports.measures import paired_measure
 from reports.record import profile_of
@@ -163,8 +163,8 @@ def recorded_verdict(results_dir: Path, profile: str, split: str, claim: str) ->
     """The claim's verdict on ``split`` in the newest saved full-scope run of ``profile`` that holds it; None when
     the history holds none. A partial run (``-m``, ``-k``) counts only where it decided the claim: it is never more
     decisive than the complete run (docs/statistics.md#decisions), so its *inconclusive* says nothing. A candidate's
-    files are checked against their digests first (``open_saved``): an edited one is refused, naming it, never
-    read."""
+    files are checked against their sealed digests first (``open_saved``): an edited one is refused, naming it,
+    never read; one not sealed with this user's key is passed over."""
     history = Path(results_dir) / HISTORY
     for run in reversed(saved_runs(results_dir)):
         folder = history / run / split
@@ -173,11 +173,14 @@ def recorded_verdict(results_dir: Path, profile: str, split: str, claim: str) ->
         try:
             manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            manifest = open_saved(history / run, split).manifest  # names the file that cannot be read
+            continue  # cannot be shown to be this profile's full run
         if not isinstance(manifest, dict) or manifest.get("scope") != "full" \
                 or profile_of(manifest).get("name") != profile:
             continue
-        saved = open_saved(history / run, split)
+        try:
+            saved = open_saved(history / run, split)
+        except UnsealedEntry:
+            continue  # not sealed with this user's key: never the verdict a gate holds
         table = pd.read_csv(saved.folder / "claims.csv", dtype={"claim": str, "status": str})
         rows = table[(table["claim"] == claim)
                      & (table["status"].isin(["holds", "fails"]) | (not manifest.get("partial")))]

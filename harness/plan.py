@@ -11,20 +11,34 @@ verdict, and the fixed design's MDE and power (docs/statistics.md#sequential-sam
 Group sizes are the split's planned directions (before pool coverage), so they are known now; a sample of
 complete pairs (``design = "pairs"``) draws units of a pair's directions, one of single directions
 (``design = "directions"``) units of one direction each.
+
+A fixed design's power depends on how an effect spreads over the units, so for strict preference the plan also
+prints the MDE and power under each outcome model of ``reports.outcome_models`` (the plan's, two rankers deciding
+pairs query-blind at different rates, and units resampled from a previous run of the profile when ``--previous``'s
+history holds one) and the worst case (docs/statistics.md#outcome-models).
 """
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 
-from fixtures.settings import EVALUABLE_SPLITS
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fixtures.settings import EVALUABLE_SPLITS, Settings
 from fixtures.samples import UNITS, sampling_units
 from fixtures.study import build_study
 from harness.profile import load_profile
 from harness.profile_records import ProfileError
 from harness.sequential import family_sizes, sample_claims
 from rankers.window import WINDOW_K
+from reports.history import HISTORY, HistoryError, open_saved, saved_runs
+from reports.outcome_models import PlanModel, ResampledModel, TwoBlindModel, family_power
 from reports.sequential import plan
+from reports.stats import ALPHA
 
 
 def judgments_per_direction(profile, sample: str) -> int:
@@ -41,6 +55,47 @@ def judgments_per_direction(profile, sample: str) -> int:
     return total
 
 
+def previous_model(results_dir: Path, profile, sample: str, split: str, units: pd.DataFrame) -> ResampledModel | None:
+    """The resampled outcome model from the newest saved run of the profile in ``results_dir`` that holds both
+    rankers of one of the sample's strict-preference claims on the sample's directions; None without one."""
+    pairs = [(d.ranker, d.versus) for d in sample_claims(profile, sample).values()
+             if d.versus and d.measure == "strict"]
+    for run in reversed(saved_runs(results_dir) if Path(results_dir).is_dir() else []):
+        try:
+            saved = open_saved(Path(results_dir) / HISTORY / run, split)
+        except HistoryError:
+            continue
+        if saved.manifest.get("profile", {}).get("name") != profile.name:
+            continue
+        for ranker, versus in pairs:
+            mine, theirs = saved.outcomes(ranker), saved.outcomes(versus)
+            if mine is None or theirs is None:
+                continue
+            joined = mine.merge(theirs, on="qid", suffixes=("", "_versus")).merge(units[["qid", "group"]], on="qid")
+            if len(joined):
+                d = joined["strict"].astype(float) - joined["strict_versus"].astype(float)
+                return ResampledModel.of(d.to_numpy(), joined["group"].to_numpy(),
+                                         f"run {run} ({ranker} vs {versus}, {len(joined)} directions)")
+    return None
+
+
+def model_lines(models, sizes: np.ndarray, fixed: int, level: float, effects: list[float], runs: int) -> list[str]:
+    """Each outcome model's MDE and power at each assumed effect on the fixed design, and the worst case."""
+    lines = [f"the fixed {fixed}-direction sample under each outcome model (one-sided level {level:.4g}, {runs} "
+             "simulated samples a point; docs/statistics.md#outcome-models):"]
+    results = [family_power(models, sizes, fixed, level, effect, runs, 0, 100.0) for effect in effects]
+    for i, model in enumerate(models):
+        mde = results[0][i].mde
+        powers = ", ".join(f"{'—' if math.isnan(r[i].power) else f'{100 * r[i].power:.0f}%'} at {e:+.3g} pts"
+                           for e, r in zip(effects, results))
+        lines.append(f"  {model.words}: MDE {f'{mde:.2f} pts' if math.isfinite(mde) else 'beyond what it allows'}; "
+                     f"power {powers}")
+    worst = [min((x.power for x in r if not math.isnan(x.power)), default=math.nan) for r in results]
+    lines.append(f"worst case over the {len(models)} models: MDE {max(x.mde for x in results[0]):.2f} pts; power "
+                 + ", ".join(f"{100 * p:.0f}% at {e:+.3g} pts" for e, p in zip(effects, worst)))
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(prog="python -m harness.plan", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="embedded", help="profile name or .toml path (default: %(default)s)")
@@ -53,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
     parser.add_argument("--blind", type=float, default=0.3, help="share of query-blind pairs (d2 = -d1)")
     parser.add_argument("--mrr-sd", type=float, default=None, help="plan an MRR claim: SD of per-direction Δ")
     parser.add_argument("--runs", type=int, default=400, help="simulated samples per effect (default: %(default)s)")
+    parser.add_argument("--previous", default=str(Settings().results_dir),
+                        help="results folder whose history may hold a previous run of the profile, to resample its "
+                             "per-unit outcomes (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         profile = load_profile(args.profile)
@@ -76,6 +134,15 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
         result = plan(sizes, effect, batch, int(limit), int(fixed), hypotheses, args.discordant, args.blind,
                       args.mrr_sd, scale, args.runs)
         lines.append(result.line(unit, per_direction))
+    if args.mrr_sd is None:
+        models = [PlanModel(args.discordant, args.blind), TwoBlindModel(args.discordant, args.blind, 0.0),
+                  TwoBlindModel(args.discordant, args.blind)]
+        previous = previous_model(Path(args.previous), profile, args.sample, args.split, directions)
+        models += [previous] if previous is not None else []
+        lines += model_lines(models, sizes, int(fixed), ALPHA / hypotheses, args.effect, min(args.runs, 400))
+        if previous is None:
+            lines.append(f"(no saved run of {profile.name} in {args.previous} holds the sample's rankers: no resampled "
+                         "model)")
     print("\n".join(lines))
     return lines
 

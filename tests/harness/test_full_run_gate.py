@@ -10,13 +10,13 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from fixtures.identity import folder_digests
 from harness import checks
 from harness.claims import definitions
 from harness.profile import load_profile
 from reports.claim_measures import ClaimTest
 from reports.history import HISTORY, HistoryError
 from reports.hypotheses import decide_family
+from tests.support.saved_runs import seal_entry
 
 USER = '''[profile]
 name = "mine"
@@ -41,8 +41,7 @@ def save_run(results: Path, run_id: str, scope: str, rows: list[dict], profile: 
     (folder / "manifest.json").write_text(json.dumps({"scope": scope, "profile": {"name": profile},
                                                       "partial": list(partial)}), "utf-8")
     pd.DataFrame(rows).to_csv(folder / "claims.csv", index=False)
-    (folder.parent / "entry.json").write_text(json.dumps({"run_id": run_id, "splits": {
-        "test": folder_digests(folder)}}), "utf-8")
+    seal_entry(results, run_id)
     return folder
 
 
@@ -122,6 +121,11 @@ def test_an_edited_saved_run_is_refused_and_only_gated_subset_runs_look(mine, tm
     folder = save_run(results, "20261205T100000.000000Z-abc-mine-full-1", "full",
                       [{"claim": "h2_mine_mrr_gt_fusion", "status": "fails", "effect": -0.38, "p_adjusted": 0.0004}])
     (folder / "claims.csv").write_text("claim,status\nh2_mine_mrr_gt_fusion,holds\n", encoding="utf-8")
+    save_run(results, "20261205T090000.000000Z-abc-mine-full-0", "full",
+             [{"claim": "h2_mine_mrr_gt_fusion", "status": "holds", "effect": 0.2, "p_adjusted": 0.001}])
+    entry = results / HISTORY / "20261205T090000.000000Z-abc-mine-full-0" / "entry.json"
+    index = json.loads(entry.read_text(encoding="utf-8"))
+    entry.write_text(json.dumps({**index, "hmac": "0" * 64}), encoding="utf-8")  # another user's: skipped
     with pytest.raises(HistoryError, match="claims.csv was changed after the run saved it"):
         checks.recorded_verdict(results, "mine", "test", "h2_mine_mrr_gt_fusion")
     looked: list[tuple] = []

@@ -1,0 +1,208 @@
+"""Outcome models a fixed design's power is computed under: the plan's and the plausible others
+(docs/statistics.md#outcome-models).
+
+The power of the decision test (``reports.group_tests.mean_test``) at an effect depends on how the effect is
+spread over a sample's units, not only on its size: with the same share of discordant directions, two rankers that
+decide pairs query-blind at different rates make more units differ than the plan's model, whose query-blind pairs
+never differ. A number printed from one model over-promises under another, so the plan prints each model's MDE and
+power and the worst case (``python -m harness.plan``). Each model draws per-unit summed differences D_u for a
+matrix of unit sizes (runs × units, in a random order per run); the fixed sample is each run's first units within
+its size, and the test is the decision test's own parts (``mean_test_rows``), as the plan's fixed-design numbers
+(``reports.sequential.fixed_mde``) are:
+
+- **plan**: ``reports.sequential.direction_differences``: a share ``blind`` of pairs decided query-blind (d₂ = −d₁,
+  the pair's sum 0), the others' directions differing independently by ±1 with the whole effect;
+- **two rankers query-blind**: each ranker decides a pair query-blind at its own rate (the candidate at ``blind``,
+  the baseline at ``BASELINE_BLIND``: one direction right, one wrong, which one at random), and otherwise each
+  direction right with its own probability; on a share 2 × ``discordant`` of pairs the two decide independently
+  (so a share ``discordant`` of directions differ), elsewhere alike;
+- **resampled**: units drawn with replacement from a previous run's per-unit differences of the same two rankers
+  (``ResampledModel``), each keeping its size and |D_u| with a sign drawn anew and moved by the effect in
+  proportion to it (``reports.power.PowerDesign``'s location shift).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from reports.group_tests import mean_test_rows
+from reports.power import PowerDesign, TARGET
+from reports.sequential import direction_differences
+
+#: The baseline's query-blind share in the two-ranker model: fusion decides about 60% of NevIR's pairs query-blind
+#: (docs/statistics.md#calibration).
+BASELINE_BLIND = 0.6
+
+
+@dataclass(frozen=True)
+class PlanModel:
+    """The plan's own model (``direction_differences``)."""
+
+    discordant: float
+    blind: float
+    name: str = "plan"
+
+    @property
+    def words(self) -> str:
+        return (f"the plan's model ({self.discordant:.0%} of directions differ, {self.blind:.0%} of pairs "
+                "query-blind for both rankers alike)")
+
+    def top(self) -> float:
+        """The largest per-direction effect the model allows."""
+        return self.discordant * (1.0 - self.blind)
+
+    def draw(self, rng: np.random.Generator, sizes: np.ndarray, effect: float) -> tuple[np.ndarray, np.ndarray]:
+        """(the units' sizes, their sums D_u) for units of these sizes at a per-direction ``effect``."""
+        return sizes, direction_differences(rng, sizes, effect, self.discordant, self.blind)
+
+
+@dataclass(frozen=True)
+class TwoBlindModel:
+    """Two rankers deciding pairs query-blind at different rates (see the module doc)."""
+
+    discordant: float
+    blind: float
+    baseline_blind: float = BASELINE_BLIND
+
+    @property
+    def name(self) -> str:
+        return f"two rankers query-blind ({self.blind:.0%} / {self.baseline_blind:.0%})"
+
+    @property
+    def words(self) -> str:
+        return (f"two rankers query-blind on {self.blind:.0%} / {self.baseline_blind:.0%} of pairs (candidate / "
+                f"baseline), deciding {min(1.0, 2 * self.discordant):.0%} of pairs independently "
+                f"({self.discordant:.0%} of directions differ)")
+
+    def top(self) -> float:
+        return min(1.0, 2 * self.discordant) * (1.0 - self.blind) / 2
+
+    def draw(self, rng: np.random.Generator, sizes: np.ndarray, effect: float) -> tuple[np.ndarray, np.ndarray]:
+        independent = min(1.0, 2 * self.discordant)
+        right = 0.5 + effect / (independent * (1.0 - self.blind))  # the candidate's, where it is not blind
+        if not -1e-9 <= right <= 1.0 + 1e-9:
+            raise ValueError(f"an effect of {effect} exceeds what {self.words} allows ({self.top():.3f})")
+        right = min(1.0, max(0.0, right))
+        sizes = np.asarray(sizes)
+        pairs = sizes // 2
+        most = max(1, int(pairs.max()))
+        shape = (*pairs.shape, most)
+
+        def outcomes(blind: float, p_right: float) -> np.ndarray:
+            first = rng.random(shape) < 0.5
+            is_blind = (rng.random(shape) < blind)[..., None]
+            return np.where(is_blind, np.stack([first, ~first], axis=-1), rng.random((*shape, 2)) < p_right)
+
+        differ = (rng.random(shape) < independent)[..., None]
+        d = np.where(differ, outcomes(self.blind, right).astype(float) - outcomes(self.baseline_blind, 0.5), 0.0)
+        per_pair = d.sum(axis=-1) * (np.arange(most) < pairs[..., None])
+        lone = np.where(rng.random(pairs.shape) < independent,
+                        (rng.random(pairs.shape) < 0.5 + effect / independent).astype(float)
+                        - (rng.random(pairs.shape) < 0.5), 0.0)  # a lone direction: the marginal laws
+        return sizes, per_pair.sum(axis=-1) + lone * (sizes % 2)
+
+
+@dataclass(frozen=True)
+class ResampledModel:
+    """Units resampled from a previous run's per-unit differences (sizes and |D_u|; see the module doc)."""
+
+    design: PowerDesign
+    source: str
+    name: str = "resampled"
+
+    @property
+    def words(self) -> str:
+        m = np.asarray(self.design.magnitudes)
+        return (f"units resampled from {self.source} ({len(m)} units, {int((m > 0).sum())} differing; |D_u| kept, "
+                "signs drawn anew)")
+
+    def top(self) -> float:
+        return self.design.effect_at(_top_shift(self.design))
+
+    def draw(self, rng: np.random.Generator, sizes: np.ndarray, effect: float) -> tuple[np.ndarray, np.ndarray]:
+        """Units drawn from the previous run's, as many a run as ``sizes`` has columns, each with its own size."""
+        pool_sizes, pool_m = np.asarray(self.design.sizes), np.asarray(self.design.magnitudes)
+        pick = rng.integers(0, len(pool_sizes), np.shape(sizes))
+        shift = min(self.design.shift_for(effect), _top_shift(self.design)) if effect > 0 else 0.0
+        signs = np.where(rng.random(np.shape(sizes)) < 0.5, 1.0, -1.0)
+        cap = self.design.bound * pool_sizes[pick]
+        return pool_sizes[pick], np.clip(pool_m[pick] * (signs + shift), -cap, cap)
+
+    @classmethod
+    def of(cls, differences: np.ndarray, units: np.ndarray, source: str) -> ResampledModel:
+        """From a previous run's per-direction differences (values in [−1, 1]) and each direction's unit."""
+        codes = np.unique(np.asarray(units), return_inverse=True)[1]
+        return cls(PowerDesign.of(differences, codes, 1.0), source)
+
+
+def _top_shift(design: PowerDesign) -> float:
+    """The shift at which every differing unit is at its bound: the model's largest effect."""
+    m, n = np.asarray(design.magnitudes), np.asarray(design.sizes)
+    return float((n[m > 0] * design.bound / m[m > 0]).max()) + 1 if (m > 0).any() else 0.0
+
+
+@dataclass(frozen=True)
+class ModelPower:
+    """One model's MDE (the effect's unit; ∞ beyond what it allows) and power at an assumed effect."""
+
+    model: str
+    words: str
+    mde: float
+    power: float
+
+
+def draw_samples(model, sizes: np.ndarray, runs: int, seed: int, effect: float) -> tuple[np.ndarray, np.ndarray]:
+    """(unit sizes in each run's order, their sums): the orders and outcome draws from seeds of their own, as
+    ``reports.sequential.simulated_differences`` draws them (common random numbers across effects)."""
+    drawn = sizes[np.argsort(np.random.default_rng(seed).random((runs, len(sizes))), axis=1)]
+    return model.draw(np.random.default_rng((seed, 1)), drawn, effect)
+
+
+def fixed_holds(drawn: np.ndarray, d: np.ndarray, fixed_directions: int, level: float) -> np.ndarray:
+    """Whether the decision test says *holds* at one-sided ``level`` on each run's first units within
+    ``fixed_directions`` (the fixed sample)."""
+    units = np.maximum(1, (np.cumsum(drawn, axis=1) <= fixed_directions).sum(axis=1))
+    holds = np.zeros(len(drawn), dtype=bool)
+    for g in np.unique(units):
+        rows = units == g
+        holds[rows] = mean_test_rows(d[rows, :g], float(drawn[rows, :g].max()))[0] <= level
+    return holds
+
+
+def model_power(model, sizes: np.ndarray, fixed_directions: int, level: float, effect: float, runs: int,
+                seed: int) -> float:
+    """The decision test's power on the fixed design under ``model`` at a per-direction ``effect``."""
+    drawn, d = draw_samples(model, np.asarray(sizes, dtype=int), runs, seed, effect)
+    return float(fixed_holds(drawn, d, fixed_directions, level).mean())
+
+
+@functools.lru_cache(maxsize=64)
+def model_mde(model, sizes: tuple[int, ...], fixed_directions: int, level: float, runs: int, seed: int,
+              target: float = TARGET) -> float:
+    """The smallest per-direction effect at which the decision test holds in ``target`` of the model's fixed
+    samples (bisected to 0.5% of the model's range); ∞ when its largest effect does not reach it."""
+    top = model.top()
+    array = np.asarray(sizes, dtype=int)
+    lo, hi = 0.0, top
+    if model_power(model, array, fixed_directions, level, hi, runs, seed) < target:
+        return math.inf
+    while hi - lo > 0.005 * top:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if model_power(model, array, fixed_directions, level, mid, runs, seed) >= target \
+            else (mid, hi)
+    return hi
+
+
+def family_power(models, sizes: np.ndarray, fixed_directions: int, level: float, effect: float, runs: int,
+                 seed: int, scale: float) -> list[ModelPower]:
+    """Each model's MDE and its power at ``effect`` (both in the effect's unit, ``scale`` per unit difference)."""
+    out = []
+    for model in models:
+        mde = model_mde(model, tuple(np.asarray(sizes, dtype=int).tolist()), fixed_directions, level, runs, seed)
+        power = model_power(model, sizes, fixed_directions, level, effect / scale, runs, seed) \
+            if effect / scale <= model.top() else math.nan
+        out.append(ModelPower(model.name, model.words, scale * mde, power))
+    return out
