@@ -80,6 +80,22 @@ def _answer(line: str, number: int, results: Path, known: dict[str, tuple[dict[s
     return cid, response["body"], None
 
 
+def _numbers_problem(generation: Generation) -> str | None:
+    """Why a reply's numbers cannot be read (None: they can): a log-probability is a number <= 0 (a probability
+    of at most 1), a probability lies in [0, 1]. Checked per line, so one line an engine (or a hand) wrote out of
+    range is named and the rest of the file is imported (``math.exp(1000)`` would abort them all)."""
+    for position, (token, logprob, alternatives) in enumerate(generation.token_logprobs or ()):
+        for alt, value in ((token, logprob), *alternatives.items()):
+            if not isinstance(value, (int, float)) or math.isnan(value) or value > 0:
+                return (f"token {position} ({alt!r:.20}) has log-probability {value!r:.20}, out of range "
+                        "(a log-probability is <= 0)")
+    for probs in (generation.grade_probs, generation.choice_probs):
+        for value in probs or ():
+            if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                return f"a probability {value!r:.20} lies outside [0, 1]"
+    return None
+
+
 def import_results(results: Path, export_dir: Path, cache_dir: Path | None = None) -> Imported:
     """Check every line of a result file, then store the sound ones (one transaction per judge)."""
     manifest, known = _load_export(export_dir)
@@ -116,6 +132,10 @@ def import_results(results: Path, export_dir: Path, cache_dir: Path | None = Non
             generation = parse_chat_reply(body, math.nan)  # a batch result has no latency of its own
         except MalformedReply as exc:
             problems.append(_problem(results, number, f"malformed reply: {exc}"))
+            continue
+        out_of_range = _numbers_problem(generation)
+        if out_of_range is not None:
+            problems.append(_problem(results, number, f"out of range: {out_of_range}; not stored"))
             continue
         generation = dataclasses.replace(generation, truncated=bool(entry["truncated"]), endpoint=where)
         if judge["reading"] == "grade":

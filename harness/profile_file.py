@@ -15,8 +15,9 @@ from typing import Any
 
 from fixtures.settings import PROJECT_ROOT
 from harness.profile_records import ProfileError
-from harness.profile_terms import (FREE_TEXT, GATES, LENGTH_LIMITS, PROFILE_DIR, PROFILE_KEYS, RANKER_GATES,
-                                   TOP_LEVEL, UNPRINTABLE)
+from harness.profile_terms import (CLAIM_NAME_MAX, FREE_TEXT, GATES, KEY_NAME, LENGTH_LIMITS, NAME_MAX,
+                                   NAMED_ELSEWHERE, NAMES, OPTION_VALUE_MAX, PROFILE_DIR, PROFILE_KEYS, RANKER_GATES,
+                                   TOP_LEVEL, UNPRINTABLE, VALUE_MAX)
 
 
 def resolve_path(name_or_path: str, relative_to: Path | None = None) -> Path:
@@ -70,9 +71,16 @@ def _unprintable(text: str, prose: bool) -> str | None:
     return None
 
 
+def _longest(key: str, depth: int) -> int:
+    """The most characters a string under ``key`` may hold: a label's or prose's limit, or ``VALUE_MAX``, in the
+    profile's own tables; ``OPTION_VALUE_MAX`` in a factory's own options (deeper)."""
+    return LENGTH_LIMITS.get(key, VALUE_MAX) if depth <= 2 else OPTION_VALUE_MAX
+
+
 def _check_values(path: Path, table: Mapping[str, Any], where: str = "", depth: int = 0) -> None:
-    """Every name and string free of control characters, labels and prose within their lengths
-    (``profile_terms.LENGTH_LIMITS``), every number finite (``nan``, ``inf`` are valid TOML).
+    """Every name portable and bounded (``profile_terms.KEY_NAME``, ``NAMES``), every string free of control
+    characters, labels and prose within their lengths (``profile_terms.LENGTH_LIMITS``) and every other string
+    within ``VALUE_MAX``, every number finite (``nan``, ``inf`` are valid TOML).
 
     Checked per file as read, so the error names the file that holds the value, its table and its key. Lengths
     apply to the profile's own tables (``depth`` 1: ``[profile]``; 2: ``[rankers.<name>]``...), not to the free
@@ -84,6 +92,11 @@ def _check_values(path: Path, table: Mapping[str, Any], where: str = "", depth: 
         if bad is not None:
             raise ProfileError(f"{path} [{where or key}]: the name {key!r} contains the control character "
                                f"U+{ord(bad):04X}; names must be printable")
+        if where not in NAMED_ELSEWHERE and not (NAMES.get(where) or KEY_NAME).fullmatch(str(key)):
+            most = CLAIM_NAME_MAX if where in NAMES else NAME_MAX
+            raise ProfileError(f"{path} [{where or key}]: the name {ascii(str(key)[:80])} must be portable: 1 to "
+                               f"{most} of A-Z a-z 0-9 . _ -{' @' if where in NAMES else ''}, a letter or digit first "
+                               "(names reach file names, CSV columns and the terminal in any locale)")
         if isinstance(value, Mapping):
             _check_values(path, value, inner, depth + 1)
             continue
@@ -92,9 +105,9 @@ def _check_values(path: Path, table: Mapping[str, Any], where: str = "", depth: 
                 _check_values(path, item, inner, depth + 1)
             elif isinstance(item, float) and not math.isfinite(item):
                 raise ProfileError(f"{path} [{where or key}]: {key!r} must be a finite number, got {item!r}")
-            elif isinstance(item, str) and depth <= 2 and len(item) > LENGTH_LIMITS.get(key, len(item)):
+            elif isinstance(item, str) and len(item) > (most := _longest(key, depth)):
                 raise ProfileError(f"{path} [{where or key}]: {key!r} holds {len(item):,} characters; at most "
-                                   f"{LENGTH_LIMITS[key]:,} are allowed")
+                                   f"{most:,} are allowed")
             elif isinstance(item, str) and (bad := _unprintable(item, prose=key in FREE_TEXT)) is not None:
                 raise ProfileError(f"{path} [{where or key}]: {key!r} = {item!r} contains the control character "
                                    f"U+{ord(bad):04X}")

@@ -6,8 +6,10 @@ the checks they feed; the measure vocabularies come from the one registry, ``rep
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from rankers.declarations import NAME_MAX, PORTABLE_NAME
 from reports.measures import PAIRED_MEASURES, TABLE2, column
 from reports.columns import COUNT, POPULATION
 
@@ -48,6 +50,22 @@ FREE_TEXT = ("description", "text", "reason", "subset_reason")
 LABEL_MAX = 200
 TEXT_MAX = 4000
 LENGTH_LIMITS = {"name": LABEL_MAX, "label": LABEL_MAX, **{key: TEXT_MAX for key in FREE_TEXT}}
+#: The longest string any other key of the profile's own tables may hold (a kind, model, URL, path, factory), and the
+#: longest a ``python`` ranker's own options may hold (a factory may take an inline text), in characters: a 5 MB
+#: option value was accepted and carried into every key and manifest.
+VALUE_MAX = TEXT_MAX
+OPTION_VALUE_MAX = 1 << 16
+#: Every key a profile writes is a name (a ranker's, a sample's, an option's, a measure's, a run scope's) and, like a
+#: ranker's name (``rankers.declarations.PORTABLE_NAME``), made of POSIX's portable file-name characters, at most
+#: ``NAME_MAX`` of them: names reach file names, CSV columns and the terminal in any locale (a sample named ``s€中``
+#: crashed two specs under a Latin-1 locale). A claim's name may add ``@<split>`` and is longer, since it holds a
+#: ranker's name: at most ``CLAIM_NAME_MAX``.
+CLAIM_NAME_MAX = 3 * NAME_MAX
+CLAIM_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._@-]{{0,{CLAIM_NAME_MAX - 1}}}")
+NAMES = {"claims": CLAIM_NAME}
+#: Tables whose keys are checked where they are declared instead: ranker names (``rankers.declarations``).
+NAMED_ELSEWHERE = ("rankers",)
+KEY_NAME = PORTABLE_NAME
 #: The most rankers a profile may declare (enabled, after ``extends``): every spec is parametrized over them, so
 #: each one adds tests to every run; the shipped profiles declare about 15.
 MAX_RANKERS = 64
