@@ -1,4 +1,5 @@
-"""The paper's published Table II values, as a labeled reference beside a run (never mixed into its rows).
+"""Reference rows a run is set beside (never mixed into its rows): the paper's published Table II values on NevIR,
+or a ``[data]`` set's own declared rows (``reference_rows``; docs/reference-results.md#your-own-dataset).
 
 Source: *Preference Is Not Position: Evaluating Reranking on NevIR in Fixed Hybrid Candidate
 Pools*, Sections V–VI and the conclusion (Test; GPU/API models). Only numbers the text states
@@ -11,6 +12,13 @@ embedded defaults: 2,735 on Test), so its rates are over a different population;
 so beside every row, with this run's n when it is given.
 """
 from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -57,3 +65,81 @@ def paper_table2(split: str, run_n: int | None = None) -> pd.DataFrame | None:
     frame.insert(0, "source", PAPER)
     frame["note"] = paper_note(run_n)
     return frame
+
+
+#: A declared reference file's columns besides the Table II ones: who published each row, for which split, which
+#: ranker of this profile it stands beside.
+REFERENCE_KEYS = ("source", "split", "ranker")
+
+
+@dataclass(frozen=True)
+class ReferenceRows:
+    """Rows a run is compared with on one split: their source, the rows (``ranker`` and Table II columns), how the
+    bottom line names them and what a departure from them means."""
+
+    source: str
+    frame: pd.DataFrame
+
+    @property
+    def short(self) -> str:
+        return "the paper" if self.source == PAPER else "the reference"
+
+    @property
+    def caveat(self) -> str:
+        if self.source == PAPER:
+            return ("Its values come from its GPU/API models and pools, matched to this run's rankers by role name: a "
+                    "departure is a finding about this profile's models, not a failed reproduction.")
+        return ("Its rows are matched to this run's rankers by name: a departure is a finding about this profile's "
+                "models against the declared reference.")
+
+
+def read_reference(path: Path) -> dict[str, Any]:
+    """A ``[data]`` set's reference rows file (CSV: ``source``, ``split``, ``ranker`` and any Table II columns, each a
+    number), checked row by row, as the manifest entry the report reads: ``{"file", "rows"}``. A bad row is named
+    by file, line and field before any work."""
+    with Path(path).open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        fields = tuple(reader.fieldnames or ())
+        unknown = [f for f in fields if f not in REFERENCE_KEYS and f not in TABLE2_COLUMNS]
+        if not set(REFERENCE_KEYS) <= set(fields) or unknown or len(fields) == len(REFERENCE_KEYS):
+            raise ValueError(f"{path}: a reference file's header is {', '.join(REFERENCE_KEYS)} and at least one "
+                             f"Table II column (docs/outputs.md#table-ii); got {', '.join(fields) or 'none'}"
+                             + (f" (unknown: {unknown})" if unknown else ""))
+        rows = []
+        for line, row in enumerate(reader, start=2):
+            for key in REFERENCE_KEYS:
+                if not (row.get(key) or "").strip():
+                    raise ValueError(f"{path}:{line}: field {key!r} is empty")
+            values: dict[str, Any] = {k: row[k].strip() for k in REFERENCE_KEYS}
+            for key in (f for f in fields if f not in REFERENCE_KEYS):
+                text = (row.get(key) or "").strip()
+                if not text:
+                    continue
+                try:
+                    number = float(text)
+                except ValueError:
+                    raise ValueError(f"{path}:{line}: field {key!r} must be a number, got {text!r}") from None
+                if not math.isfinite(number):
+                    raise ValueError(f"{path}:{line}: field {key!r} must be finite, got {text!r}")
+                values[key] = number
+            rows.append(values)
+    if not rows:
+        raise ValueError(f"{path}: no reference rows")
+    return {"file": str(path), "rows": rows}
+
+
+def reference_rows(dataset: Mapping[str, Any] | None, split: str, run_n: int | None = None) -> ReferenceRows | None:
+    """The rows a run on ``split`` is compared with: on NevIR the paper's (Test only); on a ``[data]`` set its own
+    declared rows for the split (the manifest's ``dataset`` entry carries them as ``reference``: ``read_reference``),
+    of one source; None when there are none (the bottom line then says so for a dataset that is not NevIR)."""
+    dataset = dict(dataset or {})
+    if dataset.get("kind", "nevir") == "nevir":
+        paper = paper_table2(split, run_n)
+        return None if paper is None else ReferenceRows(PAPER, paper)
+    declared = dataset.get("reference") or {}
+    rows = [r for r in declared.get("rows", ()) if r.get("split") == split]
+    if not rows:
+        return None
+    sources = sorted({str(r["source"]) for r in rows})
+    frame = pd.DataFrame([{k: v for k, v in r.items() if k not in ("source", "split")} for r in rows])
+    return ReferenceRows("; ".join(sources), frame)

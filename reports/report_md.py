@@ -16,8 +16,8 @@ import pandas as pd
 from fixtures.reference import published_paired
 from reports.claim_families import FAMILY_RULE, same_numbers_elsewhere
 from reports.hypotheses import DIGITS, format_interval, format_p
-from reports.measures import PAIRED_MEASURES, paired_measure
-from reports.paper import PAPER, paper_table2
+from reports.bottom_line import MEASURE_WORDS, bottom_line, measured_text, num, section_of
+from reports.paper import reference_rows
 from reports.record import Publication, SplitRecord
 from reports.reference import CAVEAT, beside_published
 from reports.render import (brief, endpoint_lines, equal_numbers_note, md_code, md_escape, md_frame,
@@ -31,28 +31,6 @@ FAMILY_TITLES = {"H1": "H1: preference is not position (the profile's declared c
                  "H2": "H2: window reranking against each ranker's compare_to baseline",
                  "H3": "H3: the equal-grade branch holds more of the failures than of the directions",
                  "beyond": "Beyond the paper (and claims of no study family)"}
-#: How a claim's measure reads in a sentence: a paired measure's words, and H3's share.
-MEASURE_WORDS = {**{m.name: m.words for m in PAIRED_MEASURES if m.words},
-                 "tie_branch_share": "equal-grade branch, share of non-successes minus share of directions"}
-
-
-#: What each hypothesis says, for the bottom line (docs/statistics.md#claims).
-HYPOTHESES = {"H1": "training moves preference and position apart",
-              "H2": "window reranking raises preference and position over its baseline",
-              "H3": "the equal-grade branch holds the failures",
-              "beyond": "beyond the paper"}
-#: Where the published values the bottom line compares with are listed, with their sources.
-REFERENCE_PAGE = "docs/reference-results.md"
-
-
-def _num(row: dict[str, Any], key: str) -> float:
-    value = row.get(key)
-    return float("nan") if value is None or pd.isna(value) else float(value)
-
-
-def _section(family: str) -> str:
-    base = str(family).split(":")[0]
-    return base if base in ("H1", "H2", "H3") else "beyond"
 
 
 def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: StoppingPoint | None = None) -> str:
@@ -70,28 +48,28 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: Stopping
     subject = f"{who(ranker)} vs {md_code(versus)}, {measure}" if versus else f"{who(ranker)}, {measure}"
     unit = str(row.get("unit") or "")
     digits = DIGITS.get(unit, 2)
-    effect, lo, hi, n = _num(row, "effect"), _num(row, "lo"), _num(row, "hi"), _num(row, "n")
+    effect, lo, hi, n = num(row, "effect"), num(row, "lo"), num(row, "hi"), num(row, "n")
     if pd.isna(effect):
         measured = md_escape(row.get("measured", ""))
         return (f"- **{md_escape(row['status'])}** — {subject}: {measured}"
                 f"{'.' if stopped and not measured.endswith('.') else ''}{stopped}")
     note = interval_note(n, lo, hi)
-    groups, units = _num(row, "n_groups"), row.get("units")
+    groups, units = num(row, "n_groups"), row.get("units")
     size = f"n = {int(n):,} directions" + (
         "" if pd.isna(groups) else ", each its own unit" if units == "directions" else
         f" in {int(groups):,} complete pair{'' if groups == 1 else 's'}, one pair a unit" if units == "pairs" else
         f" in {int(groups):,} source group{'' if groups == 1 else 's'}")
-    p, q = _num(row, "p_adjusted"), _num(row, "p_opposite_adjusted")
+    p, q = num(row, "p_adjusted"), num(row, "p_opposite_adjusted")
     if pd.isna(p):
         why = "unable to decide: too few source groups for any outcome to reach α, so it is left out of its family"
     else:
         why = f"Holm-adjusted one-sided p {format_p(p)} on the claimed side, {format_p(q)} on the other"
-        hypotheses, members = _num(row, "family_hypotheses"), row.get("family_members")
+        hypotheses, members = num(row, "family_hypotheses"), row.get("family_members")
         if pd.notna(hypotheses):
             why += (f" in family {md_escape(row.get('family', ''))} ({int(hypotheses)} hypotheses"
                     + (f": {md_escape(members)}" if isinstance(members, str) and members else "") + ")")
         if row["status"] == "inconclusive":
-            mde, needed = _num(row, "mde"), _num(row, "directions_needed")
+            mde, needed = num(row, "mde"), num(row, "directions_needed")
             test = f" ({md_escape(row['mde_test'])})" if pd.notna(row.get("mde_test")) and row.get("mde_test") else ""
             if pd.notna(mde):
                 why += (f"; MDE {mde:.{digits}f} {unit}{test}" if mde != float("inf") else
@@ -113,15 +91,11 @@ def _rows_checked(claims: pd.DataFrame, check: str) -> list[dict[str, Any]]:
     return [r for r in claims.to_dict("records") if r.get("check") == check]
 
 
-def _measured(row: dict[str, Any]) -> str:
-    return md_escape(" ".join(str(row.get("measured", "")).split()))
-
-
 def lost_expectations(claims: pd.DataFrame) -> list[str]:
     """Claims the profile reviewed as decisive (holds / fails) that this run left inconclusive, one line each."""
     lost = [r for r in _rows_checked(claims, "undecided") if r.get("family") not in ("gate", "pin")]
     return [f"{md_code(r['claim'])} was reviewed as **{r['expected']}** ({md_code(r['declared_in'])}) but is "
-            f"inconclusive now: {_measured(r)}" for r in lost]
+            f"inconclusive now: {measured_text(r)}" for r in lost]
 
 
 def undecidable_on_subset(claims: pd.DataFrame) -> list[str]:
@@ -129,10 +103,10 @@ def undecidable_on_subset(claims: pd.DataFrame) -> list[str]:
     the subset gate fails first (docs/statistics.md#subset-gate)."""
     gated = [f"{md_code(r['claim'])}: {md_code(r['declared_in'])} expects **{r['expected']}** (reviewed on the full "
              f"run); not decidable on this subset, and its interval lies wholly beyond the subset gate's margin "
-             f"against it (**fails the gate**): {_measured(r)}"
+             f"against it (**fails the gate**): {measured_text(r)}"
              for r in _rows_checked(claims, "contradicted on this subset")]
     return gated + [f"{md_code(r['claim'])}: {md_code(r['declared_in'])} expects **{r['expected']}** (reviewed on "
-                    f"the full run); not decidable on this subset: {_measured(r)}"
+                    f"the full run); not decidable on this subset: {measured_text(r)}"
                     for r in _rows_checked(claims, "not decidable on this subset")]
 
 
@@ -147,14 +121,14 @@ def inherited_misses(claims: pd.DataFrame) -> list[str]:
         if r.get("family") == "pin":
             ranker = md_code(r["ranker"])
             lines.append(f"the study's ranker {ranker} moved ({name} pinned at {md_escape(r['expected'])} in "
-                         f"{source}; {_measured(r)}): comparisons against {ranker} are against the moved ranker")
+                         f"{source}; {measured_text(r)}): comparisons against {ranker} are against the moved ranker")
         elif r.get("family") == "gate":
-            lines.append(f"{name} of {source} fails (measured {_measured(r)}); inherited, so reported, not gating")
+            lines.append(f"{name} of {source} fails (measured {measured_text(r)}); inherited, so reported, not gating")
         else:
             names = [str(r[k]) for k in ("ranker", "versus") if isinstance(r.get(k), str) and r[k]]
             lines.append(f"the study's claim {name} now **{r['status']}** where {source} records **{r['expected']}**: "
                          f"{' or '.join(md_code(n) for n in names)} moved, so comparisons against "
-                         f"{'it' if len(names) == 1 else 'them'} are against the moved ranker ({_measured(r)})")
+                         f"{'it' if len(names) == 1 else 'them'} are against the moved ranker ({measured_text(r)})")
     return lines
 
 
@@ -175,7 +149,7 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str],
         lines += [md_escape(FAMILY_RULE), ""]
     elsewhere = same_numbers_elsewhere(rows)
     for section, title in FAMILY_TITLES.items():
-        members = [r for r in rows if _section(r["family"]) == section]
+        members = [r for r in rows if section_of(r["family"]) == section]
         if not members:
             continue
         counts = {s: sum(r["status"] == s for r in members) for s in ("holds", "fails", "inconclusive")}
@@ -191,126 +165,6 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str],
                   "(`seeds.csv` has each seed's values); the run's seed alone, decided in its own Holm family, is "
                   "reported here and never asserted.", "", *[verdict_sentence(r, labels) for r in single], ""]
     return lines
-
-
-def _study_claims(claims: pd.DataFrame) -> list[dict[str, Any]]:
-    """The hypothesis claims of a run (not gates or pins, not the single-seed replays), with ``family`` as text."""
-    rows = []
-    for r in claims.to_dict("records"):
-        family = "" if r.get("family") is None or pd.isna(r.get("family")) else str(r["family"])
-        if family in ("gate", "pin") or str(r.get("estimand") or "").startswith("single seed"):
-            continue
-        rows.append({**r, "family": family})
-    return rows
-
-
-def _versus(row: dict[str, Any]) -> str:
-    versus = row.get("versus")
-    return "" if versus is None or pd.isna(versus) else str(versus)
-
-
-def _effect_words(row: dict[str, Any]) -> str:
-    """``-4.64 pts [-6.36, -2.91]``, or what was measured when the claim has no effect."""
-    effect = _num(row, "effect")
-    if pd.isna(effect):
-        return _measured(row) or "not measured"
-    unit = str(row.get("unit") or "")
-    digits = DIGITS.get(unit, 2)
-    return f"{effect:+.{digits}f} {unit} {format_interval(_num(row, 'lo'), _num(row, 'hi'), digits)}"
-
-
-def _claim_brief(row: dict[str, Any]) -> str:
-    """A claim in a clause: who vs whom, on what, its status and its effect with the interval."""
-    measure = MEASURE_WORDS.get(str(row.get("measure")), str(row.get("measure")))
-    versus = _versus(row)
-    if str(row.get("family", "")).startswith("H3x"):
-        measure += f" on the equal-grade directions of {md_code(versus)}"
-    ranker = row.get("ranker")
-    if ranker is None or pd.isna(ranker) or not str(ranker):
-        subject = md_code(str(row.get("claim", "")))  # a claim that names no ranker is named by itself
-    else:
-        subject = f"{md_code(str(ranker))} vs {md_code(versus)}, {measure}" if versus else \
-            f"{md_code(str(ranker))}, {measure}"
-    return f"{subject} **{md_escape(str(row.get('status', '')))}** ({_effect_words(row)})"
-
-
-def _measured_side(row: dict[str, Any]) -> str | None:
-    """The side of 0 the run decided the effect on: the claimed side when it holds, the other when it fails."""
-    claimed = str(row.get("claimed") or "").strip()[:1]
-    if claimed not in (">", "<") or row.get("status") not in ("holds", "fails"):
-        return None
-    return claimed if row["status"] == "holds" else {">": "<", "<": ">"}[claimed]
-
-
-@dataclass(frozen=True)
-class PaperContrast:
-    """This run's comparison claims against the direction of the paper's published values (``reports.paper``)."""
-
-    departs: tuple[str, ...]  # decided on the other side of 0 than the paper's values
-    undecided: tuple[str, ...]  # the paper has a direction; this run decides none
-    agrees: int  # decided the paper's way
-
-
-def paper_contrast(claims: pd.DataFrame, split: str, run_n: int | None) -> PaperContrast | None:
-    """Each comparison claim whose two rankers the paper reports on the claim's measure, against the sign of their
-    published difference (the paper's direction); None when the paper reports nothing for the split."""
-    paper = paper_table2(split, run_n)
-    if paper is None:
-        return None
-    published = paper.set_index("ranker")
-    departs, undecided, agrees = [], [], 0
-    for row in _study_claims(claims):
-        versus = _versus(row)
-        try:
-            column = paired_measure(str(row.get("measure"))).of
-        except KeyError:
-            continue
-        if not versus or column not in published.columns or not {row.get("ranker"), versus} <= set(published.index):
-            continue
-        mine, theirs = published.at[row["ranker"], column], published.at[versus, column]
-        if pd.isna(mine) or pd.isna(theirs) or mine == theirs:
-            continue
-        side = ">" if mine > theirs else "<"
-        words = {">": "above", "<": "below"}
-        digits = DIGITS.get(str(row.get("unit") or ""), 2)
-        said = (f"the paper has {md_code(row['ranker'])} {words[side]} {md_code(versus)} "
-                f"({float(mine):.{digits}f} vs {float(theirs):.{digits}f})")
-        measured = _measured_side(row)
-        if measured is None:
-            undecided.append(f"{_claim_brief(row)}: {said}; this run does not decide it.")
-        elif measured != side:
-            departs.append(f"{_claim_brief(row)}: {said}; this run has it {words[measured]}.")
-        else:
-            agrees += 1
-    return PaperContrast(tuple(departs), tuple(undecided), agrees)
-
-
-def bottom_line(claims: pd.DataFrame, split: str, run_n: int | None) -> list[str]:
-    """report.md's first section: per hypothesis one sentence from its claims (status, effect, interval), then
-    where the run departs from the paper's published direction (computed from ``reports.paper``, never written in)."""
-    rows = _study_claims(claims)
-    if not rows:
-        return []
-    lines = ["## Bottom line", ""]
-    for section, words in HYPOTHESES.items():
-        members = [r for r in rows if _section(r["family"]) == section]
-        if members:
-            name = "Beyond the paper" if section == "beyond" else f"{section} ({words})"
-            lines.append(f"- **{name}**: " + "; ".join(_claim_brief(r) for r in members) + ".")
-    contrast = paper_contrast(claims, split, run_n)
-    if contrast is None or not (contrast.departs or contrast.undecided or contrast.agrees):
-        return lines + [""]
-    total = contrast.agrees + len(contrast.departs) + len(contrast.undecided)
-    source = f"{md_escape(PAPER)}; sources and why the measures differ: {md_code(REFERENCE_PAGE)}"
-    if not (contrast.departs or contrast.undecided):
-        return lines + ["", f"Against the paper ({source}): all {total} claims its published values give a direction "
-                        "for are decided its way.", ""]
-    return lines + ["", f"Against the paper ({source}): of the {total} claims its published values give a direction "
-                    f"for, this run decides {contrast.agrees} its way, {len(contrast.departs)} the other way and "
-                    f"{len(contrast.undecided)} not at all. Its values come from its GPU/API models and pools, "
-                    "matched to this run's rankers by role name: a departure is a finding about this profile's "
-                    "models, not a failed reproduction.", "",
-                    *[f"- {line}" for line in (*contrast.departs, *contrast.undecided)], ""]
 
 
 #: A run comparison's decisions, gravest (what a reader must look at) first (docs/statistics.md#pins).
@@ -401,9 +255,12 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
     lines = [f"# Preference Is Not Position — {split}", "",
              f"Profile {md_code(record.profile_name or '?')}, "
              f"commit {md_code(record.entries.get('code_commit', '?'))}, run {md_code(publication.run_id)}.", ""]
+    dataset = record.entries.get("dataset") or {}
+    nevir = dataset.get("kind", "nevir") == "nevir"  # the paper and the published NevIR figures are about NevIR
+    reference = reference_rows(dataset, split, int(tables["table2"]["n"].max())
+                               if "table2" in tables and len(tables["table2"]) else None)
     if "claims" in tables:
-        lines += bottom_line(tables["claims"], split, int(tables["table2"]["n"].max())
-                             if "table2" in tables and len(tables["table2"]) else None)
+        lines += bottom_line(tables["claims"], reference, dataset)
     if publication.partial:
         lines += ["**Partial run**: this run did not compute every output of the split, so it was published apart "
                   "from the complete results:", "", *[f"- {md_escape(reason)}" for reason in publication.partial], ""]
@@ -467,19 +324,21 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
             if keys[0] in ("ranker", "scorer") and keys[0] in frame.columns:
                 frame = with_label_column(frame, keys[0], labels)
             lines += [f"## {title}", "", md_frame(frame).to_markdown(index=False, floatfmt=".4g"), ""]
-    if "nevir_paired" in tables and len(tables["nevir_paired"]):
+    if nevir and "nevir_paired" in tables and len(tables["nevir_paired"]):
         lines += [f"## {TABLES['nevir_paired'][0].split(';')[0]}, beside published NevIR figures", "", CAVEAT, "",
                   md_frame(beside_published(tables["nevir_paired"], labels, split, published_paired()))
                   .to_markdown(index=False, disable_numparse=True), "",
                   "Published figures: `docs/reference-results.md` (sources and settings); this run's: "
                   "`nevir_paired.csv`.", ""]
-    nevir = (record.entries.get("dataset") or {}).get("kind", "nevir") == "nevir"  # the paper measured NevIR only
-    paper = paper_table2(split, int(tables["table2"]["n"].max()) if "table2" in tables else None) if nevir else None
-    if paper is not None:
+    if reference is not None and nevir:
         lines += ["## Reference: the paper's published Table II (not this run)", "",
                   "Values reported in the text of *Preference Is Not Position* (Test; GPU models: text-embedding-v4, "
                   "doubao sparse, BGE-reranker-v2-m3, Qwen3-14B-AWQ); blank where the text does not report them.", "",
-                  paper.to_markdown(index=False, floatfmt=".4g"), ""]
+                  reference.frame.to_markdown(index=False, floatfmt=".4g"), ""]
+    elif reference is not None:
+        lines += [f"## Reference: {md_escape(reference.source)} (not this run)", "",
+                  f"The rows `[data] reference` declares for this split ({md_code(str(dataset['reference']['file']))}"
+                  "); blank where they give no value.", "", reference.frame.to_markdown(index=False, floatfmt=".4g"), ""]
     for fig in figures:
         lines += [f"![{fig.stem}]({fig.name})", ""]
     return "\n".join(lines)

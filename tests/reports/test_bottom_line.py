@@ -1,11 +1,25 @@
-"""report.md's bottom line: each hypothesis in one sentence from its claims, and where the run departs from the
-paper, computed from the claims and the paper's published values (reports.paper), never written in."""
+"""report.md's bottom line: each hypothesis in one sentence from its claims, and where the run departs from its
+dataset's reference rows, computed from the claims and the rows (reports.paper.reference_rows), never written in:
+the paper's on NevIR only; a [data] set's own declared rows, or none, which the report says."""
 from __future__ import annotations
 
-import pandas as pd
+from pathlib import Path
 
-from reports.paper import paper_table2
-from reports.report_md import bottom_line, paper_contrast
+import pandas as pd
+import pytest
+
+from reports.bottom_line import bottom_line, paper_contrast
+from reports.paper import paper_table2, read_reference, reference_rows
+from reports.record import Publication, SplitRecord
+from reports.report_md import report_markdown
+
+#: The manifest's dataset entries: NevIR (also what a record without one means) and the policy example's set.
+NEVIR = {"name": "nevir", "kind": "nevir"}
+POLICY = {"name": "policy_pairs", "kind": "pairs"}
+
+
+def line(claims: pd.DataFrame, split: str = "test", n: int | None = 2735, dataset=None) -> list[str]:
+    return bottom_line(claims, reference_rows(dataset or NEVIR, split, n), dataset)
 
 NAN = float("nan")
 
@@ -34,7 +48,7 @@ def claims() -> pd.DataFrame:
 
 
 def test_each_hypothesis_is_one_sentence_of_its_claims_with_effect_and_interval() -> None:
-    lines = bottom_line(claims(), "test", 2735)
+    lines = line(claims())
     assert lines[0] == "## Bottom line"
     sentences = [line for line in lines if line.startswith("- **H") or line.startswith("- **Beyond")]
     assert [s.split("**")[1].split(" ")[0] for s in sentences] == ["H1", "H2", "H3"]
@@ -47,7 +61,7 @@ def test_each_hypothesis_is_one_sentence_of_its_claims_with_effect_and_interval(
 
 
 def test_the_departures_from_the_paper_follow_the_sign_of_its_published_values() -> None:
-    contrast = paper_contrast(claims(), "test", 2735)
+    contrast = paper_contrast(claims(), reference_rows(NEVIR, "test", 2735))
     assert contrast is not None and contrast.agrees == 1  # E0's MRR below fusion's, as in the paper
     paper = paper_table2("test").set_index("ranker")
     assert paper.at["e0", "strict_pct"] > paper.at["fusion", "strict_pct"]  # what makes the first a departure
@@ -56,7 +70,7 @@ def test_the_departures_from_the_paper_follow_the_sign_of_its_published_values()
     assert "the paper has `ce` above `fusion` (0.7404 vs 0.5764); this run has it below." in contrast.departs[1]
     assert contrast.undecided == ("`bg8` vs `e0`, strict preference **inconclusive** (-0.48 pts [-2.13, +1.11]): the "
                                   "paper has `bg8` below `e0` (54.53 vs 56.62); this run does not decide it.",)
-    text = "\n".join(bottom_line(claims(), "test", 2735))
+    text = "\n".join(line(claims()))
     assert "this run decides 1 its way, 2 the other way and 1 not at all" in text
 
 
@@ -64,14 +78,78 @@ def test_a_run_that_agrees_with_the_paper_says_so_and_other_splits_are_not_compa
     agreeing = claims()
     agreeing.loc[0, ["status", "effect", "lo", "hi"]] = ["holds", 4.3, 2.0, 6.5]
     agreeing = agreeing.drop(index=[2, 4])
-    text = "\n".join(bottom_line(agreeing, "test", 2735))
-    assert "all 2 claims its published values give a direction for are decided its way" in text
-    confirmation = "\n".join(bottom_line(claims(), "confirmation", 371))
+    text = "\n".join(line(agreeing))
+    assert "all 2 claims its values give a direction for are decided its way" in text
+    confirmation = "\n".join(line(claims(), "confirmation", 371))
     assert "Against the paper" not in confirmation and "**H1" in confirmation
-    assert bottom_line(pd.DataFrame([{"claim": "pin:x", "family": "pin", "status": "unchanged"}]), "test", 1) == []
+    assert line(pd.DataFrame([{"claim": "pin:x", "family": "pin", "status": "unchanged"}]), n=1) == []
 
 
 def test_a_claim_that_names_no_ranker_is_named_by_itself() -> None:
     """A profile's own claim row may carry only its name, status and measured text (no ranker, no effect)."""
-    lines = bottom_line(pd.DataFrame([{"claim": "h_demo", "status": "holds", "measured": "+1 pts"}]), "test", 10)
+    lines = line(pd.DataFrame([{"claim": "h_demo", "status": "holds", "measured": "+1 pts"}]), n=10)
     assert lines[:3] == ["## Bottom line", "", "- **Beyond the paper**: `h_demo` **holds** (+1 pts)."]
+
+
+#: Every number the paper's rows hold, as the report would print them: none may appear in another dataset's report.
+PAPER_NUMBERS = ("0.7404", "0.5764", "56.62", "52.30", "54.53", "2736", "2,736", "Preference Is Not Position (Sec")
+
+
+def policy_record(dataset: dict) -> SplitRecord:
+    """The policy example's shape on its one split: fusion, the cross-encoder and a MiniLM window, two H2 claims."""
+    table2 = pd.DataFrame([{"ranker": r, "n": 72, "strict": s, "strict_pct": 100 * s / 72, "mrr": m}
+                           for r, s, m in (("fusion", 40, 0.61), ("ce", 50, 0.70), ("minilm_window", 38, 0.55))])
+    return SplitRecord("test", {"table2": table2, "claims": claims_of_policy()},
+                       {"profile": {"name": "policy-pairs"}, "dataset": dataset})
+
+
+def claims_of_policy() -> pd.DataFrame:
+    rows = [
+        claim("h2_ce_strict_gt_fusion", "H2", "ce", "fusion", "strict", "> 0", "inconclusive", 13.9, -2.0, 30.0),
+        claim("h2_ce_mrr_gt_fusion", "H2", "ce", "fusion", "mrr", "> 0", "holds", 0.09, 0.02, 0.16, "MRR"),
+        claim("h2_minilm_window_mrr_gt_fusion", "H2:minilm_window", "minilm_window", "fusion", "mrr", "> 0",
+              "inconclusive", -0.06, -0.15, 0.03, "MRR"),
+    ]
+    return pd.DataFrame([{**r, "n": 72, "n_groups": 36, "p_adjusted": 0.2, "p_opposite_adjusted": 1.0,
+                          "reason": "36 pairs"} for r in rows])
+
+
+def test_another_dataset_s_report_names_no_paper_numbers_and_says_it_has_no_reference() -> None:
+    """The policy example's report.md, rendered from its record: the bottom line compares with nothing and says why,
+    and no section shows the paper's Table II or the published NevIR figures."""
+    text = report_markdown(policy_record(POLICY), policy_record(POLICY).tables, {}, [], Publication("run-1"))
+    assert "No reference results: the dataset `policy_pairs` declares none (`[data] reference`)" in text
+    assert "Against the paper" not in text and "the paper has" not in text
+    assert "## Reference" not in text and "published NevIR" not in text
+    assert not [number for number in PAPER_NUMBERS if number in text]
+    nevir = report_markdown(policy_record(NEVIR), policy_record(NEVIR).tables, {}, [], Publication("run-1"))
+    assert "Against the paper" in nevir and "(69.77 vs 52.30)" in nevir  # the same claims on NevIR are compared
+
+
+def test_a_dataset_s_declared_reference_rows_are_its_bottom_line_s(tmp_path: Path) -> None:
+    path = tmp_path / "reference.csv"
+    path.write_text("source,split,ranker,strict_pct,mrr\n"
+                    "Policy study 2026 (hand-labelled),test,fusion,50.0,0.60\n"
+                    "Policy study 2026 (hand-labelled),test,ce,72.0,0.58\n", encoding="utf-8")
+    dataset = {**POLICY, "reference": read_reference(path)}
+    lines = "\n".join(bottom_line(claims_of_policy(), reference_rows(dataset, "test"), dataset))
+    assert "Against the reference (Policy study 2026 (hand-labelled))" in lines
+    assert "the reference has `ce` below `fusion` (0.5800 vs 0.6000); this run has it above." in lines
+    assert "the reference has `ce` above `fusion` (72.00 vs 50.00); this run does not decide it." in lines
+    assert reference_rows(dataset, "confirmation") is None  # rows for another split only
+    text = report_markdown(policy_record(dataset), policy_record(dataset).tables, {}, [], Publication("run-1"))
+    assert "## Reference: Policy study 2026 (hand-labelled) (not this run)" in text and "0.7404" not in text
+
+
+@pytest.mark.parametrize("body, message", [
+    ("source,split,ranker\nx,test,fusion\n", "at least one Table II column"),
+    ("source,split,ranker,colour\nx,test,fusion,1\n", "unknown: \\['colour'\\]"),
+    ("source,split,ranker,mrr\nx,test,,0.5\n", ":2: field 'ranker' is empty"),
+    ("source,split,ranker,mrr\nx,test,fusion,high\n", ":2: field 'mrr' must be a number, got 'high'"),
+    ("source,split,ranker,mrr\n", "no reference rows"),
+])
+def test_a_bad_reference_file_is_named_by_file_line_and_field(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "reference.csv"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        read_reference(path)
