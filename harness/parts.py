@@ -130,7 +130,7 @@ def manifest(ev: Evaluation, rec: RecordBuilder, split: str) -> None:
                                        if p.sequential else {})}
                                 for n, p in profile.samples.items()}},
         "data": study.data_provenance(),
-        "dataset": study.dataset(),
+        "dataset": {**study.dataset(), **({"reference": profile.reference} if profile.reference else {})},
         "corpus_sha256": study.corpus_hashes(),
         "cut_seed": study.cut_seed,
         "subset": {k: len(v) for k, v in study.subset.items()} if study.subset else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fixtures.datasets.pairs import DataDecl
 from harness.profile_terms import QUALITY_GATES
@@ -148,6 +149,9 @@ class Profile:
     inherit_checks: bool = False
     #: ``[data]``: the dataset the run evaluates (default NevIR).
     data: DataDecl = field(default_factory=DataDecl)
+    #: ``[data] reference``: the dataset's own reference rows (``reports.paper.read_reference``: file and rows), what
+    #: its report compares with instead of the NevIR paper; None when it declares none (docs/reference-results.md).
+    reference: dict[str, Any] | None = None
 
     def declares(self, declared_in: Path) -> bool:
         """Whether this profile's own file wrote a check (else it inherits it from a file it extends)."""

@@ -19,7 +19,7 @@ PROFILE_KEYS = ("name", "description", "extends", "pythonpath", "inherit_checks"
 MODEL_KEYS = ("dense", "sparse")
 #: ``[data]``: the dataset a run evaluates (docs/protocol.md#your-own-contrastive-pairs); ``dir`` is kind nevir's,
 #: ``pairs`` and ``corpus`` kind pairs' (files relative to the profile that sets them).
-DATA_KEYS = ("kind", "name", "description", "dir", "pairs", "corpus")
+DATA_KEYS = ("kind", "name", "description", "dir", "pairs", "corpus", "reference")
 SAMPLE_KEYS = ("directions", "seed", "description", "design", "sequential", "batch", "budget")
 #: A sequential sample's budget (docs/statistics.md#sequential-samples): it stops when any one is spent.
 BUDGET_KEYS = ("judgments", "tokens", "seconds", "max_directions")

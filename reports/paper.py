@@ -13,8 +13,6 @@ so beside every row, with this run's n when it is given.
 """
 from __future__ import annotations
 
-import csv
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from fixtures.reference import reference_rows_file
 from reports.measures import TABLE2_COLUMNS
 
 PAPER = "Preference Is Not Position (Section V, Table II), Test"
@@ -67,11 +66,6 @@ def paper_table2(split: str, run_n: int | None = None) -> pd.DataFrame | None:
     return frame
 
 
-#: A declared reference file's columns besides the Table II ones: who published each row, for which split, which
-#: ranker of this profile it stands beside.
-REFERENCE_KEYS = ("source", "split", "ranker")
-
-
 @dataclass(frozen=True)
 class ReferenceRows:
     """Rows a run is compared with on one split: their source, the rows (``ranker`` and Table II columns), how the
@@ -94,38 +88,9 @@ class ReferenceRows:
 
 
 def read_reference(path: Path) -> dict[str, Any]:
-    """A ``[data]`` set's reference rows file (CSV: ``source``, ``split``, ``ranker`` and any Table II columns, each a
-    number), checked row by row, as the manifest entry the report reads: ``{"file", "rows"}``. A bad row is named
-    by file, line and field before any work."""
-    with Path(path).open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        fields = tuple(reader.fieldnames or ())
-        unknown = [f for f in fields if f not in REFERENCE_KEYS and f not in TABLE2_COLUMNS]
-        if not set(REFERENCE_KEYS) <= set(fields) or unknown or len(fields) == len(REFERENCE_KEYS):
-            raise ValueError(f"{path}: a reference file's header is {', '.join(REFERENCE_KEYS)} and at least one "
-                             f"Table II column (docs/outputs.md#table-ii); got {', '.join(fields) or 'none'}"
-                             + (f" (unknown: {unknown})" if unknown else ""))
-        rows = []
-        for line, row in enumerate(reader, start=2):
-            for key in REFERENCE_KEYS:
-                if not (row.get(key) or "").strip():
-                    raise ValueError(f"{path}:{line}: field {key!r} is empty")
-            values: dict[str, Any] = {k: row[k].strip() for k in REFERENCE_KEYS}
-            for key in (f for f in fields if f not in REFERENCE_KEYS):
-                text = (row.get(key) or "").strip()
-                if not text:
-                    continue
-                try:
-                    number = float(text)
-                except ValueError:
-                    raise ValueError(f"{path}:{line}: field {key!r} must be a number, got {text!r}") from None
-                if not math.isfinite(number):
-                    raise ValueError(f"{path}:{line}: field {key!r} must be finite, got {text!r}")
-                values[key] = number
-            rows.append(values)
-    if not rows:
-        raise ValueError(f"{path}: no reference rows")
-    return {"file": str(path), "rows": rows}
+    """A ``[data]`` set's reference rows file, its columns checked against Table II's: the manifest entry
+    ``{"file", "rows"}`` the report reads (``fixtures.reference.reference_rows_file``)."""
+    return reference_rows_file(path, TABLE2_COLUMNS)
 
 
 def reference_rows(dataset: Mapping[str, Any] | None, split: str, run_n: int | None = None) -> ReferenceRows | None:
