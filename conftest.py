@@ -1,4 +1,4 @@
-"""Root pytest configuration: options, the session-wide evaluation, declared-ranker parametrization.
+"""Root pytest configuration: options, the session's one run, declared-ranker parametrization.
 
 The profile is read and every option checked in ``pytest_configure``, before collection;
 specs are parametrized over the profile's declared rankers (``ranker``, ``window_ranker``,
@@ -6,6 +6,12 @@ specs are parametrized over the profile's declared rankers (``ranker``, ``window
 code change. A parameter carries the pytest marks its rankers declare, and is skipped with
 the reason when this machine lacks what one of its rankers needs (its kind's requirements:
 llama-cpp-python for the CPU grader, CUDA for ``gpu`` rankers, an optional package).
+
+A spec names the part of the run it checks (``@pytest.mark.part("table2_row")``). Before the first spec runs,
+the session's run is computed once by the engine ``evaluate()`` uses (``harness.run.RunBuilder``): the parts of
+the specs pytest collected after ``-k``, ``-m`` and paths, and nothing else. Each spec then gets its part's
+outcome as a pytest outcome (its error raised, its reason skipped, its checks enforced: fail, xfail, warn) and
+asserts over the ``record`` fixture, the same ``RunRecord`` a notebook gets and the report plugin publishes.
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ from harness.options import (OptionError, add_options, fit_to_data, needed, read
                              read_settings, resolve_before_work, use_pythonpath)
 from harness.profile_records import Profile  # noqa: E402
 from rankers.declarations import RankerDecl  # noqa: E402
+from reports.run_record import RunRecord  # noqa: E402
 
 pytest_plugins = ["reports.plugin"]
 
@@ -38,8 +45,12 @@ SETTINGS = pytest.StashKey[Settings]()
 PROFILE = pytest.StashKey[Profile]()
 #: Per declared ranker, the reasons it cannot run on this machine (empty: it can), checked once.
 UNMET = pytest.StashKey[dict[str, tuple[str, ...]]]()
-#: What the profile declares, by parameter name (``harness.run.parameters``), read once for every spec module.
+#: What the profile declares, by parameter name (``harness.planning.parameters``), read once for every spec module.
 DECLARED = pytest.StashKey[dict]()
+#: The part of the run each collected spec checks (node id -> ``harness.run`` part key), set with the record.
+PART_KEYS = pytest.StashKey[dict[str, tuple[str, str, str]]]()
+#: Specs parametrized over something the profile declares none of (node id of the function): deselected.
+UNDECLARED = pytest.StashKey[set[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,19 +59,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Read options and the profile once (before any work); route progress lines to the real terminal."""
-    settings = read_settings(config)
-    profile = read_profile(settings)
+    config.addinivalue_line("markers", "part(name): the part of the run (harness.parts) a spec checks")
     try:
+        settings = read_settings(config)
+        profile = read_profile(settings)
         settings = fit_to_data(settings, profile)
+        check_claim_names(profile)
+        use_pythonpath(profile)
+        if not hasattr(config, "workerinput"):  # the controller resolves models, files and factories once
+            resolve_before_work(settings, profile, _selected_by_marks(config))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    check_claim_names(profile)
-    use_pythonpath(profile)
-    if not hasattr(config, "workerinput"):  # the controller resolves models, files and factories once
-        try:
-            resolve_before_work(settings, profile, _selected_by_marks(config))
-        except OptionError as exc:
-            raise pytest.UsageError(str(exc)) from None
     from reports.plugin import SETTINGS as PUBLISHING  # registered by pytest_plugins before configure
 
     config.stash[SETTINGS] = config.stash[PUBLISHING] = settings
@@ -86,33 +95,54 @@ def evaluation(pytestconfig: pytest.Config):
 
 
 @pytest.fixture(scope="session")
-def run(pytestconfig: pytest.Config, evaluation):
-    """The session's run (``harness.run.RunBuilder``): each part computed once, when a spec asks for it, into the
-    record the report plugin publishes; the parts no spec asked for make the run partial."""
+def record(request: pytest.FixtureRequest, evaluation) -> RunRecord:
+    """The session's run, computed once by the engine ``evaluate()`` uses: the parts the collected specs name (what
+    ``-k``, ``-m`` and paths left), in plan order; the report plugin publishes this record at the end."""
+    from harness.planning import PARTS
     from harness.run import RunBuilder
-    from reports.plugin import add_gaps, recorder  # registered by pytest_plugins; an early import blocks its rewrite
+    from reports.plugin import provide_run  # registered by pytest_plugins; an early import blocks its rewrite
 
-    builder = RunBuilder(evaluation, recorder(pytestconfig), _selected_by_marks(pytestconfig))
-    add_gaps(pytestconfig, builder.gaps)
-    return builder
+    builder = RunBuilder(evaluation, _selected_by_marks(request.config))
+    parameter = {p.name: p.parameter for p in PARTS}
+    keys = request.config.stash[PART_KEYS] = {}
+    for item in request.session.items:
+        if (mark := item.get_closest_marker("part")) is not None and item.path.is_relative_to(SPECS):
+            name, params = mark.args[0], getattr(getattr(item, "callspec", None), "params", {})
+            value = params[parameter[name]] if parameter[name] else None
+            keys[item.nodeid] = builder.key(name, value.split if parameter[name] == "pin" else params["split"], value)
+    computed = builder.run(set(keys.values()))
+    provide_run(request.config, lambda: computed)
+    return computed
 
 
 @pytest.fixture(autouse=True)
-def _stage_timings(request: pytest.FixtureRequest):
-    """Stage timings of whatever a spec computed outside its part (a pool it checks) travel to the report."""
-    yield
-    if "run" in request.fixturenames and request.node.path.is_relative_to(SPECS):  # tests/ have their own "run"s
-        params = getattr(getattr(request.node, "callspec", None), "params", {})
-        splits = [params["split"]] if "split" in params else list(request.config.stash[SETTINGS].splits)
-        request.getfixturevalue("run").drain_stages(splits)
+def _part_outcome(request: pytest.FixtureRequest) -> None:
+    """A spec's part as its pytest outcome: the part's error raised again, its reason skipped, its checks enforced."""
+    if request.node.get_closest_marker("part") is None or not request.node.path.is_relative_to(SPECS):
+        return
+    from reports.plugin import enforce  # registered by pytest_plugins; an early import blocks its rewrite
+
+    record: RunRecord = request.getfixturevalue("record")
+    outcome = record.part(*request.config.stash[PART_KEYS][request.node.nodeid])
+    if outcome.error is not None:
+        raise outcome.error
+    if outcome.skipped is not None:
+        pytest.skip(outcome.skipped)
+    enforce(outcome.checks)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A spec that reads the run records into the published run (the report plugin's mark, seen under -n)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A spec that reads the run record (the report plugin's mark, seen under -n); a spec over a parameter the
+    profile declares none of (no window ranker, no pin) is deselected, not skipped as an empty parameter set."""
     from reports.plugin import RECORDS
 
+    undeclared = config.stash.get(UNDECLARED, set())
+    dropped = [item for item in items if item.nodeid.split("[", 1)[0] in undeclared]
+    if dropped:
+        items[:] = [item for item in items if item not in dropped]
+        config.hook.pytest_deselected(items=dropped)
     for item in items:
-        if "run" in getattr(item, "fixturenames", ()) and item.path.is_relative_to(SPECS):
+        if item.get_closest_marker("part") is not None and item.path.is_relative_to(SPECS):
             item.add_marker(RECORDS)
 
 
@@ -141,14 +171,14 @@ def _param(config: pytest.Config, value: object, decls: Iterable[RankerDecl], id
     with the reason when one of them cannot run here."""
     decls = needed(config.stash[PROFILE], decls)
     marks = [getattr(pytest.mark, m) for m in sorted({m for d in decls for m in d.marks})]
-    reasons = sorted({r for d in decls for r in _unmet(config, d)})
+    reasons = list(dict.fromkeys(f"{d.name}: {r}" for d in decls for r in _unmet(config, d)))
     if reasons:
-        marks.append(pytest.mark.skip(reason=f"{', '.join(d.name for d in decls)}: {'; '.join(reasons)}"))
+        marks.append(pytest.mark.skip(reason="; ".join(reasons)))
     return pytest.param(value, marks=marks, id=id or str(value))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize specs over splits and over what the profile declares (``harness.run.parameters``: the lists
+    """Parametrize specs over splits and over what the profile declares (``harness.planning.parameters``: the lists
     the run's parts range over, so a spec and its part name the same values)."""
     config = metafunc.config
     if PROFILE not in config.stash or not metafunc.definition.path.is_relative_to(SPECS):
@@ -157,12 +187,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "split" in metafunc.fixturenames:
         metafunc.parametrize("split", list(settings.splits), scope="session")
     if DECLARED not in config.stash:
-        from harness.run import parameters  # the run's plan loads with the first spec module, not for tests/ alone
+        from harness.planning import parameters  # the run's plan loads with the first spec module, not for tests/ alone
 
         config.stash[DECLARED] = parameters(config.stash[PROFILE], settings)
     declared = config.stash[DECLARED]
     for name in metafunc.fixturenames:
         if name in declared and name != "population":
+            if not declared[name]:  # nothing declared to check: deselected (pytest_collection_modifyitems)
+                config.stash.setdefault(UNDECLARED, set()).add(metafunc.definition.nodeid)
             metafunc.parametrize(name, [_param(config, p.value, p.decls, id=p.id) for p in declared[name]])
 
 

@@ -33,7 +33,6 @@ import json
 import sys
 from collections.abc import Sequence
 
-import pytest
 
 from fixtures.settings import pin_cpu_kernels
 from harness.batch_export import BatchError, exportable, write_export
@@ -65,7 +64,7 @@ def _export_main(argv: Sequence[str]) -> int:
             raise OptionError("--rankers: no batch requests for " + "; ".join(refused))
         names = chosen or [d.name for d in profile.ordered() if d.is_window and d.name not in skipped]
         resolve_before_work(settings, profile, lambda decl: decl.name in names)
-    except (OptionError, pytest.UsageError) as exc:
+    except OptionError as exc:
         parser.exit(2, f"error: {exc}\n")
     out = path_option(args.out)
     print(f"exporting without checking any server (a batch export sends nothing): the requests of {', '.join(names)}"

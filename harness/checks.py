@@ -1,7 +1,7 @@
 """Claims, gates and pins: every row for the record, and the checks only reviewed, decisive expectations assert.
 
 The verdicts come from the session's claim book (``harness.claims``); this module makes each one's claims-table row
-and the ``Check``s it implies, which the specs turn into pytest outcomes (``enforce``; docs/statistics.md#claims):
+and the ``Check``s it implies, which the run record keeps and the specs turn into pytest outcomes (docs/statistics.md#claims):
 
 - the row for the claims table is always recorded; a decisive result that contradicts the
   profile's reviewed expectation fails the test with old and new; an expected failure that
@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from harness.profile_file import shown
 from harness.profile_records import Expectation, Gate, Pin, Profile
@@ -39,6 +36,7 @@ from reports.history import HISTORY, MANIFEST_FILE, SavedSplit, UnsealedEntry, o
 from reports.hypotheses import ClaimResult, check_verdict
 from reports.measures import paired_measure
 from reports.record import profile_of
+from reports.run_record import Check
 
 # ``ev: Evaluation`` below is the session (harness.session), passed in and never imported.
 
@@ -73,29 +71,6 @@ INTERVAL_BLIND = frozenset({"strict"})
 #: The subset gate's non-inferiority margin, a share of the measure's range (10 points of a rate, 0.10 of MRR):
 #: chosen by simulation on the CI subset's design (docs/statistics.md#subset-gate).
 SUBSET_MARGIN = 0.10
-
-
-@dataclass(frozen=True)
-class Check:
-    """What a verdict asks of the run: a warning (``category``), a failure, or an expected failure (xfail)."""
-
-    action: str
-    message: str
-    category: type[Warning] | None = None
-
-
-def enforce(checks: Iterable[Check]) -> None:
-    """The checks as pytest outcomes: every warning, then one failure naming every failed check, else an xfail."""
-    checks = tuple(checks)
-    for check in checks:
-        if check.action == "warn":
-            warnings.warn(check.category(check.message), stacklevel=2)
-    failed = [c.message for c in checks if c.action == "fail"]
-    if failed:
-        pytest.fail("; ".join(failed))
-    for check in checks:
-        if check.action == "xfail":
-            pytest.xfail(check.message)
 
 
 def single_seed_row(ev: Evaluation, result: ClaimResult) -> dict:

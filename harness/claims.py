@@ -14,17 +14,16 @@ decides them (docs/statistics.md#claims); ``harness.checks`` turns the verdicts 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import tomllib
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from fixtures.code import code_identity
 from fixtures.populations import eligible_directions
-from harness.memo import content
+from harness.memo import content, per_instance
+from harness.options import OptionError
 from harness.profile_records import Profile
 from harness.profile_terms import PROFILE_DIR
 from rankers.declarations import ALL
@@ -89,7 +88,7 @@ def check_claim_names(profile: Profile) -> None:
     for name in profile.claims:
         base = name.split("@", 1)[0]
         if base not in known:
-            raise pytest.UsageError(f"--profile: {profile.path} [claims.{name}]: no spec measures a claim named "
+            raise OptionError(f"--profile: {profile.path} [claims.{name}]: no spec measures a claim named "
                                     f"{base!r} for the declared rankers; known claims: {sorted(known)}")
 
 
@@ -237,7 +236,7 @@ class ClaimBook:
         sizes = pd.Series(_groups(self.ev, split, owner)).value_counts().to_numpy()
         return decidable(sizes, guarded=d.kind != "tie_branch")
 
-    @functools.cache
+    @per_instance
     def family(self, split: str, family: str, single_seed: bool = False) -> dict[str, ClaimResult | BaseException]:
         """Every claim of the family decided together; a member whose ranker cannot be computed keeps its error
         (its own spec fails with it) and counts as untested, so the other members are still decided.
@@ -249,7 +248,7 @@ class ClaimBook:
                 continue
             try:
                 tests.append(anytime(self.ev, split, d, measure(self.ev, split, d, single_seed)))
-            except (Exception, pytest.skip.Exception) as exc:  # a broken or skipped ranker: its own claims only
+            except Exception as exc:  # noqa: BLE001 - a broken ranker: its own claims only
                 errors[d.name] = exc
                 unmeasured += 1
         return {**errors, **{r.name: r for r in decide_family(tests, unmeasured)}}

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pytest
 
 from fixtures.identity import folder_digests
 from fixtures.routes import ROUTES
@@ -201,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = claim_problem(path_option(args.out), settings.splits, LEGACY_MARKER)
         if problem is not None:  # docs/outputs.md#whose-folder: before any pool is built
             raise OptionError(f"--out: {problem}")
-    except (OptionError, pytest.UsageError) as exc:  # a bad option or profile, named, before any work
+    except OptionError as exc:  # a bad option or profile, named, before any work
         parser.exit(2, f"error: {exc}\n")
     started, out, ident = time.perf_counter(), path_option(args.out), unique_run_id()
     try:

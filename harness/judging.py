@@ -7,13 +7,12 @@ stage will cost and stopping one over ``--max-judge-minutes`` (docs/protocol.md#
 """
 from __future__ import annotations
 
-import functools
 
 from filelock import FileLock
 
 from fixtures import progress
 from fixtures.populations import eligible_directions
-from harness.memo import digest, texts_digest
+from harness.memo import digest, per_instance, texts_digest
 from rankers.kinds.base import KindBuildError, score_store
 from rankers.declarations import RankerDecl
 from rankers.scorers.base import TextScorer
@@ -49,7 +48,7 @@ class WindowJudging:
             return pair_inputs(eligible_directions(self.directions_for(split, name)), corpus)
         raise KeyError(f"unknown scoring scope {scope!r}; expected one of {SCOPES}")
 
-    @functools.cache
+    @per_instance
     def text_scores(self, split: str, name: str, scope: str):
         """A window ranker's judgments of one scope's inputs, made (or read from its cache) by its kind.
 
@@ -122,7 +121,7 @@ class WindowJudging:
                              f"--max-judge-minutes {limit:g}: stopped before judging, so none of its rows is "
                              "evaluated (raise the limit, or judge on a faster server)")
 
-    @functools.cache
+    @per_instance
     def window_scores(self, split: str, name: str, scope: str | None = None) -> dict[tuple[str, str], float]:
         """(qid, pid) -> the score the window rule reads: its kind's reading of its window's or pairs' judgments
         (``scope`` "pair" reads the designated pairs' of any window ranker, as Table III's pair-only row does)."""

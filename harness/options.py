@@ -25,9 +25,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import pytest
+from typing import TYPE_CHECKING, Any
 
 from fixtures.data import NevIRDataError
 from fixtures.datasets.pairs import read_pair_set
@@ -41,6 +39,9 @@ from harness.profile_records import Profile, ProfileError
 from rankers.declarations import RankerDecl
 from reports.history import compare_problem
 from reports.transaction import results_problem
+
+if TYPE_CHECKING:  # the library imports no pytest; only the plugin hooks below take its objects
+    import pytest
 
 GROUP = ("nevir", "Preference Is Not Position evaluation")
 #: Every option of the suite, as (flag, argparse/pytest keyword arguments): declared once, read by both.
@@ -72,7 +73,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
 
 
 class OptionError(ValueError):
-    """A bad option or profile; the message names it (pytest shows it as a usage error)."""
+    """A bad option or profile; the message names it (the pytest plugin shows it as a usage error, a command
+    as its one error line, ``evaluate()`` raises it)."""
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -171,19 +173,17 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
 
 
 def read_settings(config: pytest.Config) -> Settings:
-    """Settings from pytest's options, or ``pytest.UsageError`` naming the first bad option."""
-    try:
-        return settings_from(config.getoption, check_dirs=not hasattr(config, "workerinput"))
-    except OptionError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    """Settings from pytest's options, or ``OptionError`` naming every bad option (the root conftest shows it as
+    pytest's usage error)."""
+    return settings_from(config.getoption, check_dirs=not hasattr(config, "workerinput"))
 
 
 def read_profile(settings: Settings) -> Profile:
-    """The run's profile, or ``pytest.UsageError`` with the file, table and key that is wrong."""
+    """The run's profile, or ``OptionError`` with the file, table and key that is wrong."""
     try:
         return load_profile(settings.profile, SPLITS)
     except ProfileError as exc:
-        raise pytest.UsageError(f"--profile: {exc}") from None
+        raise OptionError(f"--profile: {exc}") from None
 
 
 def fit_to_data(settings: Settings, profile: Profile) -> Settings:

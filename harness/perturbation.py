@@ -10,13 +10,13 @@ verdict of such a claim is decisive only where both decide it the same way (``re
 """
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import pandas as pd
 
 from fixtures.perturbation import RELATIVE_NOISE
 from harness.claims import ClaimBook
+from harness.memo import per_instance
 from harness.session import Evaluation
 from rankers.declarations import ALL
 from reports.hypotheses import ClaimDefinition, ClaimResult, robust_to_noise
@@ -49,7 +49,7 @@ class PerturbedEvaluation:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.ev, name)
 
-    @functools.cache
+    @per_instance
     def seed_outcomes(self, split: str, name: str) -> dict[int, pd.DataFrame]:
         if not trained(self.ev, name):
             return self.ev.seed_outcomes(split, name)

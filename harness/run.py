@@ -5,160 +5,67 @@
     >>> record.table2[["split", "ranker", "n", "strict_pct", "mrr", "delta_pts"]]   # Table II of every split
     >>> record.failing("test", "my_reranker").head()       # the directions it does not strictly prefer
     >>> record.claims[["claim", "status", "measured"]]     # every claim with its verdict and test
+    >>> record.checks                                      # what the verdicts ask of the run (CI fails on "fail")
     >>> publish(record, "results")                         # the published files, the explorer, the history
 
-A run is a set of *parts* (``harness.parts``): one table's rows for one split and one declared
-parameter (a ranker, a claim, a population). ``RunBuilder`` plans them from the profile
-(``parameters``: the same lists the specs are parametrized over), computes each once on demand
-into one ``RecordBuilder`` and keeps what failed, what did not apply and why. ``evaluate`` computes
-every part; a pytest session computes those its specs ask for (``conftest.py``), and the specs
-assert over what they computed. A run is complete when every planned part was computed (or failed,
-or did not apply, with its reason); what is missing makes it partial (docs/protocol.md#publishing).
+A ranker enters as a profile declaration or as a Python object (``add={"mine": obj}``: any object with a
+``model_key`` and ``score(inputs)``, or ``score_pool``). A run is a set of *parts* (``harness.parts``): one
+table's rows for one split and one declared parameter (a ranker, a claim, a population). ``RunBuilder`` plans them
+from the profile (``parameters``: the same lists the specs are parametrized over), computes each selected one once
+into one record and keeps what failed, what did not apply and why. This is the one engine: ``evaluate`` computes
+every part; a pytest session computes the parts its collected specs name, once, before the first spec runs
+(``conftest.py``), and the specs assert over the same ``RunRecord`` the report plugin publishes. A run is complete
+when every planned part was computed (or did not apply, with its reason) and none failed; anything else makes it
+partial (docs/protocol.md#publishing).
+
+Importing this module pins the CPU kernel family before anything loads torch, as the command line does
+(``fixtures.settings.pin_cpu_kernels``), so a notebook computes the same scores under the same keys.
 """
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from fixtures.settings import pin_cpu_kernels
 
-import pandas as pd
-import pytest
+pin_cpu_kernels()  # before anything below loads torch: the same kernels, scores and keys as the command line
 
-from fixtures import progress
-from fixtures.settings import SPLITS, Settings
-from harness.checks import Check, enforce
-from harness.claims import ClaimBook, check_claim_names, designated_twins, h2_claims, h3_claims, same_scorer, tie_twins
-from harness.options import (OPTIONS, OptionError, fit_to_data, needed, resolve_before_work, settings_from,
-                             use_pythonpath)
-from harness.parts import PARTS, WITH_BOOK, NotApplicable, Part
-from harness.profile import load_profile
-from harness.profile_records import Profile
-from harness.session import Evaluation
-from rankers.declarations import RankerDecl
-from reports.record import FAILURE_COLUMNS, NotEvaluated, RecordBuilder, RunRecord, SessionEnd
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Callable, Iterable, Mapping, Sequence  # noqa: E402
+from dataclasses import replace  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
-#: Parameters that name a claim (or the ranker whose H3 claim it is): the claims a run measures.
-CLAIM_PARAMETERS = ("comparison", "h2_claim", "graded_ranker", "tie_twin")
-
-
-@dataclass(frozen=True)
-class Param:
-    """One value a part or spec ranges over, the rankers it computes, and its id in test and part names."""
-
-    value: Any
-    decls: tuple[RankerDecl, ...]
-    id: str
-
-
-def parameters(profile: Profile, settings: Settings) -> dict[str, list[Param]]:
-    """What the profile declares, by the parameter name the parts and specs range over."""
-    decls = profile.rankers
-
-    def rankers(chosen: Iterable[RankerDecl]) -> list[Param]:
-        return [Param(d.name, (d,), d.name) for d in chosen]
-
-    def trained(name: str) -> bool:
-        return bool(profile.seeds(name, settings.seed))
-
-    distinct: list[RankerDecl] = []  # one per distinct scorer: twins reading the same judgments share it
-    for decl in profile.window_rankers():
-        if not any(same_scorer(decl, other) for other in distinct):
-            distinct.append(decl)
-    graded = set(h3_claims(profile).values())
-    populations: dict[str, list[RankerDecl]] = {}
-    for decl in profile.ordered():
-        populations.setdefault(decl.population, []).append(decl)
-    scope = settings.run_scope()
-    return {
-        "population": [Param(s, (), s) for s in SPLITS],
-        "ranker": rankers(profile.ordered()),
-        "pool_ranker": rankers(d for d in profile.ordered() if not d.is_window),
-        "seeded_ranker": rankers(d for d in profile.ordered()
-                                 if len(d.ranker_kind.seeds(d.options, settings.seed)) > 1),
-        "scored_ranker": rankers(distinct),
-        "window_ranker": rankers(profile.window_rankers()),
-        "graded_ranker": rankers(d for d in profile.window_rankers() if d.name in graded),
-        "h2_claim": [Param(n, (decls[r], decls[v]), n) for n, (r, v, _) in h2_claims(profile).items()],
-        "comparison": [Param(c.name, (decls[c.ranker], decls[c.versus]), c.name) for c in profile.comparisons()],
-        "trained_ranker": rankers(d for d in profile.ordered() if trained(d.name)),
-        "trained_comparison": [Param(c.name, (decls[c.ranker], decls[c.versus]), c.name)
-                               for c in profile.comparisons() if trained(c.ranker) or trained(c.versus)],
-        "tie_twin": [Param(key, tuple(decls[r] for r in pair), key) for key, pair in tie_twins(profile).items()],
-        "designated_twin": [Param(key, tuple(decls[r] for r in pair), key)
-                            for key, pair in designated_twins(profile).items()],
-        # a sequential sample carries every ranker on it: they decide its stop
-        "sequential_sample": [Param(n, tuple(d for d in profile.ordered() if d.population == n), n)
-                              for n, s in profile.samples.items()
-                              if s.sequential and any(d.population == n for d in decls.values())],
-        "ranked_population": [Param(p, tuple(ds), p) for p, ds in populations.items()],
-        "gated_ranker": rankers(profile.gated()),
-        "pin": [Param(p, (decls[p.ranker],), f"{p.split}-{p.ranker}-{p.measure}")
-                for p in profile.pins if p.scope == scope and p.split in settings.splits],
-    }
-
-
-@dataclass(frozen=True)
-class PartCall:
-    """One planned part: which part, on which split, for which value of its parameter."""
-
-    part: Part
-    split: str
-    param: Param | None
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return self.part.name, self.split, "" if self.param is None else self.param.id
-
-    @property
-    def name(self) -> str:
-        return f"{self.part.name}[{self.split}{'' if self.param is None else '-' + self.param.id}]"
-
-    @property
-    def rankers(self) -> tuple[str, ...]:
-        return () if self.param is None else tuple(d.name for d in self.param.decls)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What computing a part gave: the checks its verdicts imply, or the error it failed with, or why it did not
-    apply (``skipped``)."""
-
-    checks: tuple[Check, ...] = ()
-    error: BaseException | None = None
-    skipped: str | None = None
-
-
-def plan(profile: Profile, settings: Settings, params: Mapping[str, list[Param]]) -> list[PartCall]:
-    """Every part the run's profile declares, split by split (a pin on its own split), in ``PARTS`` order."""
-    calls = []
-    for split in settings.splits:
-        for part in PARTS:
-            if part.parameter is None:
-                calls.append(PartCall(part, split, None))
-            elif part.parameter == "pin":
-                calls += [PartCall(part, split, p) for p in params["pin"] if p.value.split == split]
-            else:
-                calls += [PartCall(part, split, p) for p in params[part.parameter]]
-    return calls
-
+from fixtures import progress  # noqa: E402
+from fixtures.settings import CPU_KERNELS, SPLITS, Settings  # noqa: E402
+from harness.claims import ClaimBook, check_claim_names, h3_claims  # noqa: E402
+from harness.options import (OPTIONS, OptionError, fit_to_data, needed, resolve_before_work,  # noqa: E402
+                             settings_from, use_pythonpath)
+from harness.parts import NotApplicable  # noqa: E402
+from harness.planning import CLAIM_PARAMETERS, PARTS, WITH_BOOK, PartCall, parameters, plan  # noqa: E402
+from harness.profile import load_profile  # noqa: E402
+from harness.profile_records import Profile, ProfileError  # noqa: E402
+from harness.session import Evaluation  # noqa: E402
+from rankers.declarations import DeclarationError, RankerDecl, check_declarations, parse_declaration  # noqa: E402
+from rankers.kinds.base import MARKS  # noqa: E402
+from rankers.kinds.python import ADDED, added_declaration  # noqa: E402
+from reports.record import SessionEnd  # noqa: E402
+from reports.record_builder import RecordBuilder  # noqa: E402
+from reports.run_record import PartKey, PartOutcome, RunRecord, part_name  # noqa: E402
 
 class RunBuilder:
-    """A run's parts, each computed once into one record; what failed or did not apply is kept with its reason.
+    """A run's parts, each computed once into one record; what failed or did not apply is kept with its cause.
 
-    ``selected`` says which rankers this run computes (pytest's ``-m``, ``evaluate``'s ``rankers``): a part that
-    needs another is not computed and leaves the run partial. A part needing a ranker this machine cannot run
-    (its kind's requirements) is skipped with the reason; the run is still complete.
+    ``selected`` says which rankers this run computes (pytest's ``-m``, ``evaluate``'s ``rankers`` and
+    ``exclude_marks``): a part that needs another is not computed and leaves the run partial. A part needing a
+    ranker this machine cannot run (its kind's requirements) is skipped with the reason; the run is still complete.
     """
 
-    def __init__(self, ev: Evaluation, record: RecordBuilder | None = None,
-                 selected: Callable[[RankerDecl], bool] = lambda decl: True) -> None:
+    def __init__(self, ev: Evaluation, selected: Callable[[RankerDecl], bool] = lambda decl: True) -> None:
         self.ev = ev
-        self.record = record if record is not None else RecordBuilder()
+        self._record = RecordBuilder()
         self.params = parameters(ev.profile, ev.settings)
         self.calls = {call.key: call for call in plan(ev.profile, ev.settings, self.params)}
-        self.done: dict[tuple[str, str, str], Outcome] = {}
+        self.done: dict[PartKey, PartOutcome] = {}
         self._unmet: dict[str, tuple[str, ...]] = {}
         self.selected = selected
         self.deselected = {key for key, call in self.calls.items()
@@ -177,38 +84,38 @@ class RunBuilder:
         for decl in needed(self.ev.profile, call.param.decls if call.param is not None else ()):
             if decl.name not in self._unmet:
                 self._unmet[decl.name] = tuple(r.reason for r in decl.requirements() if not r.met())
-            reasons += self._unmet[decl.name]
-        return tuple(sorted(set(reasons)))
+            reasons += [f"{decl.name}: {reason}" for reason in self._unmet[decl.name]]
+        return tuple(dict.fromkeys(reasons))
 
-    def compute(self, part: str, split: str, value: Any = None) -> Outcome:
-        """The outcome of the part for ``value`` of its parameter (None: a part of the split alone), computed on
-        first use."""
-        params = self.params.get(next((p.parameter for p in PARTS if p.name == part and p.parameter), ""), [])
-        param_id = next((p.id for p in params if p.value == value), "") if value is not None else ""
-        call = self.calls.get((part, split, param_id))
-        if call is None:
+    def key(self, part: str, split: str, value: Any = None) -> PartKey:
+        """The planned part computing ``part`` on ``split`` for ``value`` of its parameter (None: a part of the split
+        alone); ``KeyError`` naming it when the plan has none."""
+        parameter = next((p.parameter for p in PARTS if p.name == part), None)
+        param_id = next((p.id for p in self.params.get(parameter or "", []) if p.value == value), "") \
+            if value is not None else ""
+        if (part, split, param_id) not in self.calls:
             raise KeyError(f"no part {part}[{split}{'' if value is None else f'-{value}'}] in this run's plan "
                            f"(profile {self.ev.profile.path})")
-        return self._compute(call)
+        return part, split, param_id
 
-    def _compute(self, call: PartCall) -> Outcome:
+    def _compute(self, call: PartCall) -> PartOutcome:
         """The call's outcome, computed once; its stage timings go to its split's manifest."""
         if call.key in self.done:
             return self.done[call.key]
         reasons = self.unmet(call)
         if reasons:
-            names = ", ".join(d.name for d in needed(self.ev.profile, call.param.decls))
-            outcome = Outcome(skipped=f"{names}: {'; '.join(reasons)}")
+            outcome = PartOutcome(skipped="; ".join(reasons), rankers=call.rankers)
         else:
             args = {} if call.param is None else {call.part.parameter: call.param.value}
             if call.part.name in WITH_BOOK:
                 args["book"] = self.book
             try:
-                outcome = Outcome(checks=tuple(call.part.compute(self.ev, self.record, call.split, **args) or ()))
+                checks = call.part.compute(self.ev, self._record, call.split, **args) or ()
+                outcome = PartOutcome(checks=tuple(checks), rankers=call.rankers)
             except NotApplicable as exc:
-                outcome = Outcome(skipped=str(exc))
+                outcome = PartOutcome(skipped=str(exc), rankers=call.rankers)
             except Exception as exc:  # noqa: BLE001 - a part's failure costs its own rows only; kept with its cause
-                outcome = Outcome(error=exc)
+                outcome = PartOutcome(error=exc, rankers=call.rankers)
             self.drain_stages((call.split,))
         self.done[call.key] = outcome
         return outcome
@@ -218,106 +125,184 @@ class RunBuilder:
         for stage in self.ev.clock.drain():
             row = {**{k: v for k, v in stage.items() if k != "split"}, "stage": f"{stage['stage']} ({stage['split']})"}
             for split in splits:  # Train/development stages belong to every evaluated split's manifest
-                self.record.stage(split, row)
+                self._record.stage(split, row)
 
-    def compute_all(self) -> None:
-        """Every part of the plan that this run selects, in plan order, each named as it starts."""
-        todo = [call for key, call in self.calls.items() if key not in self.deselected and key not in self.done]
+    def run(self, keys: Iterable[PartKey] | None = None) -> RunRecord:
+        """Compute the parts this run selects (``keys``: only those, e.g. the specs pytest collected; None: every
+        part of the plan), in plan order, each named as it starts, and return the run's record. Parts this machine
+        cannot run are accounted for with their reason either way."""
+        wanted = None if keys is None else set(keys)
+        unknown = sorted(wanted - set(self.calls)) if wanted is not None else []
+        if unknown:
+            raise KeyError(f"parts not in this run's plan: {[part_name(k) for k in unknown]}")
+        todo = [call for key, call in self.calls.items() if key not in self.deselected and key not in self.done
+                and (wanted is None or key in wanted or self.unmet(call))]
         for i, call in enumerate(todo, 1):
             progress.note(f"part {i}/{len(todo)}: {call.name}")
             self._compute(call)
+        return self.result()
 
-    def gaps(self) -> list[str]:
-        """Why the run is partial: parts it did not compute (deselected rankers, or never asked for)."""
-        for key, call in self.calls.items():  # what this machine cannot run is accounted for, with its reason
-            if key not in self.done and key not in self.deselected and self.unmet(call):
-                self._compute(call)
-        gaps = []
+    def _partial(self) -> list[str]:
+        """Why the run is not complete: parts that failed, parts it does not select, parts it did not compute."""
+        reasons = []
+        failed = [call.name for key, call in self.calls.items() if key in self.done and self.done[key].error]
+        if failed:
+            reasons.append(f"{len(failed)} part(s) failed (the report lists each cause): "
+                           f"{', '.join(failed[:8])}{' …' if len(failed) > 8 else ''}")
         left_out = [call for key, call in self.calls.items() if key in self.deselected and key not in self.done]
         if left_out:
             rankers = sorted({d.name for call in left_out for d in call.param.decls if not self.selected(d)})
-            gaps.append(f"{len(left_out)} part(s) need rankers this run does not compute (a -m selection or "
-                        f"evaluate()'s rankers): {rankers}")
+            reasons.append(f"{len(left_out)} part(s) need rankers this run does not compute (a -m selection or "
+                           f"evaluate()'s rankers): {rankers}")
         missing = [call.name for key, call in self.calls.items() if key not in self.done and key not in self.deselected]
         if missing:
-            gaps.append(f"{len(missing)} part(s) of the run not computed (a -k selection, specs picked by path, or a "
-                        f"run stopped early): {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}")
-        return gaps
-
-    def failures(self) -> pd.DataFrame:
-        """One row per part that failed or did not apply: split, part, ranker(s), outcome and cause."""
-        rows = [{"split": call.split, "part": call.part.name, "ranker": ",".join(call.rankers),
-                 "outcome": "failed" if outcome.error is not None else "skipped",
-                 "cause": (f"{type(outcome.error).__name__}: {outcome.error}" if outcome.error is not None
-                           else outcome.skipped)}
-                for key, outcome in self.done.items() if (call := self.calls[key])
-                and (outcome.error is not None or outcome.skipped is not None)]
-        return pd.DataFrame(rows, columns=list(FAILURE_COLUMNS))
+            reasons.append(f"{len(missing)} part(s) of the run not computed (a -k selection, specs picked by path, "
+                           f"or a run stopped early): {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}")
+        return reasons
 
     def result(self) -> RunRecord:
-        """The run as computed so far: its splits' records, what was not evaluated and why it is partial."""
-        records = self.record.records()
-        failures = self.failures()
-        not_evaluated = {split: tuple(NotEvaluated(f"{row.part}[{row.ranker or split}]", row.outcome, row.cause)
-                                      for row in failures[failures["split"] == split].itertuples())
-                         for split in records}
-        return RunRecord(records, not_evaluated, tuple(self.gaps()), failures)
-
-
-def settle(outcome: Outcome) -> None:
-    """A part's outcome as a spec's pytest outcome: its error raised again, its reason skipped, its checks
-    enforced (``harness.checks.enforce``)."""
-    if outcome.error is not None:
-        raise outcome.error
-    if outcome.skipped is not None:
-        pytest.skip(outcome.skipped)
-    enforce(outcome.checks)
+        """The run as computed so far: its splits' records, every part's outcome, and why it is partial."""
+        return RunRecord(self._record.records(), {key: self.done[key] for key in self.calls if key in self.done},
+                         tuple(self._partial()))
 
 
 def settings_for(profile: str | os.PathLike[str], **options: Any) -> Settings:
-    """The run's settings from keyword arguments named like the command-line options (``splits`` may be a list),
+    """The run's settings from keyword arguments named like the command-line options (``splits`` a list of names),
     checked as the command line's are (``OptionError`` naming every bad one)."""
     defaults = {flag.lstrip("-").replace("-", "_"): kwargs.get("default") for flag, kwargs in OPTIONS}
     unknown = sorted(set(options) - set(defaults))
     if unknown:
-        raise TypeError(f"unknown option(s) {unknown}; known: {sorted(set(defaults) - {'profile'})}")
+        raise OptionError(f"unknown option(s) {unknown}; known: {sorted(set(defaults) - {'profile'})}")
     values = {**defaults, **{k: v for k, v in options.items() if v is not None}, "profile": str(profile)}
     if not isinstance(values["splits"], str):
-        values["splits"] = ",".join(values["splits"])
+        values["splits"] = ",".join(_names("splits", values["splits"]))
     return settings_from(values.__getitem__)
 
 
-def evaluate(profile: str | os.PathLike[str] = "embedded", *, rankers: Iterable[str] | None = None,
-             **options: Any) -> RunRecord:
+def _names(option: str, value: Any) -> list[str]:
+    """A list of names as a keyword argument must give it: a string there would be read letter by letter."""
+    if isinstance(value, str) or not isinstance(value, Iterable) or not all(isinstance(v, str) for v in value):
+        raise OptionError(f"{option} must be a list of names, e.g. {option}=[{value!r}], got {value!r} "
+                          f"({type(value).__name__})")
+    return list(value)
+
+
+def _whole(option: str, value: Any, minimum: int) -> int | None:
+    """A whole-number keyword argument (None: not set): ``24.5``, ``'24'`` or ``True`` is refused, not rounded."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise OptionError(f"{option} must be a whole number >= {minimum}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def with_added(profile: Profile, add: Mapping[str, object]) -> Profile:
+    """The profile with rankers handed over as Python objects (``evaluate(add=...)``), each declared as a ``python``
+    ranker would be in the profile (its H2 claims, Table II row and outputs follow), checked before any work."""
+    if not isinstance(add, Mapping):
+        raise OptionError(f"add must map ranker names to objects, e.g. add={{'mine': WordOverlap()}}, got "
+                          f"{type(add).__name__}")
+    rankers = dict(profile.rankers)
+    for name, obj in add.items():
+        where = f"evaluate(add={{{name!r}: {type(obj).__name__}(...)}})"
+        if name in rankers:
+            raise OptionError(f"{where}: the profile {profile.path} declares a ranker named {name!r} already")
+        from rankers.scorers.python_scorer import ScorerDeclarationError, load_python_object  # user code's checks
+
+        try:
+            decl = parse_declaration(str(name), added_declaration(str(name), obj), where)
+            load_python_object(obj, ranker=str(name))
+        except (DeclarationError, ScorerDeclarationError) as exc:
+            raise OptionError(str(exc)) from None
+        rankers[name] = replace(decl, options={**decl.options, ADDED: name}, data=profile.data,
+                                order=max(d.order for d in rankers.values()) + 1)
+    try:
+        check_declarations(rankers, profile.samples, str(profile.path))
+    except (DeclarationError, ProfileError) as exc:
+        raise OptionError(str(exc)) from None
+    return replace(profile, rankers=rankers)
+
+
+def kernel_problem() -> str | None:
+    """Why this process cannot compute the pinned kernels' scores (None: it can): torch was loaded before this module
+    pinned them, with another kernel family, so its scores could differ from the command line's under the same cache
+    keys (docs/reproducibility.md). Checked without loading torch."""
+    torch = sys.modules.get("torch")
+    wanted = os.environ.get("ATEN_CPU_CAPABILITY") or CPU_KERNELS["ATEN_CPU_CAPABILITY"]
+    if torch is None or platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    try:
+        running = str(torch.backends.cpu.get_cpu_capability())
+    except (AttributeError, RuntimeError):
+        return None
+    if running.lower() == wanted.lower():
+        return None
+    return (f"torch was imported before harness.run and runs {running} kernels, not the pinned "
+            f"ATEN_CPU_CAPABILITY={wanted}: its scores could differ from the command line's under the same cache "
+            "keys; import harness.run first, before torch or anything that loads it (in a fresh kernel or interpreter)")
+
+
+def evaluate(profile: str | os.PathLike[str] = "embedded", *, add: Mapping[str, object] | None = None,
+             splits: Sequence[str] | None = None, subset_pairs: int | None = None, subset_seed: int = 0,
+             grader_sample: int | None = None, rankers: Sequence[str] | None = None,
+             exclude_marks: Sequence[str] = (), cache_dir: str | os.PathLike[str] | None = None,
+             results_dir: str | os.PathLike[str] | None = None, data_dir: str | os.PathLike[str] | None = None,
+             compare_to: str | None = None, gate_expectations: bool = False,
+             max_judge_minutes: float | None = None) -> RunRecord:
     """Evaluate a profile (a shipped one by name, or a path to a TOML that may extend one) and return its record.
 
-    ``options`` are the command line's (``splits``, ``subset_pairs``, ``subset_seed``, ``grader_sample``,
-    ``results_dir``, ``cache_dir``, ``data_dir``, ``compare_to``, ``gate_expectations``, ``max_judge_minutes``);
-    ``rankers`` computes only those rankers (and what they read; the record is then partial). Everything the run
-    loads is resolved before any work, and every expensive value is cached, so a second call is quick. Nothing is
-    written to the results folder: ``publish`` does that.
+    ``add`` puts rankers in as Python objects beside the profile's (``{"mine": WordOverlap()}``: a ``model_key`` and
+    ``score(inputs)``, or ``score_pool``); their scores are cached under their ``model_key`` and code, like a
+    ``python`` ranker's. The options are the command line's (README, "Options"); ``rankers`` computes only
+    those rankers (and what they read), ``exclude_marks`` leaves out rankers declared with any of those marks (like
+    ``-m "not llm"``); either makes the record partial. Everything the run loads is resolved before any work, and
+    every expensive value is cached, so a second call is quick. Nothing is written to the results folder:
+    ``publish`` does that. Errors are ``OptionError`` naming the option, file or declaration.
     """
-    settings = settings_for(profile, **options)
-    loaded = load_profile(settings.profile, SPLITS)
+    problem = kernel_problem()
+    if problem:
+        raise OptionError(problem)
+    settings = settings_for(
+        profile, splits=None if splits is None else _names("splits", splits),
+        subset_pairs=_whole("subset_pairs", subset_pairs, 1), subset_seed=_whole("subset_seed", subset_seed, 0),
+        grader_sample=_whole("grader_sample", grader_sample, 0), cache_dir=cache_dir, results_dir=results_dir,
+        data_dir=data_dir, compare_to=compare_to, gate_expectations=bool(gate_expectations),
+        max_judge_minutes=max_judge_minutes)
+    try:
+        loaded = load_profile(settings.profile, SPLITS)
+    except ProfileError as exc:
+        raise OptionError(str(exc)) from None
+    if add:
+        loaded = with_added(loaded, add)
     settings = fit_to_data(settings, loaded)
     check_claim_names(loaded)
-    chosen = None if rankers is None else set(rankers)
+    chosen = None if rankers is None else set(_names("rankers", rankers))
     if chosen is not None and chosen - set(loaded.rankers):
         raise OptionError(f"rankers {sorted(chosen - set(loaded.rankers))} are not declared in {loaded.path} "
                           f"(declared: {sorted(loaded.rankers)})")
-    selected = (lambda decl: True) if chosen is None else (lambda decl: decl.name in chosen)
+    excluded = set(_names("exclude_marks", exclude_marks))
+    if excluded - set(MARKS):
+        raise OptionError(f"exclude_marks {sorted(excluded - set(MARKS))} are no ranker marks (marks: {list(MARKS)})")
+
+    def selected(decl: RankerDecl) -> bool:
+        return (chosen is None or decl.name in chosen) and not excluded & set(decl.marks)
+
     use_pythonpath(loaded)
     resolve_before_work(settings, loaded, selected)
-    builder = RunBuilder(Evaluation(settings, loaded), selected=selected)
-    builder.compute_all()
-    return builder.result()
+    ev = Evaluation(settings, loaded)
+    for name, obj in (add or {}).items():
+        from rankers.scorers.python_scorer import load_python_object  # user code: only when handed over
+
+        ev.shared((ADDED, name), lambda obj=obj, name=name: load_python_object(obj, ranker=name))
+    return RunBuilder(ev, selected=selected).run()
 
 
 def publish(record: RunRecord, results_dir: str | os.PathLike[str] | None = None, *, compare_to: str | None = None,
             cache_dir: str | os.PathLike[str] | None = None) -> SessionEnd:
     """Write a run's files (docs/protocol.md#outputs) into ``results_dir`` (default: the record's own) as one
     transaction, keep it in the history, and compare it with a saved run (``compare_to``); returns where each
-    split went (``published``), its history id (``saved``) and anything that went wrong."""
+    split went (``published``), its history id (``saved``) and anything that went wrong. A record that is not
+    complete goes to ``<results_dir>/partial/`` and never replaces a complete run's files."""
     from reports.writer import publish_run  # figures and the explorer load only when publishing
 
     settings = next(iter(record.splits.values())).entries.get("settings", {}) if record.splits else {}

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 from typing import Self
 
 import pandas as pd
 
 from fixtures.populations import eligible_directions
 from fixtures.samples import group_sample, sampling_units
+from harness.memo import per_instance
 from harness.sequential import SequentialRun, run_sequential
 from rankers.declarations import ALL
 
@@ -46,7 +46,7 @@ class Sampling:
         """The split's eligible directions (Q_c) with ``group`` holding the units sample ``name`` draws."""
         return sampling_units(eligible_directions(self.population(split)), self.design(name))
 
-    @functools.cache
+    @per_instance
     def sample(self, split: str, name: str) -> tuple[str, ...]:
         """A declared sample's qids: seeded whole source groups of Q_c, all eligible when its size is 0.
 
@@ -63,7 +63,7 @@ class Sampling:
             return tuple(sorted(q["qid"]))
         return tuple(group_sample(q, size, seed=self.sample_seed(name)))
 
-    @functools.cache
+    @per_instance
     def sequential(self, split: str, name: str) -> SequentialRun:
         """A sequential sample judged look by look until its claims are decided or its budget is spent."""
         return run_sequential(self, split, name)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, get_args
 
 from reports.claim_families import ClaimDefinition
 from reports.claim_measures import ClaimTest
@@ -32,6 +32,8 @@ from reports.sequential import MAX_BET
 from reports.stats import ALPHA, POWER, directions_needed, holm, minimum_detectable_effect
 
 Status = Literal["holds", "fails", "inconclusive"]
+#: Every verdict a claim can get.
+STATUSES: tuple[str, ...] = get_args(Status)
 #: Columns of a claims table row (``ClaimResult.row``).
 CLAIM_COLUMNS = ("claim", "family", "ranker", "versus", "measure", "claimed", "status", "reason", "effect", "lo", "hi",
                  "unit", "p_value", "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level", "mde_test",

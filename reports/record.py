@@ -1,15 +1,15 @@
-"""The run record: what a run computed, as typed records (docs/architecture.md#one-run-from-evaluate-to-results).
+"""A split's record: what a run computed for one split, as typed records
+(docs/architecture.md#one-run-from-evaluate-to-results).
 
-A run records four things into one ``RecordBuilder``: rows of result tables, manifest entries,
-artifacts (cached files behind the results) and stage timings. The builder turns them into one
-``SplitRecord`` per split, and a ``RunRecord`` holds them with what was not evaluated and why.
+A run records four things (``reports.record_builder.RecordBuilder``): rows of result tables, manifest entries,
+artifacts (cached files behind the results) and stage timings; they become one ``SplitRecord`` per split, and a
+``reports.run_record.RunRecord`` holds those with every part's outcome and why the run is partial.
 The writer, the explorer, the history and the completeness check read those objects only:
 nobody parses a prefixed string or a key/value frame back, and every artifact is read through
 its seal (``Artifact.read``), once per run.
 """
 from __future__ import annotations
 
-import math
 import shutil
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -34,25 +34,6 @@ ARTIFACT_KINDS: dict[str, tuple[bool, bool]] = {
     "branches": (True, False),     # a window ranker's tie branch per direction (the explorer)
     "judgments": (True, True),     # a text scorer's judgments of one stage (judgments.csv)
 }
-
-
-def plain(value: Any) -> Any:
-    """A value as plain JSON data (numpy scalars, NaN as None, paths as text), as a payload must be."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return None if math.isnan(float(value)) else float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if value is pd.NA:
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    return value
 
 
 def profile_of(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -202,6 +183,20 @@ class SplitRecord:
             self._frames[artifact.name] = artifact.read()
         return self._frames[artifact.name]
 
+    def rows(self, table: str) -> pd.DataFrame:
+        """One result table's rows (an empty frame when the run recorded none), values typed (NaN as NaN)."""
+        frame = self.tables.get(table)
+        return frame if frame is not None else pd.DataFrame(columns=list(TABLES[table][1]))
+
+    def row(self, table: str, *ident: Any) -> pd.Series:
+        """The row of ``table`` with these identifying values (``KeyError`` naming them when there is none)."""
+        columns = list(TABLES[table][1])
+        frame = self.rows(table)
+        found = frame[np.logical_and.reduce([frame[c] == v for c, v in zip(columns, ident)])] if len(frame) else frame
+        if len(found) != 1:
+            raise KeyError(f"{self.split}: no {table} row {ident} recorded")
+        return found.iloc[0]
+
     @property
     def rankers(self) -> list[str]:
         """Table II's rankers, in its order."""
@@ -262,143 +257,3 @@ def endpoint_summary_of(frame: pd.DataFrame) -> dict[str, dict[str, dict[str, An
             "judgments": int(row["judgments"]), "resent": int(row["resent"]),
             "taken_out": None if reason is None or pd.isna(reason) else str(reason)}
     return out
-
-
-#: ``RunRecord.failures``' columns: a part of the run that failed or did not apply, and why.
-FAILURE_COLUMNS = ("split", "part", "ranker", "outcome", "cause")
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """A whole run: one ``SplitRecord`` per evaluated split, what was not evaluated (and why), and why the run is
-    partial (empty: it computed every part its profile declares). What ``harness.run.evaluate`` returns, what the
-    specs assert over and what ``publish`` writes."""
-
-    splits: Mapping[str, SplitRecord]
-    not_evaluated: Mapping[str, tuple[NotEvaluated, ...]] = field(default_factory=dict)
-    partial: tuple[str, ...] = ()
-    #: One row per part of the run that failed or did not apply: split, part, ranker, outcome, cause.
-    failures: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(FAILURE_COLUMNS)))
-
-    def __getitem__(self, split: str) -> SplitRecord:
-        try:
-            return self.splits[split]
-        except KeyError:
-            raise KeyError(f"split {split!r} was not evaluated in this run (evaluated: {sorted(self.splits)})") \
-                from None
-
-    def table(self, name: str) -> pd.DataFrame:
-        """One result table of every split, stacked, with a leading ``split`` column (empty when none has it)."""
-        frames = [frame.assign(split=split)[["split", *frame.columns]]
-                  for split, record in self.splits.items() if (frame := record.tables.get(name)) is not None]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["split"])
-
-    @property
-    def table1(self) -> pd.DataFrame:
-        return self.table("table1")
-
-    @property
-    def table2(self) -> pd.DataFrame:
-        return self.table("table2")
-
-    @property
-    def claims(self) -> pd.DataFrame:
-        return self.table("claims")
-
-    def outcomes(self, split: str, ranker: str) -> pd.DataFrame:
-        """A ranker's per-direction outcomes on a split (qid, ranks, strict, tie, fallback), read through the seal."""
-        record = self[split]
-        artifact = record.artifact("outcomes", ranker)
-        if artifact is None:
-            raise KeyError(f"{split}: no outcomes of ranker {ranker!r} in this run (rankers: {record.rankers})")
-        return record.frame(artifact).copy()
-
-    def failing(self, split: str, ranker: str) -> pd.DataFrame:
-        """The directions a ranker does not strictly prefer correctly (ties and fallbacks included), with their
-        queries' pair, group and designated passages: where to look first."""
-        record = self[split]
-        population = record.artifact("population")
-        outcomes = self.outcomes(split, ranker)
-        lost = outcomes[~outcomes["strict"].astype(bool)]
-        if population is None:
-            return lost.reset_index(drop=True)
-        about = record.frame(population)[["qid", "pair_id", "group", "query", "preferred_pid", "counterpart_pid"]]
-        return lost.merge(about, on="qid", how="left").reset_index(drop=True)
-
-
-def _identity(table: str, row: Mapping[str, Any]) -> tuple:
-    """A row's identifying values in its table (``TABLES``): a later row with the same identity replaces it."""
-    if table not in TABLES:
-        raise KeyError(f"unknown report table {table!r}; known: {sorted(TABLES)}")
-    missing = [k for k in TABLES[table][1] if k not in row]
-    if missing:
-        raise KeyError(f"row for {table} lacks identifying columns {missing}")
-    return tuple(row[k] for k in TABLES[table][1])
-
-
-class RecordBuilder:
-    """Collects what a run computes, split by split, and builds its ``SplitRecord``s.
-
-    Rows are placed by their declared ``order`` (a ranker's place in the profile), then by their
-    identifying columns, so the order they were computed in never changes a published file.
-    """
-
-    def __init__(self) -> None:
-        self.rows: dict[tuple[str, str], dict[tuple, tuple[float, dict[str, Any]]]] = {}
-        self.entries: dict[str, dict[str, Any]] = {}
-        self.artifacts: dict[str, dict[str, Artifact]] = {}
-        self.stages: dict[str, dict[str, dict[str, Any]]] = {}
-
-    def add(self, table: str, split: str, row: Mapping[str, Any], order: float | None = None) -> None:
-        """A result-table row; ``order`` places it within its table (declared ranker order), else its
-        identifying columns do."""
-        ident = _identity(table, row)
-        self.rows.setdefault((split, table), {})[ident] = (math.inf if order is None else float(order),
-                                                           plain(dict(row)))
-
-    def entry(self, split: str, key: str, value: Any) -> None:
-        """A manifest entry (``manifest.json``): what a number came from."""
-        self.entries.setdefault(split, {})[key] = plain(value)
-
-    def artifact(self, split: str, artifact: Artifact) -> None:
-        """A sealed cached file behind the split's published files."""
-        self.artifacts.setdefault(split, {})[artifact.name] = artifact
-
-    def stage(self, split: str, row: Mapping[str, Any]) -> None:
-        """The wall-clock of a stage (``manifest.json``'s ``stages_wall_clock``)."""
-        self.stages.setdefault(split, {})[str(row["stage"])] = plain(dict(row))
-
-    def table_rows(self, split: str, table: str) -> list[dict[str, Any]]:
-        """The rows of one table of one split recorded so far (computation order; ``tables`` orders them)."""
-        return [row for _, row in self.rows.get((split, table), {}).values()]
-
-    def row(self, split: str, table: str, *ident: Any) -> dict[str, Any]:
-        """The row of ``table`` with these identifying values (KeyError naming them when none was recorded)."""
-        try:
-            return self.rows[(split, table)][ident][1]
-        except KeyError:
-            raise KeyError(f"{split}: no {table} row {ident} recorded") from None
-
-    @property
-    def recorded(self) -> set[str]:
-        """The splits anything was recorded for."""
-        return {split for split, _ in self.rows} | set(self.entries) | set(self.artifacts) | set(self.stages)
-
-    def tables(self) -> dict[str, dict[str, pd.DataFrame]]:
-        """Per split, every table with rows, its rows in order."""
-        out: dict[str, dict[str, pd.DataFrame]] = {}
-        for (split, table), rows in sorted(self.rows.items()):
-            ordered = sorted(rows.items(), key=lambda item: (item[1][0], item[0]))
-            out.setdefault(split, {})[table] = pd.DataFrame([row for _, (_, row) in ordered])
-        return out
-
-    def records(self) -> dict[str, SplitRecord]:
-        """One record per split that has result rows: its tables, manifest entries, artifacts and stages."""
-        records = {}
-        for split, tables in self.tables().items():
-            stages = self.stages.get(split)
-            records[split] = SplitRecord(
-                split, tables, self.entries.get(split, {}),
-                tuple(a for _, a in sorted(self.artifacts.get(split, {}).items())),
-                pd.DataFrame([row for _, row in sorted(stages.items())]) if stages else None)
-        return records

@@ -30,7 +30,8 @@ from fixtures.identity import folder_digests
 from rankers.trec import write_qrels
 from reports.explore import write_explore
 from reports.figures import write_figures
-from reports.record import Declared, NotEvaluated, Publication, RunRecord, SessionEnd, SplitRecord
+from reports.record import Declared, NotEvaluated, Publication, SessionEnd, SplitRecord
+from reports.run_record import RunRecord
 from reports.render import table2_latex
 from reports.report_md import report_markdown
 from reports.transaction import LEGACY_MARKER, PARTIAL, StagedRun, claim, current_run, results_problem

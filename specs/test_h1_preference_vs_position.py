@@ -8,19 +8,22 @@ enforces what the profile's reviewed expectation makes of the verdict.
 """
 from __future__ import annotations
 
-from harness.run import settle
+import pytest
+
+from reports.hypotheses import STATUSES
 
 
-def test_declared_comparison(run, split, comparison) -> None:
+@pytest.mark.part("comparison")
+def test_declared_comparison(record, split, comparison) -> None:
     """The claim decided on seed-averaged outcomes when a ranker of it is trained with several seeds, decisive only
     where the rankers retrained on noisy route scores decide it the same way (docs/statistics.md#perturbation); the
     paper's single-seed verdict is recorded beside it (``<claim>@seed<k>``) and never asserted."""
-    settle(run.compute("comparison", split, comparison))
+    assert record[split].row("claims", comparison)["status"] in STATUSES
 
 
-def test_seed_spread(run, split, seeded_ranker) -> None:
+@pytest.mark.part("seed_spread")
+def test_seed_spread(record, split, seeded_ranker) -> None:
     """Each measure of a seeded ranker across its training seeds, beside Table II (seeds.csv): the run's own seed is
     Table II's row; the mean is over the models its claims' seed-averaged outcomes come from."""
-    settle(run.compute("seed_spread", split, seeded_ranker))
-    for row in (r for r in run.record.table_rows(split, "seeds") if r["ranker"] == seeded_ranker):
+    for row in (r for r in record[split].rows("seeds").to_dict("records") if r["ranker"] == seeded_ranker):
         assert row["min"] <= row["single_seed"] <= row["max"], row["measure"]

@@ -7,11 +7,11 @@ handed to the publishing step, which writes qrels.txt, pool.parquet and directio
 """
 from __future__ import annotations
 
-from harness.run import settle
+import pytest
 
 
-def test_run_manifest(run, split) -> None:
-    settle(run.compute("manifest", split))
-    entries = run.record.entries[split]
-    assert entries["scope"] == run.ev.settings.run_scope()
-    assert {"pool", "corpus", "population"} <= set(run.record.artifacts[split])
+@pytest.mark.part("manifest")
+def test_run_manifest(record, evaluation, split) -> None:
+    entries = record[split].entries
+    assert entries["scope"] == evaluation.settings.run_scope()
+    assert {"pool", "corpus", "population"} <= {a.name for a in record[split].artifacts}

@@ -15,14 +15,13 @@ from fixtures.code import code_identity
 from fixtures.perturbation import RELATIVE_NOISE, noise_check
 from fixtures.routes import ROUTES
 from harness.perturbation import trained
-from harness.run import settle
 
 
-def test_trained_verdict_is_decisive_only_where_noise_agrees(run, split, trained_comparison) -> None:
+@pytest.mark.part("perturbed_claim")
+def test_trained_verdict_is_decisive_only_where_noise_agrees(record, split, trained_comparison) -> None:
     """The published verdict (``claims.csv``) holds or fails only where the exact inputs and the perturbed retraining
     both decide it so; a verdict the noise changes is published inconclusive, with both in its reason."""
-    settle(run.compute("perturbed_claim", split, trained_comparison))
-    rows = {r["measure"]: r for r in run.record.table_rows(split, "perturbation") if r["subject"] == trained_comparison}
+    rows = {r["measure"]: r for r in record[split].rows("perturbation").to_dict("records") if r["subject"] == trained_comparison}
     published = rows["published status"]["unperturbed"]
     assert published == "inconclusive" or rows["status"]["unperturbed"] == rows["status"]["perturbed"] == published
 
@@ -46,8 +45,8 @@ def test_training_pools_carry_the_stated_noise(evaluation, pool_split: str) -> N
         assert presence_kept and 0 < largest <= RELATIVE_NOISE * (1 + 1e-6) and moved > 0.99, (route, largest, moved)
 
 
-def test_trained_ranker_is_retrained_on_noisy_routes(run, split, trained_ranker) -> None:
+@pytest.mark.part("perturbed_ranker")
+def test_trained_ranker_is_retrained_on_noisy_routes(record, evaluation, split, trained_ranker) -> None:
     """What the noise does to the ranker's measures is recorded (seed 13's model, and the seed mean)."""
-    settle(run.compute("perturbed_ranker", split, trained_ranker))
-    rows = [r for r in run.record.table_rows(split, "perturbation") if r["subject"] == trained_ranker]
-    assert {r["measure"] for r in rows} >= {f"{m}@seed{run.ev.settings.seed}" for m in ("strict", "ties", "mrr")}
+    rows = [r for r in record[split].rows("perturbation").to_dict("records") if r["subject"] == trained_ranker]
+    assert {r["measure"] for r in rows} >= {f"{m}@seed{evaluation.settings.seed}" for m in ("strict", "ties", "mrr")}

@@ -12,14 +12,16 @@ unreachable* (the margin is below what the sample can certify, said in the row) 
 """
 from __future__ import annotations
 
-from harness.run import settle
+import pytest
 
 
-def test_pinned_value(run, pin) -> None:
-    settle(run.compute("pin", pin.split, pin))
+@pytest.mark.part("pin")
+def test_pinned_value(record, pin) -> None:
+    """A pinned, reviewed number: a change beyond its margin fails (the part's check), and its row says which."""
+    assert record[pin.split].row("claims", f"pin:{pin.ranker}.{pin.measure}")["family"] == "pin"
 
 
-def test_margins_are_part_of_the_manifest(run, split) -> None:
+@pytest.mark.part("margins")
+def test_margins_are_part_of_the_manifest(record, evaluation, split) -> None:
     """The margins that decide "unchanged" travel with the results, so a later ``--compare-to`` uses them."""
-    settle(run.compute("margins", split))
-    assert run.record.entries[split]["margins"] == run.ev.profile.margins
+    assert record[split].entries["margins"] == evaluation.profile.margins

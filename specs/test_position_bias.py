@@ -7,10 +7,10 @@ go into the manifest. Pointwise rankers judge each passage alone: they have no c
 """
 from __future__ import annotations
 
-from harness.run import settle
+import pytest
 
 
-def test_order_bias(run, split, window_ranker) -> None:
-    settle(run.compute("order_bias", split, window_ranker))
-    for row in (r for r in run.record.table_rows(split, "order_bias") if r["ranker"] == window_ranker):
+@pytest.mark.part("order_bias")
+def test_order_bias(record, split, window_ranker) -> None:
+    for row in (r for r in record[split].rows("order_bias").to_dict("records") if r["ranker"] == window_ranker):
         assert 0 <= row["fallback_windows"] <= row["windows"]

@@ -9,9 +9,9 @@ claim's bootstrap interval. The verdicts themselves are the claim specs' (H1, H2
 """
 from __future__ import annotations
 
-from harness.run import settle
+import pytest
 
 
-def test_sequential_sample(run, split, sequential_sample) -> None:
-    settle(run.compute("sequential", split, sequential_sample))
-    assert any(r["sample"] == sequential_sample for r in run.record.table_rows(split, "sequential"))
+@pytest.mark.part("sequential")
+def test_sequential_sample(record, split, sequential_sample) -> None:
+    assert any(r["sample"] == sequential_sample for r in record[split].rows("sequential").to_dict("records"))

@@ -8,15 +8,14 @@ from __future__ import annotations
 import pytest
 
 from fixtures.settings import SPLITS
-from harness.run import settle
 
 PLANNED = {"train": 1896, "development": 76, "confirmation": 374, "test": 2766}
 
 
 @pytest.mark.parametrize("population", SPLITS)
-def test_table1_population(run, evaluation, split, population) -> None:
-    settle(run.compute("table1", split, population))
-    row = run.record.row(split, "table1", population)
+@pytest.mark.part("table1")
+def test_table1_population(record, evaluation, split, population) -> None:
+    row = record[split].row("table1", population)
     planned = evaluation.population(population)
     assert len(planned) == 2 * planned["pair_id"].nunique()
     if not evaluation.is_subset and evaluation.study.kind == "nevir":

@@ -10,14 +10,17 @@ in this run and which were taken out for not answering (``docs/protocol.md#endpo
 """
 from __future__ import annotations
 
-from harness.run import settle
+import pytest
 
 
-def test_unavailable_judgments_by_cause(run, split, window_ranker) -> None:
-    settle(run.compute("unavailable", split, window_ranker))
-    for row in (r for r in run.record.table_rows(split, "unavailable") if r["ranker"] == window_ranker):
+@pytest.mark.part("unavailable")
+def test_unavailable_judgments_by_cause(record, split, window_ranker) -> None:
+    for row in (r for r in record[split].rows("unavailable").to_dict("records") if r["ranker"] == window_ranker):
         assert row["count"] > 0, row
 
 
-def test_endpoints_that_judged_and_those_taken_out(run, split, window_ranker) -> None:
-    settle(run.compute("endpoints", split, window_ranker))
+@pytest.mark.part("endpoints")
+def test_endpoints_that_judged_and_those_taken_out(record, split, window_ranker) -> None:
+    """Which endpoints made the ranker's judgments in this run, and which were taken out for not answering."""
+    for row in record[split].rows("endpoints").to_dict("records"):
+        assert row["ranker"] != window_ranker or row["judgments"] >= 0, row

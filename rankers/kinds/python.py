@@ -20,6 +20,11 @@ from rankers.kinds.pointwise import PointwiseKind
 from rankers.scorers.base import TextScorer
 
 
+#: The option that marks a declaration made from an object handed over in Python, holding the ranker's name (set by
+#: ``evaluate(add=...)``, never read from a profile file: the profile's key check refuses it there).
+ADDED = "added"
+
+
 class Python(PointwiseKind):
     name = "python"
     options = {"factory": (str,), "window": (bool,), "options": (dict,)}
@@ -32,6 +37,8 @@ class Python(PointwiseKind):
     def preflight(self, options, splits: Sequence[str]) -> list[str]:
         from rankers.scorers.python_scorer import factory_problem  # a source lookup; the factory is not run
 
+        if options.get(ADDED):  # an object handed over in Python: checked when it was added
+            return []
         problem = factory_problem(options["factory"])
         return ([] if problem is None else [problem]) + missing_model_paths(options.get("options", {}), self.name)
 
@@ -41,8 +48,11 @@ class Python(PointwiseKind):
         from rankers.scorers.python_scorer import load_python_scorer  # user code: imported only when declared
 
         options = decl.options.get("options", {})
-        loaded = ctx.shared(("python", decl.options["factory"], repr(sorted(options.items()))),
-                            lambda: load_python_scorer(decl.options["factory"], options, ranker=decl.name))
+        if decl.options.get(ADDED):
+            loaded = ctx.shared((ADDED, decl.options[ADDED]), lambda: _not_added(ctx.where(decl)))
+        else:
+            loaded = ctx.shared(("python", decl.options["factory"], repr(sorted(options.items()))),
+                                lambda: load_python_scorer(decl.options["factory"], options, ranker=decl.name))
         if loaded.is_window != window:
             raise KindBuildError(f"{ctx.where(decl)}: factory {decl.options['factory']!r} returned a "
                                  f"{'window' if loaded.is_window else 'full-pool'} scorer, but the declaration says "
@@ -61,7 +71,24 @@ class Python(PointwiseKind):
     def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
         from rankers.scorers.python_scorer import factory_code  # a source lookup; the factory is not run
 
+        if decl.options.get(ADDED):  # the object exists already: its own model_key keys it beside its code
+            loaded = self.loaded(decl, ctx, window=self.is_window(decl.options))
+            return {**super().identity(decl, ctx), "factory_code": loaded.code, "model_key": loaded.scorer.model_key}
         return {**super().identity(decl, ctx), "factory_code": factory_code(decl.options["factory"])}
+
+
+def added_declaration(name: str, obj: object) -> dict[str, Any]:
+    """The ``[rankers.<name>]`` table of an object handed over in Python (``evaluate(add={name: obj})``): a
+    ``python`` ranker named by the object's class, of the shape the object has; the object itself is registered
+    with the session under ``(ADDED, name)`` and never enters a key but through its ``model_key`` and code."""
+    from rankers.scorers.python_scorer import object_is_window, object_spec  # user code's checks: only when added
+
+    return {"kind": "python", "factory": object_spec(obj), "window": object_is_window(obj)}
+
+
+def _not_added(where: str) -> Any:
+    raise KindBuildError(f"{where}: declared as an object handed over in Python, but none was added to this session "
+                         "(pass it to evaluate(add={name: object}))")
 
 
 register(Python())

@@ -33,6 +33,7 @@ import ast
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -242,6 +243,44 @@ def load_python_scorer(spec: str, options: Mapping[str, Any] | None = None, *, r
         obj = factory(**options)
     except Exception as exc:
         raise ScorerDeclarationError(f"{label}: the factory raised {type(exc).__name__}: {exc}") from exc
+    return _checked(obj, spec, options, label, _code_key(spec))
+
+
+def object_spec(obj: object) -> str:
+    """What names an object handed over in Python (``evaluate(add=...)``): its class as ``module:qualname``."""
+    cls = type(obj)
+    return f"{cls.__module__}:{cls.__qualname__.replace('.<locals>.', '.')}"
+
+
+def object_code(obj: object) -> str:
+    """The code key of an object handed over in Python: its class's module (its source and what it imports from its
+    folder, like a factory's) when that module is a file on ``sys.path``; else the class's own source (a notebook
+    cell); else its qualified name alone, so that ``model_key`` must then name every change (docs/kinds.md#python)."""
+    module = type(obj).__module__
+    identity: object = own_code_identity(module) if module != "__main__" else None
+    if identity is None:
+        try:
+            identity = {"class_source": inspect.getsource(type(obj))}
+        except (OSError, TypeError):
+            identity = {"class": object_spec(obj)}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":"),
+                                     default=str).encode()).hexdigest()[:16]
+
+
+def load_python_object(obj: object, *, ranker: str) -> LoadedScorer:
+    """An object handed over in Python as a ranker (``evaluate(add={ranker: obj})``), checked as a factory's
+    return value is."""
+    spec = object_spec(obj)
+    return _checked(obj, spec, {}, f"python ranker {ranker!r} (an object of {spec!r})", object_code(obj))
+
+
+def object_is_window(obj: object) -> bool:
+    """Whether an object handed over in Python scores windows (``score``) rather than whole pools (``score_pool``)."""
+    return not callable(getattr(obj, "score_pool", None))
+
+
+def _checked(obj: object, spec: str, options: Mapping[str, Any], label: str, code: str) -> LoadedScorer:
+    """A scorer of one of the two shapes, with a usable ``model_key``; refused naming ``label`` otherwise."""
     is_text = callable(getattr(obj, "score", None))
     is_pool = callable(getattr(obj, "score_pool", None))
     if is_text and is_pool:
@@ -258,7 +297,6 @@ def load_python_scorer(spec: str, options: Mapping[str, Any] | None = None, *, r
     if not isinstance(key, str) or not key.strip():
         raise ScorerDeclarationError(f"{label}: model_key must be a non-empty string naming the model, its revision "
                                      f"and every setting that changes a score; got {key!r}")
-    code = _code_key(spec)
     if is_text:
         return LoadedScorer(spec, True, DeclaredTextScorer(obj, spec, options, label, code), options, label, code)
     return LoadedScorer(spec, False, obj, options, label, code)

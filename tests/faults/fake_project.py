@@ -4,7 +4,8 @@ It stands in for ``specs/`` where a fault test needs a run it can interrupt at a
 point in a second or two: two splits, three declared rankers with Table II rows, claims,
 Table I, a manifest, and sealed cached files behind a TREC run and a pool, like the real
 specs hand to the publishing step. Environment variables steer one run: ``FAKE_STRICT``
-(the numbers), ``FAKE_BROKEN`` (a ranker whose row test raises), ``FAKE_TRUNCATED`` (inputs of its cost row
+(the numbers), ``FAKE_BROKEN`` (a ranker whose row test raises), ``FAKE_BROKEN_SPLIT`` (a split whose every test
+raises, as when its pool cannot be read), ``FAKE_TRUNCATED`` (inputs of its cost row
 judged on a cut text), ``FAKE_HOLD_CLAIM`` (the claim
 test, after every Table II row, holds the run, ``tests.support.hold``: a run interrupted while computing).
 """
@@ -26,7 +27,7 @@ SPLITS = ("confirmation", "test")
 RANKERS = ("fusion", "e0", "ce")
 
 CONFTEST = '''
-pytest_plugins = ["reports.plugin"]
+pytest_plugins = ["reports.plugin", "tests.support.fake_engine"]
 
 
 def pytest_addoption(parser):
@@ -63,6 +64,11 @@ SPLITS = ("confirmation", "test")
 STRICT = int(os.environ.get("FAKE_STRICT", "3"))
 
 
+def broken(split):
+    if split == os.environ.get("FAKE_BROKEN_SPLIT"):
+        raise RuntimeError(f"{split}: its pool cannot be read (deliberately broken split)")
+
+
 def sealed(config, name, text):
     path = Path(config.getoption("cache_dir")) / "results" / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -73,6 +79,7 @@ def sealed(config, name, text):
 
 @pytest.mark.parametrize("split", SPLITS)
 def test_manifest(report, split, pytestconfig):
+    broken(split)
     report.entry(split, "code_commit", "fake")
     report.entry(split, "profile", {"name": "fake", "rankers": {r: {} for r in RANKERS}})
     report.artifact(split, Artifact("pool", sealed(pytestconfig, f"pool-{split}.parquet", f"pool of {split}, {STRICT}")))
@@ -80,6 +87,7 @@ def test_manifest(report, split, pytestconfig):
 
 @pytest.mark.parametrize("split", SPLITS)
 def test_table1(report, split):
+    broken(split)
     report.add("table1", split, {"population": split, "planned": 10})
     cut = int(os.environ.get("FAKE_TRUNCATED", "0"))  # inputs the window scorer judged on a cut text
     scored = pd.DataFrame({"qid": [f"q{i}" for i in range(4)], "pid": "p1", "score": 1.0,
@@ -90,6 +98,7 @@ def test_table1(report, split):
 @pytest.mark.parametrize("split", SPLITS)
 @pytest.mark.parametrize("ranker", list(RANKERS))
 def test_table2_row(report, split, ranker, pytestconfig):
+    broken(split)
     if ranker == os.environ.get("FAKE_BROKEN"):
         raise RuntimeError(f"{ranker}: deliberately broken declaration")
     row = dict.fromkeys(TABLE2_ROW_COLUMNS, float("nan"))
@@ -103,6 +112,7 @@ def test_table2_row(report, split, ranker, pytestconfig):
 
 @pytest.mark.parametrize("split", SPLITS)
 def test_claim(report, split):
+    broken(split)
     if os.environ.get("FAKE_HOLD_CLAIM"):  # after every Table II row: a run stopped in its last computations
         from tests.support.hold import MARKER, RELEASE, hold_here
 

@@ -156,15 +156,16 @@ def test_published_files_are_independent_copies_checked_by_the_manifest(tmp_path
 
 
 def test_a_bad_ranker_costs_only_its_own_rows_and_is_listed_with_its_error(project) -> None:
-    """Failure 7 (publishing side): the run is published whole; the bad ranker's error is in report.md and
-    manifest.json."""
-    folder, results, _ = project
+    """Failure 7 (publishing side): the run is published whole, under partial/ (a part failed, so it is not
+    complete and the last complete run stands); the bad ranker's error is in report.md and manifest.json."""
+    folder, results, before = project
     result = fake.run(folder, results, FAKE_STRICT="6", FAKE_BROKEN="e0")
     assert result.returncode == 1
+    assert fake.published(results) == before and "PARTIAL RUN" in result.stdout
     for split in fake.SPLITS:
-        assert fake.strict(results, split) == [6, 6]  # fusion and ce
-        report = (results / split / "report.md").read_text()
+        assert fake.strict(results / "partial", split) == [6, 6]  # fusion and ce
+        report = (results / "partial" / split / "report.md").read_text()
         assert "e0: deliberately broken declaration" in report
-        manifest = (results / split / "manifest.json").read_text()
-        assert f"test_table2_row[e0-{split}]" in manifest and "deliberately broken" in manifest
+        manifest = (results / "partial" / split / "manifest.json").read_text()
+        assert f"test_table2_row[{split}-e0]" in manifest and "deliberately broken" in manifest
     fake.verify(results)

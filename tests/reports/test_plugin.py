@@ -46,7 +46,7 @@ def test_unknown_table(report):
 CONFTEST = '''
 from pathlib import Path
 
-pytest_plugins = ["reports.plugin"]
+pytest_plugins = ["reports.plugin", "tests.support.fake_engine"]
 
 def pytest_addoption(parser):
     parser.addoption("--results-dir")
@@ -117,7 +117,7 @@ def test_a_partial_run_is_kept_in_the_history_marked_and_a_later_run_compares_wi
     [ident] = [p.name for p in (results / ".history").iterdir()]
     assert "-demo-run-partial-" in ident  # commit, profile, scope, then the mark
     saved = json.loads((results / ".history" / ident / "test" / "manifest.json").read_text())
-    assert saved["partial"] == ["test: no Table II row and no recorded failure for ['bg8']"]
+    assert saved["partial"] == ["1 part(s) of the run not computed: test_spec.py::test_row[bg8]"]
     assert f"kept in the history as {ident}" in partial.stdout.str()
     assert not (results / "test").exists() and (results / "partial" / "test" / "table2.csv").is_file()
 
@@ -125,8 +125,8 @@ def test_a_partial_run_is_kept_in_the_history_marked_and_a_later_run_compares_wi
                                              f"--compare-to={ident}")
     complete.assert_outcomes(passed=9)
     out = complete.stdout.str()
-    assert ("the saved run is partial (test: no Table II row and no recorded failure for ['bg8']): the rankers both "
-            "runs hold are compared") in out
+    assert ("the saved run is partial (1 part(s) of the run not computed: test_spec.py::test_row[bg8]): the rankers "
+            "both runs hold are compared") in out
     assert "rankers in this run only, not compared: bg8" in out
     table = pd.read_csv(results / "test" / "comparison.csv")
     sides = table.drop_duplicates("ranker").set_index("ranker")["side"].to_dict()
