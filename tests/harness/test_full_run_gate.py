@@ -1,15 +1,20 @@
 """The subset gate holds the full run's verdict (docs/statistics.md#subset-gate): a CI subset run under
 ``--gate-expectations`` reads the claim's verdict from the newest saved full run of the profile
-(``results/.history``) and fails an expectation that verdict contradicts, however the subset's interval looks."""
+(``results/.history``) and fails an expectation that verdict contradicts, however the subset's interval looks; the
+last test runs the README's CI command end to end."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
+from fixtures.settings import PROJECT_ROOT
 from harness import checks
 from harness.claims import definitions
 from harness.profile import load_profile
@@ -137,3 +142,43 @@ def test_an_edited_saved_run_is_refused_and_only_gated_subset_runs_look(mine, tm
     assert checks.full_run_verdict(session(False, True), "test", "h2_mine_mrr_gt_fusion") is None
     assert checks.full_run_verdict(session(True, False), "test", "h2_mine_mrr_gt_fusion") is None
     assert looked == []
+
+
+COPY = f'''[profile]
+name = "copycat"
+extends = "embedded"
+pythonpath = ["{PROJECT_ROOT}"]
+[rankers.flat_window]
+kind = "python"
+factory = "tests.support.sequential_scorers:flat"
+label = "fusion's copy: every passage scored alike, fusion's order kept"
+order = 47
+[claims.h2_flat_window_mrr_gt_fusion]
+expect = "holds"
+'''
+
+
+def test_the_ci_subset_fails_an_expectation_its_saved_full_run_contradicts(tmp_path: Path) -> None:
+    """End to end, the README's CI command on Test: fusion's copy recorded as ``holds`` on "MRR above fusion" passes
+    the subset gate alone (Δ = 0, within the margin), and fails it once the results folder's history holds a full
+    run of the profile that recorded *fails*, the message naming that run."""
+    profile = tmp_path / "copycat.toml"
+    profile.write_text(COPY, encoding="utf-8")
+
+    def ci(results: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "--benchmark-skip", "-m", "not llm",
+             "--profile", str(profile), "--results-dir", str(results), "--splits", "test", "--subset-pairs", "24",
+             "--grader-sample", "4", "--gate-expectations", "-q", "-k", "h2 and flat_window"], cwd=PROJECT_ROOT,
+            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+            timeout=1800)
+
+    alone = ci(tmp_path / "fresh")
+    assert alone.returncode == 0, alone.stdout[-3000:]
+    run = "20261205T100000.000000Z-abc-copycat-full-1"
+    save_run(tmp_path / "held", run, "full", [{"claim": "h2_flat_window_mrr_gt_fusion", "status": "fails",
+                                               "effect": -0.02, "p_adjusted": 0.001}], profile="copycat")
+    held = ci(tmp_path / "held")
+    assert held.returncode == 1, held.stdout[-3000:]
+    assert (f"h2_flat_window_mrr_gt_fusion: {profile} expects 'holds', but the full run {run} recorded 'fails'"
+            in held.stdout), held.stdout[-3000:]
