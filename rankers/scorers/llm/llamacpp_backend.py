@@ -18,6 +18,7 @@ from fixtures import progress
 from fixtures.artifacts import sha256_file
 from rankers.scorers.causes import exception_cause
 from rankers.scorers.http import error_text
+from rankers.scorers.llm.cpu_threads import ThreadChooser
 from rankers.scorers.llm.generation import GRADE_TOKENS, BackendUnavailable, Generation, GenerationSettings
 from rankers.scorers.llm.llamacpp_slots import SlotJudging
 from rankers.scorers.llm.llamacpp_text import (Decoded, answer_probs, each_prompt, render_chat_template,
@@ -73,8 +74,11 @@ class LlamaCppBackend(SlotJudging):
     function of the prompt alone, and a cached prefix is reused only in whole chunks that were
     evaluated as exactly these chunks, so reuse is bit-identical to evaluating from scratch (tested).
     The thread count does not change the logits (each output element is one thread's dot product;
-    tested with 1 and 2 threads). Across CPUs with other SIMD features the kernels differ and so do
-    the last bits of the logits; the grader records the margin and flags near-ties for that reason.
+    tested with 1 and 2 threads, and with the count changed between prompts), so unless ``n_threads`` fixes it, it
+    is chosen again before each prompt (``cpu_threads.ThreadChooser``: every core on a quiet machine; beside other
+    work, one per free core or every core, whichever judged faster), which keeps the grader's speed beside other
+    work (docs/benchmarks.md#the-grader-beside-other-work). Across CPUs with other SIMD features the kernels differ
+    and so do the last bits of the logits; the grader records the margin and flags near-ties for that reason.
 
     Of the settings, ``thinking`` must be false or unset and ``temperature`` 0; ``max_tokens``,
     ``logprobs``, ``concurrency`` and ``timeout_s`` do not apply (nothing is generated, and one
@@ -89,7 +93,8 @@ class LlamaCppBackend(SlotJudging):
     CONTEXT_STEP = 512
 
     def __init__(self, model_path: str | Path, *, settings: GenerationSettings | None = None,
-                 revision: str | None = None, n_threads: int | None = None, reuse_prefix: bool = True) -> None:
+                 revision: str | None = None, n_threads: int | None = None, reuse_prefix: bool = True,
+                 thread_chooser: ThreadChooser | None = None) -> None:
         self.settings = settings or GenerationSettings(thinking=False)
         if self.settings.thinking:
             raise ValueError("the llamacpp grader reads the grade from the answer position's logits and cannot think; "
@@ -98,7 +103,11 @@ class LlamaCppBackend(SlotJudging):
             raise ValueError(f"the llamacpp grader takes the argmax of the grade-token logits (temperature 0); "
                              f"got temperature {self.settings.temperature}")
         self.model_path = Path(model_path)
-        self.n_threads = n_threads or os.cpu_count() or 1
+        #: A fixed thread count, or None: chosen before each prompt (``thread_chooser``, by default
+        #: ``cpu_threads.ThreadChooser``) from the free cores and the speed measured on each count.
+        self.n_threads = n_threads
+        self._chooser = None if n_threads else (thread_chooser or ThreadChooser())
+        self._threads = n_threads or 0  # the loaded context's thread count
         self.reuse_prefix = reuse_prefix
         self._revision = revision
         self._llm: Any = None
@@ -146,10 +155,12 @@ class LlamaCppBackend(SlotJudging):
             raise BackendUnavailable(f"llamacpp backend: model file not found: {self.model_path}")
         if self._llm is not None:
             self._llm.close()  # release the old context before allocating a larger one
+        threads = self.n_threads or self._chooser()
         self._llm = llama_cpp.Llama(model_path=str(self.model_path), n_ctx=need, n_batch=self.N_BATCH,
-                                    n_ubatch=self.N_BATCH, n_threads=self.n_threads, n_threads_batch=self.n_threads,
+                                    n_ubatch=self.N_BATCH, n_threads=threads, n_threads_batch=threads,
                                     seed=self.settings.seed, logits_all=False, verbose=False)
         self._n_ctx = need
+        self._threads = threads
         self._cached = []
         self._frames = {}
         self._slot_frames = {}
@@ -232,15 +243,32 @@ class LlamaCppBackend(SlotJudging):
         last position read into a generation (``read``), all under one guard: a failed decode is this prompt's
         unavailable judgment (``_failed``), a backend that is gone stops the run."""
         start = time.perf_counter()
+        self._choose_threads()
         try:
             chunks, cut = chunks_of()
             with progress.waiting():
                 logits, processed = self._evaluate(chunks)
+                if self._chooser is not None:
+                    self._chooser.observe(self._threads, processed, time.perf_counter() - start)
                 return read(logits, Decoded(sum(map(len, chunks)), cut, processed, start))
         except BackendUnavailable:
             raise
         except (RuntimeError, ValueError) as exc:
             return self._failed(start, exc)
+
+    @property
+    def threads(self) -> int:
+        """The thread count the loaded context evaluates with now (0 before the model is loaded)."""
+        return self._threads
+
+    def _choose_threads(self) -> None:
+        """Set the context's thread count to the chooser's (``cpu_threads``), unless ``n_threads`` fixed it."""
+        if self._chooser is None or self._llm is None:
+            return
+        threads = self._chooser()
+        if threads != self._threads:
+            self._import_llama().llama_set_n_threads(self._llm.ctx, threads, threads)
+            self._threads = threads
 
     def _failed(self, start: float, exc: Exception) -> Generation:
         """A failed decode: this prompt is unavailable, not the run; the cached prefix, possibly half evaluated, is

@@ -158,6 +158,38 @@ def test_a_separate_process_with_one_or_two_threads_gives_identical_grades_and_p
     assert child[::-1] == reference
 
 
+class _Counts:
+    """A thread chooser that gives the counts in order and records the prompts it was told of."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self.counts = iter(counts)
+        self.observed: list[tuple[int, float]] = []
+
+    def __call__(self) -> int:
+        return next(self.counts)
+
+    def observe(self, threads: int, tokens: float, seconds: float) -> None:
+        self.observed.append((threads, tokens))
+
+
+@pytest.mark.llm
+def test_a_thread_count_chosen_again_before_each_prompt_changes_no_grade(smollm2, reference):
+    """Without ``n_threads`` the backend asks its chooser (``cpu_threads.ThreadChooser``) before each prompt and
+    evaluates on that many threads; a count that changes between prompts, on a context whose cached prefix was
+    evaluated with the other count, gives the reference's grades and probabilities bit for bit."""
+    chooser = _Counts([2, 1, 2, 1, 1, 2, 2])
+    adaptive = LlamaCppBackend(smollm2.path, revision=smollm2.sha256, thread_chooser=chooser)
+    used: list[int] = []
+    grader = LLMGrader(adaptive)
+    order = sorted(range(len(INPUTS)), key=lambda i: grader.sort_key(*INPUTS[i]))  # prefix reuse across the changes
+    batch = grader.score([INPUTS[i] for i in order], done=lambda i, _: used.append(adaptive.threads))
+    assert [_record(batch)[order.index(i)] for i in range(len(INPUTS))] == reference
+    assert used == [1, 2, 1, 1, 2, 2]  # the count changed between prompts, as chosen (the first went to the load)
+    # each prompt's speed was reported on the count it ran on, with the tokens it evaluated (prefix reuse hit)
+    assert chooser.observed == [(t, u["processed_tokens"]) for t, u in zip(used, batch.usage)]
+    assert sum(u["processed_tokens"] for u in batch.usage) < sum(u["input_tokens"] for u in batch.usage)
+
+
 @pytest.mark.llm
 def test_context_size_does_not_change_the_logits(smollm2, reference):
     """A prompt needing more context reloads the model with a larger one; grades must not move."""
