@@ -1,12 +1,15 @@
 """``kind = "cross_encoder"``: a sequence-classification model as a window scorer (``docs/protocol.md#cross-encoder``).
 
 ``model`` is a hub name or a local folder; ``model = "trained"`` is the embedded cross-encoder,
-fine-tuned here on the Train pools (the CI budget on a ``--subset-pairs`` run) and cached; its
-identity then names the pools, the data, the seed and the budget it was trained from, and it
-fixes ``max_length``, ``dtype`` and ``revision`` as trained. ``train_on`` says whose Train pools:
-the declared dataset's (``"dataset"``, the default; a pair set without Train and development makes
-it not applicable) or NevIR's (``"nevir"``: the embedded model itself, whatever dataset it then
-scores; docs/protocol.md#your-own-contrastive-pairs).
+fine-tuned here on the Train pools and cached; its identity then names the pools, the data, the seed
+and the budget it was trained from, and it fixes ``max_length``, ``dtype`` and ``revision`` as trained.
+``train_on`` says whose Train pools: the declared dataset's (``"dataset"``, the default; a pair set without
+Train and development makes it not applicable) or NevIR's (``"nevir"``: the embedded model itself, whatever
+dataset it then scores; docs/protocol.md#your-own-contrastive-pairs).
+
+A ``--subset-pairs`` run keeps Train and development whole, so the full run's model is its model too: it is
+read when cached, and only a cache without it (a cold CI) trains the smaller CI budget instead, cached and
+shared by every subset run (``budget``; the costs in docs/benchmarks.md#the-ci-subset-and-the-cross-encoder).
 """
 from __future__ import annotations
 
@@ -56,7 +59,7 @@ class CrossEncoder(PointwiseKind):
         if decl.options.get("model") == TRAINED:
             study, _, digest = self.training_data(decl, ctx)
             identity.update(pools=[digest(s) for s in ("train", "development")], seed=ctx.seed,
-                            data=study.data_provenance(), budget=self.budget(ctx))
+                            data=study.data_provenance(), budget=self.budget(decl, ctx))
         return identity
 
     @staticmethod
@@ -75,9 +78,24 @@ class CrossEncoder(PointwiseKind):
         study, snapshots = ctx.shared(("nevir-training-pools",), load)
         return study, lambda s: snapshots[s].frame, lambda s: str(snapshots[s].manifest["parquet_sha256"])
 
-    @staticmethod
-    def budget(ctx: Context) -> str:
-        return "ci" if ctx.subset else "full"
+    def budget(self, decl: RankerDecl, ctx: Context) -> str:
+        """The training budget: "full"; on a subset run "full" when that model is cached, else "ci".
+
+        Decided once per run (``ctx.shared``), so a full model another process saves meanwhile does not change the
+        model under an identity already keyed. Training the full model cold would make a cold CI ~3 min slower
+        (docs/benchmarks.md#the-ci-subset-and-the-cross-encoder), so the CI budget stays for a cache without it.
+        """
+        if not ctx.subset:
+            return "full"
+
+        def decide() -> str:
+            from rankers.scorers.ce_training import is_trained, plan_training  # heavy: torch and transformers
+
+            study, pool, _ = self.training_data(decl, ctx)
+            full = plan_training(study, pool("train"), pool("development"), ctx.cache("models", "cross-encoder"),
+                                 seed=ctx.seed, budget="full")
+            return "full" if is_trained(full) else "ci"
+        return ctx.shared(("cross-encoder-budget", decl.options.get("train_on", "dataset")), decide)
 
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         options = dict(decl.options)
@@ -94,7 +112,7 @@ class CrossEncoder(PointwiseKind):
         return CrossEncoderScorer(require_model(model, decl.name), **options)
 
     def trained(self, decl: RankerDecl, ctx: Context):
-        """The embedded cross-encoder, fine-tuned on Train (subset budget on --subset-pairs runs), cached."""
+        """The embedded cross-encoder, fine-tuned on Train (on a subset run, the budget ``budget`` chose), cached."""
         from rankers.scorers.ce_training import train_cross_encoder  # heavy: torch and transformers
 
         train_on = decl.options.get("train_on", "dataset")
@@ -104,7 +122,7 @@ class CrossEncoder(PointwiseKind):
             with ctx.stage("train", "train_cross_encoder") as record:
                 trained = train_cross_encoder(study, pool("train"), pool("development"),
                                               ctx.cache("models", "cross-encoder"), seed=ctx.seed,
-                                              budget=self.budget(ctx))
+                                              budget=self.budget(decl, ctx))
                 record.update(name=trained.name, path=str(trained.path))
             return trained
         return ctx.shared(("trained-cross-encoder", train_on), train)

@@ -155,6 +155,50 @@ def _budget(budget: str | Recipe | dict | None) -> Recipe:
     return replace(BUDGETS["full"], **budget)
 
 
+@dataclass(frozen=True)
+class TrainingPlan:
+    """Where a training run's model lives and what it is made from: its cache key, known before any training."""
+
+    out: Path
+    identity: dict[str, object]
+    ident: str
+    groups: TrainGroups
+    recipe: Recipe
+    seed: int
+    backbone: Path
+    description: str
+    name: str
+
+
+def plan_training(study: Study, train_pool: object, dev_pool: object, cache_dir: Path, *, backbone: str = "auto",
+                  seed: int = SEED, budget: str | Recipe | dict | None = None) -> TrainingPlan:
+    """The cache folder and identity of the model ``train_cross_encoder`` would train for these inputs (nothing is
+    trained or written)."""
+    recipe = _budget(budget)
+    seed = int(seed)
+    short, description, folder = resolve_backbone(backbone)
+    dev_frame = _frame(dev_pool)
+    groups = train_groups(study, _frame(train_pool), recipe, seed)
+    dev_dirs = study.split("development")
+    data = {"train_groups": groups.digest(), "train_directions": str(len(groups.queries)),
+            "dev_pool": frame_digest(dev_frame),
+            "dev_directions": hashlib.sha256("|".join(dev_dirs["qid"] + dev_dirs["query"]).encode()).hexdigest()}
+    identity = _identity(model_fingerprint(str(folder)), recipe, seed, data)
+    ident = json_digest(identity, default=str)
+    return TrainingPlan(Path(cache_dir) / f"{short}-{ident[:20]}", identity, ident, groups, recipe, seed, folder,
+                        description, f"NevIR-Train-tuned {short} cross-encoder")
+
+
+def is_trained(plan: TrainingPlan) -> bool:
+    """Whether the plan's model is saved and whole (every file matches its sealed digest): a run reads it instead
+    of training (a corrupt one is retrained, so it does not count)."""
+    try:
+        load_sealed(plan.out)
+    except ArtifactCorrupt:
+        return False
+    return True
+
+
 def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, cache_dir: Path, *,
                         backbone: str = "auto", seed: int = SEED,
                         budget: str | Recipe | dict | None = None) -> TrainedCrossEncoder:
@@ -165,29 +209,18 @@ def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, cach
     match their seal is named in a warning, discarded and retrained. Progress (training
     steps with the running loss, each development evaluation) goes to ``fixtures.progress``.
     """
-    recipe = _budget(budget)
-    seed = int(seed)
-    short, description, folder = resolve_backbone(backbone)
-    train_frame, dev_frame = _frame(train_pool), _frame(dev_pool)
-    groups = train_groups(study, train_frame, recipe, seed)
-    dev_dirs = study.split("development")
-    data = {"train_groups": groups.digest(), "train_directions": str(len(groups.queries)),
-            "dev_pool": frame_digest(dev_frame),
-            "dev_directions": hashlib.sha256("|".join(dev_dirs["qid"] + dev_dirs["query"]).encode()).hexdigest()}
-    identity = _identity(model_fingerprint(str(folder)), recipe, seed, data)
-    ident = json_digest(identity, default=str)
-    root = Path(cache_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    out = root / f"{short}-{ident[:20]}"
-    name = f"NevIR-Train-tuned {short} cross-encoder"
+    plan = plan_training(study, train_pool, dev_pool, cache_dir, backbone=backbone, seed=seed, budget=budget)
+    out = plan.out
+    out.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + ".lock", timeout=6 * 3600):
         manifest = _reuse(out)
         if manifest is None:
-            for stale in root.glob(f"{out.name}.*.tmp"):  # left by a killed training of this identity
+            for stale in out.parent.glob(f"{out.name}.*.tmp"):  # left by a killed training of this identity
                 shutil.rmtree(stale, ignore_errors=True)
-            _train(groups, study, dev_frame, folder, recipe, seed, identity, ident, name, description, out)
+            _train(plan.groups, study, _frame(dev_pool), plan.backbone, plan.recipe, plan.seed, plan.identity,
+                   plan.ident, plan.name, plan.description, out)
             manifest = load_sealed(out)
-    return TrainedCrossEncoder(out, manifest, name)
+    return TrainedCrossEncoder(out, manifest, plan.name)
 
 
 def _reuse(out: Path) -> dict[str, object] | None:
