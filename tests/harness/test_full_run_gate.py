@@ -21,6 +21,7 @@ from harness.profile import load_profile
 from reports.claim_measures import ClaimTest
 from reports.history import HISTORY, HistoryError
 from reports.hypotheses import decide_family
+from reports.report_md import undecidable_on_subset
 from tests.support.saved_runs import seal_entry
 
 USER = '''[profile]
@@ -80,6 +81,9 @@ def test_an_expectation_the_full_run_contradicts_fails_the_ci_gate(mine, tmp_pat
     assert row["check"] == "contradicted by the full run" and [c.action for c in found] == ["fail"]
     assert "expects 'holds', but the full run 20261205T100000.000000Z-abc-mine-full-1 recorded 'fails'" in \
         found[0].message
+    listed = undecidable_on_subset(pd.DataFrame([row]))  # report.md's and the terminal's block
+    assert len(listed) == 1 and "the profile's saved full run recorded another verdict (**fails the gate**)" in \
+        listed[0]
     row, found = checks.claim_check(mine, "test", result, subset=True, gate=False, recorded=recorded)
     assert row["check"] == "not decidable on this subset" and [c.action for c in found] == ["warn"]  # no gate
 
