@@ -251,6 +251,9 @@ def _busy_core(nice: int) -> Iterator[None]:
 @pytest.mark.benchmark(group="grader-busy")
 @pytest.mark.parametrize("nice", [0, 19], ids=["busy-core", "niced-busy-core"])
 def test_bench_grader_beside_a_busy_core(benchmark, model, pair_inputs, nice: int) -> None:
+    if benchmark.disabled:
+        pytest.skip("a timing comparison only; grades whatever the thread count are tested in "
+                    "tests/rankers/scorers/test_llm_llamacpp.py")
     cores = len(usable_cores())
     if cores < 2:
         pytest.skip("one usable core: there is no other core for the busy process to take")
@@ -284,8 +287,6 @@ def test_bench_grader_beside_a_busy_core(benchmark, model, pair_inputs, nice: in
 
     benchmark.pedantic(alternation, rounds=ROUNDS, iterations=1)
     assert all(r == records[0] for r in records)  # identical grades and probabilities, whatever the thread count
-    if benchmark.disabled:  # --benchmark-disable: executed once as a check, there are no timings to compare
-        return
     mean = {case: float(np.mean(v)) for case, v in seconds.items()}
     quiet_machine = set(threads["quiet"]) == {cores}  # nothing else took a core during the quiet rounds
     benchmark.extra_info.update({
