@@ -116,7 +116,7 @@ def test_a_non_ascii_sample_name_under_a_latin1_locale_is_one_message_not_a_cras
     assert "'s\\u20ac\\u4e2d' must be portable" in err, err[-3000:]
 
 
-def test_a_batch_line_with_an_out_of_range_logprob_is_named_and_the_rest_imported(tmp_path: Path) -> None:
+def test_batch_overflow_a_line_with_an_out_of_range_logprob_is_named_and_the_rest_imported(tmp_path: Path) -> None:
     """batch-overflow: a top logprob of 1000 (``math.exp`` overflows) is one named line; the others are stored."""
     grader = LLMGrader(OpenAIBackend("http://127.0.0.1:9/v1", "m", settings=SETTINGS))
     requests = _export(tmp_path / "export", grader, INPUTS[:3])
