@@ -77,17 +77,18 @@ class ScoreCacheWarning(UserWarning):
     """Stored scores were discarded (failed digest, unreadable or foreign file); they will be rescored."""
 
 
-def row_digest(secret: bytes, key: CacheKey, score: float | None, error: str | None, usage: str, raw: str | None,
+def row_digest(mac: hmac.HMAC, key: CacheKey, score: float | None, error: str | None, usage: str, raw: str | None,
                created: float) -> str:
-    """HMAC-SHA256 under ``secret`` (the user's key) over a row's key and every stored field (``usage`` as its
-    stored JSON text).
+    """HMAC-SHA256 (``mac``: keyed with the user's key, nothing fed yet; copied per row) over a row's key and every
+    stored field (``usage`` as its stored JSON text).
 
     JSON keeps None distinct from "" and writes floats with ``repr``, which round-trips
     SQLite's 8-byte REAL exactly, so a sound row always reproduces its digest. The fields form a list of
     scalars, written as canonical JSON (``fixtures.identity``: sorted keys, ASCII).
     """
-    return hmac.new(secret, canonical_json([*key, score, error, usage, raw, created]).encode("utf-8"),
-                    hashlib.sha256).hexdigest()
+    row = mac.copy()
+    row.update(canonical_json([*key, score, error, usage, raw, created]).encode("utf-8"))
+    return row.hexdigest()
 
 
 class _Unusable(Exception):
@@ -105,7 +106,7 @@ class ScoreCache:
     def __init__(self, path: Path, timeout_s: float = 120.0) -> None:
         self.path = Path(path)
         self.timeout_s = timeout_s
-        self._secret = user_key()
+        self._mac = hmac.new(user_key(), digestmod=hashlib.sha256)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = self._connect()
@@ -217,10 +218,10 @@ class ScoreCache:
         rows = self._run(lambda conn: _fetch(conn, keys))
         out: dict[CacheKey, CachedScore] = {}
         bad: list[tuple[CacheKey, str]] = []
-        loads, digest, secret = json.loads, row_digest, self._secret
+        loads, digest, mac = json.loads, row_digest, self._mac
         for mk, qs, pid, ps, score, error, usage, raw, created, stored in rows:
             key = (mk, qs, pid, ps)
-            if not hmac.compare_digest(digest(secret, key, score, error, usage, raw, created), stored):
+            if not hmac.compare_digest(digest(mac, key, score, error, usage, raw, created), stored):
                 bad.append((key, stored))
                 continue
             out[key] = CachedScore(score, error, loads(usage), raw)
@@ -265,7 +266,7 @@ class ScoreCache:
             (model_key, limit)).fetchall())
         out = []
         for mk, qs, pid, ps, score, error, usage, raw, created, stored in rows:
-            if row_digest(self._secret, (mk, qs, pid, ps), score, error, usage, raw, created) != stored:
+            if row_digest(self._mac, (mk, qs, pid, ps), score, error, usage, raw, created) != stored:
                 continue
             u = json.loads(usage)
             value = u.get("wall_s", u.get("latency_s", u.get("seconds")))
@@ -287,7 +288,7 @@ class ScoreCache:
             stored.append(r)
             score, usage = finite_or_none(r.score), json.dumps(r.usage, sort_keys=True)
             params.append((*key, score, r.error, usage, r.raw, now,
-                           row_digest(self._secret, key, score, r.error, usage, r.raw, now)))
+                           row_digest(self._mac, key, score, r.error, usage, r.raw, now)))
 
         def insert(conn: sqlite3.Connection) -> None:
             with _transaction(conn):
