@@ -68,6 +68,11 @@ def pytest_configure(config: pytest.Config) -> None:
         use_pythonpath(profile)
         if not hasattr(config, "workerinput"):  # the controller resolves models, files and factories once
             resolve_before_work(settings, profile, _selected_by_marks(config))
+            if config.getoption("explain"):  # what the run would compute, then stop before any work
+                from harness.explain import explain, render
+
+                print(render(explain(settings, profile, _selected_by_marks(config))), flush=True)
+                pytest.exit("--explain: nothing was computed", returncode=0)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     from reports.plugin import SETTINGS as PUBLISHING  # registered by pytest_plugins before configure

@@ -69,6 +69,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--gate-expectations", {"action": "store_true", "default": False,
                              "help": "fail a claim the profile reviewed as holds/fails that this run leaves inconclusive "
                                      "(CI's gate; otherwise it is a warning and listed at the top of report.md)"}),
+    ("--explain", {"action": "store_true", "default": False,
+                   "help": "print the stages the run will compute (cached or to compute, with an estimate) and exit "
+                           "before any work (harness.explain)"}),
 )
 
 

@@ -97,6 +97,19 @@ class CrossEncoder(PointwiseKind):
             return "full" if is_trained(full) else "ci"
         return ctx.shared(("cross-encoder-budget", decl.options.get("train_on", "dataset")), decide)
 
+    def trained_state(self, decl: RankerDecl, ctx: Context) -> tuple[bool, str] | None:
+        """Whether the model this declaration trains is cached (known from its key, nothing trained) and under which
+        budget; None for a model that is not trained here (``harness.explain`` says so before a run)."""
+        if decl.options.get("model") != TRAINED:
+            return None
+        from rankers.scorers.ce_training import is_trained, plan_training  # heavy: torch and transformers
+
+        budget = self.budget(decl, ctx)
+        study, pool, _ = self.training_data(decl, ctx)
+        plan = plan_training(study, pool("train"), pool("development"), ctx.cache("models", "cross-encoder"),
+                             seed=ctx.seed, budget=budget)
+        return is_trained(plan), budget
+
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         options = dict(decl.options)
         model = options.pop("model")

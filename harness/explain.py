@@ -1,0 +1,226 @@
+"""What a run will compute, said before it computes anything: each stage, cached or to compute, and its estimate.
+
+``pytest specs --explain`` (``conftest.py``) prints :func:`render` of :func:`explain` and exits 0 before any
+work. A stage is named as the run's stage timings name it (``harness.stages``: ``pool``, ``train_cross_encoder``,
+``rank_<ranker>``, ``score_<ranker>_<scope>``), and whether it is cached is read from the keys the run itself
+looks up, never by computing a value:
+
+- a split's pool: its snapshot in the cache, shipped in ``data/pools/`` (copied, seconds), or to retrieve
+  (``fixtures.pools``);
+- the trained cross-encoder: its model folder (``rankers.scorers.ce_training.plan_training``: the key without
+  training), the budget a subset run would use included;
+- a full-pool ranking: its memo file under the ranking's content key (``Evaluation.ranking_key``), keyed only when
+  every pool it reads is already in the cache (keying a ranking reads its pools' digests);
+- a window ranker's judging: the memo of its judgments (judge, inputs, score store generation) when its reference
+  ranking is memoized; the judge's own plan (``RankerKind.plan``: judgments stored and to judge) where it has one.
+  Its window ranking itself then takes seconds.
+
+An estimate for a stage to compute is the judge's plan (the score store's measured seconds per judgment) or else
+the stage's wall-clock in the newest saved run of the same run scope on this machine (``results/.history``,
+``manifest.json``'s ``stages_wall_clock``); without either it is unknown and says so. Claims, tables and
+publishing are not listed: they are computed from the rankings (docs/benchmarks.md).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fixtures.settings import Settings
+from harness.options import needed
+from harness.profile_records import Profile
+from rankers.declarations import RankerDecl
+
+CACHED, SHIPPED, TO_COMPUTE = "cached", "shipped", "to compute"
+
+
+@dataclass(frozen=True)
+class PlannedStage:
+    """One stage of the run as planned: where it stands and what it should cost."""
+
+    split: str
+    stage: str
+    state: str
+    estimate_s: float | None = None
+    basis: str = ""
+    #: Inputs a scoring stage judges (0: not a scoring stage, or not known before its reference is ranked).
+    inputs: int = 0
+
+
+class _NotCached(Exception):
+    """A memo lookup found no value: explaining computes none."""
+
+
+def _missing() -> Any:
+    raise _NotCached
+
+
+#: Documented costs of a first run, where this machine has measured nothing yet: the cross-encoder's fine-tuning
+#: on a quiet 2-core machine, by budget (docs/benchmarks.md: 4.5 min full, the CI budget's ~1.5 min).
+DOCUMENTED_S = {("train_cross_encoder", "full budget"): 270.0, ("train_cross_encoder", "ci budget"): 90.0}
+
+
+def measured_stages(settings: Settings) -> dict[tuple[str, str], float]:
+    """(split, stage) -> seconds it took in the newest saved run of this run scope that computed it: nested stages
+    included; a scoring stage's per judgment made (one whose judgments were all cached measured nothing)."""
+    from reports.history import HISTORY, HistoryError, open_saved, saved_runs
+
+    out: dict[tuple[str, str], float] = {}
+    for run in reversed(saved_runs(settings.results_dir)):
+        for split in settings.splits:
+            try:
+                manifest = open_saved(settings.results_dir / HISTORY / run, split).manifest
+            except HistoryError:
+                continue
+            if manifest.get("scope") != settings.run_scope():
+                continue
+            for stage, record in (manifest.get("stages_wall_clock") or {}).items():
+                if not isinstance(record, Mapping) or (split, stage) in out:
+                    continue
+                seconds = record.get("with_nested_s", record.get("seconds"))
+                made = record.get("scored_now")
+                if not isinstance(seconds, (int, float)) or (made is not None and not made):
+                    continue  # a stage that read everything from the cache says nothing of its cost
+                out[(split, stage)] = float(seconds) / made if made else float(seconds)
+    return out
+
+
+def explain(settings: Settings, profile: Profile,
+            selected: Callable[[RankerDecl], bool] = lambda decl: True) -> list[PlannedStage]:
+    """The stages a run of ``profile`` under ``settings`` will run, each cached or to compute, with its estimate."""
+    from harness.session import Evaluation  # the run's own keys, built lazily: nothing is computed here
+
+    evaluation = Evaluation(settings, profile, contact=False)
+    measured = measured_stages(settings)
+    stages = _stages(evaluation, [d for d in needed(profile, (d for d in profile.ordered() if selected(d)))
+                                  if all(r.met() for r in d.requirements())])
+    return [_estimated(s, measured) for s in stages]
+
+
+def _estimated(stage: PlannedStage, measured: Mapping[tuple[str, str], float]) -> PlannedStage:
+    """A stage to compute without its own estimate, estimated from its last run here or the documented cost."""
+    if stage.state != TO_COMPUTE or stage.estimate_s is not None:
+        return stage
+    rate = measured.get((stage.split, stage.stage))
+    if rate is not None and stage.inputs and stage.stage.startswith("score_"):
+        return replace(stage, estimate_s=rate * stage.inputs, basis=f"{stage.basis}; {rate:.3g} s each in its last "
+                                                                    "run here")
+    if rate is not None and not stage.stage.startswith("score_"):
+        return replace(stage, estimate_s=rate, basis=f"{stage.basis}; its last run here".lstrip("; "))
+    documented = DOCUMENTED_S.get((stage.stage, stage.basis))
+    if documented is not None:
+        return replace(stage, estimate_s=documented, basis=f"{stage.basis}; documented, quiet 2 cores")
+    return stage
+
+
+def _route_model(profile: Profile, role: str) -> str | None:
+    """The profile's declared route model (None: the built-in one), as the session resolves it."""
+    name = profile.models.get(role, "")
+    return None if not name or str(name).startswith("builtin:") else str(name)
+
+
+def _pool_state(evaluation: Any, split: str) -> str:
+    """Whether the split's pool snapshot is in the cache, shipped with the checkout (or a subset's rows of a whole
+    pool that is: taken, seconds), or to retrieve."""
+    from dataclasses import replace
+
+    from fixtures.pools import _cache_path, frozen_snapshot, make_routes, snapshot_identity
+
+    settings, study = evaluation.settings, evaluation.study
+    routes = make_routes(settings, _route_model(evaluation.profile, "dense"), _route_model(evaluation.profile, "sparse"))
+    identity = snapshot_identity(study, split, routes)
+    if _cache_path(settings, split, identity).exists():
+        return CACHED
+    if split in study.subset:  # a subset's pool is its queries' rows of the split's whole pool
+        whole = snapshot_identity(replace(study, subset={}), split, routes)
+        return SHIPPED if _cache_path(settings, split, whole).exists() or frozen_snapshot(split, whole) else TO_COMPUTE
+    return SHIPPED if frozen_snapshot(split, identity) is not None else TO_COMPUTE
+
+
+def _stages(evaluation: Any, decls: list[RankerDecl]) -> Iterator[PlannedStage]:
+    splits = tuple(evaluation.settings.splits)
+    trained = [s for d in decls for s in d.ranker_kind.trains_on(d.options)]
+    pools = {s: _pool_state(evaluation, s) for s in dict.fromkeys(trained + list(splits))}
+    for split, state in pools.items():
+        yield PlannedStage(split, "pool", state)
+    keyed = all(state == CACHED for state in pools.values())  # keying a ranking reads its pools
+    for decl in (d for d in decls if hasattr(d.ranker_kind, "trained_state")):
+        stage = _trained_model(evaluation, decl, keyed)
+        if stage is not None:  # the trained model is one per run, shared by the declarations that read it
+            yield stage
+            break
+    for split in splits:
+        for decl in decls:
+            if decl.is_window:
+                yield _judging(evaluation, split, decl, keyed)
+            elif not decl.designated_only:
+                yield _ranking(evaluation, split, decl, keyed)
+
+
+def _trained_model(evaluation: Any, decl: RankerDecl, keyed: bool) -> PlannedStage | None:
+    """The trained model's stage (None: the declaration trains none): its key read from its training inputs (its own
+    dataset's pools when they are in the cache, NevIR's shipped ones for ``train_on = "nevir"``)."""
+    if not keyed and decl.ranker_kind.trains_on(decl.options):
+        return PlannedStage("train", "train_cross_encoder", TO_COMPUTE, basis="after its training pools")
+    state = decl.ranker_kind.trained_state(decl, evaluation.context)
+    if state is None:
+        return None
+    cached, budget = state
+    return PlannedStage("train", "train_cross_encoder", CACHED if cached else TO_COMPUTE, basis=f"{budget} budget")
+
+
+def _memoized(evaluation: Any, label: str, key: Any) -> bool:
+    return key is not None and evaluation.memo.path(label, key).exists()
+
+
+def _ranking(evaluation: Any, split: str, decl: RankerDecl, keyed: bool) -> PlannedStage:
+    stage = f"rank_{decl.name}"
+    if not keyed:
+        return PlannedStage(split, stage, TO_COMPUTE)
+    key = evaluation.ranking_key(split, decl.name)
+    return PlannedStage(split, stage, CACHED if _memoized(evaluation, "ranking", key) else TO_COMPUTE,
+                        basis="" if key is not None else "not memoized (your code runs every time)")
+
+
+def _judging(evaluation: Any, split: str, decl: RankerDecl, keyed: bool) -> PlannedStage:
+    """A window ranker's judging stage: cached when its judgments' memo is there, else the judge's plan."""
+    from harness.memo import texts_digest
+    from rankers.kinds.base import score_store
+
+    scope = "pair" if decl.designated_only else "window"
+    stage = f"score_{decl.name}_{scope}"
+    reference = evaluation.ranking_key(split, decl.reference) if keyed and decl.reference else None
+    if scope == "window" and (not keyed or not _memoized(evaluation, "ranking", reference)):
+        return PlannedStage(split, stage, TO_COMPUTE, basis=f"after {decl.reference}'s ranking")
+    if scope == "window":
+        evaluation.memo.get("ranking", reference, _missing)  # read, verified: its window is what is judged
+    inputs = evaluation.inputs(split, decl.name, scope)
+    ctx = evaluation.context
+    identity = decl.ranker_kind.identity(decl, ctx)
+    parts = {"judge": identity, "scope": scope, "inputs": texts_digest(inputs),
+             "store": score_store(ctx).generation()}
+    if _memoized(evaluation, "judgments", parts):
+        return PlannedStage(split, stage, CACHED, basis=f"{len(inputs):,} inputs", inputs=len(inputs))
+    plan = decl.ranker_kind.plan(decl, ctx, inputs)
+    if plan is None:
+        return PlannedStage(split, stage, TO_COMPUTE, basis=f"{len(inputs):,} inputs", inputs=len(inputs))
+    state = CACHED if not plan.to_judge else TO_COMPUTE
+    return PlannedStage(split, stage, state, plan.estimate_s,
+                        f"{plan.to_judge:,} of {plan.judgments:,} judgments to make"
+                        + (f" at {plan.seconds_per_judgment:.3g} s" if plan.seconds_per_judgment else ""),
+                        inputs=plan.to_judge)
+
+
+def render(stages: list[PlannedStage]) -> str:
+    """One line per stage, then the total of the estimates (and how many stages to compute have none)."""
+    lines = ["what this run will compute (docs/benchmarks.md; nothing was computed):"]
+    for s in stages:
+        cost = "" if s.state != TO_COMPUTE else (f", ~{s.estimate_s / 60:.1f} min" if s.estimate_s is not None
+                                                 else ", no measured rate here")
+        lines.append(f"  {s.stage} ({s.split}): {s.state}{cost}" + (f" [{s.basis}]" if s.basis else ""))
+    todo = [s for s in stages if s.state == TO_COMPUTE]
+    known = sum(s.estimate_s for s in todo if s.estimate_s is not None)
+    unknown = sum(s.estimate_s is None for s in todo)
+    lines.append(f"  {len(todo)} of {len(stages)} stages to compute, ~{known / 60:.1f} min estimated"
+                 + (f" plus {unknown} without a measured rate" if unknown else ""))
+    return "\n".join(lines)
