@@ -24,9 +24,10 @@ from reports.stats import PairedDifference, holm, paired_difference
 #: A pairwise row: the two rankers (Δ = first − second), directions, groups, groups whose strict outcomes differ
 #: in sum (the test's effective sample), directions whose strict outcome differs, then per measure with Table II Δ columns: Δ, its 95% interval, bootstrap SE, MDE (two-sided α 0.05,
 #: 80% power) and the two-sided group sign-flip p-value. ``pairwise_table`` adds Holm columns.
-COMPARISON_COLUMNS = ("first", "second", "n", "n_groups", "differing_groups", "discordant",
+PAIRED_DIFFERENCE_COLUMNS = ("first", "second", "n", "n_groups", "differing_groups", "discordant",
                       *(c for m in PAIRED_MEASURES if m.delta_columns for c in (*m.delta_columns, m.p_column)))
-PAIRWISE_COLUMNS = (*COMPARISON_COLUMNS, *(f"{m.p_column}_holm" for m in PAIRED_MEASURES if m.p_column))
+PAIRWISE_COLUMNS = (*PAIRED_DIFFERENCE_COLUMNS,
+                    *(f"{m.p_column}_holm" for m in PAIRED_MEASURES if m.p_column))
 #: The study's primary measure (strict preference): a row's groups and discordant directions are counted on it.
 PRIMARY = PAIRED_MEASURES[0]
 
@@ -81,7 +82,7 @@ def compare_on(measure: PairedMeasure | str, first: pd.DataFrame, second: pd.Dat
 def compare(first: pd.DataFrame, second: pd.DataFrame, directions_annotated: pd.DataFrame, groups: str = "group",
             n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS, seed: int = SEED,
             names: tuple[str, str] | None = None) -> dict[str, object]:
-    """One row of ``COMPARISON_COLUMNS``: ``first`` minus ``second`` over their common directions.
+    """One row of ``PAIRED_DIFFERENCE_COLUMNS``: ``first`` minus ``second`` over their common directions.
 
     Δ strict is in points, Δ MRR in MRR units (NaN when either ranker lacks full-pool ranks);
     both p-values are two-sided p-values of the decision test (``reports.group_tests.mean_test``).
@@ -96,7 +97,7 @@ def compare(first: pd.DataFrame, second: pd.DataFrame, directions_annotated: pd.
         row[m.p_column] = diff.test.p_two_sided if diff is not None else float("nan")
         if m is PRIMARY:
             row.update(n_groups=diff.n_groups, differing_groups=diff.differing_groups, discordant=diff.discordant)
-    return {c: row[c] for c in COMPARISON_COLUMNS}
+    return {c: row[c] for c in PAIRED_DIFFERENCE_COLUMNS}
 
 
 def pairwise_table(outcomes_by_ranker: Mapping[str, pd.DataFrame], directions_annotated: pd.DataFrame,
@@ -113,7 +114,7 @@ def pairwise_table(outcomes_by_ranker: Mapping[str, pd.DataFrame], directions_an
             for a, b in combinations(outcomes_by_ranker, 2)
             if len(outcomes_by_ranker[a]) == len(outcomes_by_ranker[b])
             and set(outcomes_by_ranker[a]["qid"]) == set(outcomes_by_ranker[b]["qid"])]
-    table = pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
+    table = pd.DataFrame(rows, columns=list(PAIRED_DIFFERENCE_COLUMNS))
     for m in PAIRED_MEASURES:
         if m.p_column:
             table[f"{m.p_column}_holm"] = holm(table[m.p_column].to_numpy(dtype=float))

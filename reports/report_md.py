@@ -171,8 +171,9 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str],
 
 #: A run comparison's decisions, gravest (what a reader must look at) first (docs/statistics.md#pins).
 CHANGE_ORDER = ("changed", "undetermined", "changed within margin", "margin unreachable", "unchanged")
-#: The columns a run comparison is read by; the rest (p-values, margins, n, the paper's value) are in comparison.csv.
-CHANGE_COLUMNS = ("ranker", "measure", "then", "now", "delta", "delta_lo", "delta_hi", "decision")
+#: The columns report.md shows of a run comparison; the rest (p-values, margins, n, the paper's value) are in
+#: comparison.csv (``reports.history.COMPARISON_COLUMNS``).
+BRIEF_COLUMNS = ("ranker", "measure", "then", "now", "delta", "delta_lo", "delta_hi", "decision")
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ def comparison_brief(frame: pd.DataFrame) -> ComparisonBrief:
     keep = rank < CHANGE_ORDER.index("unchanged")
     moved = both[keep].assign(_g=gravest[keep], _o=both.loc[keep, "ranker"].map(order), _r=rank[keep]) \
         .sort_values(["_g", "_o", "_r"], kind="stable")
-    columns = [c for c in CHANGE_COLUMNS if c in frame.columns]
+    columns = [c for c in BRIEF_COLUMNS if c in frame.columns]
     unchanged = tuple(name for name in order if not keep[both["ranker"] == name].any())
     one_sided = {side: tuple(dict.fromkeys(frame.loc[frame["side"] == side, "ranker"]))
                  for side in ("this run only", "saved run only")}
