@@ -16,6 +16,7 @@ file, folder or link of the user's beside them is never moved, linked over or de
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 import uuid
@@ -35,6 +36,8 @@ MARK, HISTORY = ".preference-position", ".history"
 #: Under a results root: the separate root of runs that did not compute every output; what a split folder of the
 #: older layout (before transactions) holds, adopted as the committed run.
 PARTIAL, LEGACY_MARKER = "partial", "table2.csv"
+#: The run folder an older layout's results are adopted into (``_adopt_legacy``).
+LEGACY_RUN = re.compile(r"legacy-[0-9]+")
 MARK_TEXT = ("This folder is written by the preference-position suite (docs/outputs.md#whose-folder).\n"
              "Its split links, .current and .runs/ are replaced by every run; anything else here is left alone.\n")
 
@@ -83,7 +86,7 @@ def _adopt_legacy(root: Path, names: Iterable[str], marker: str | None) -> None:
     legacy = _legacy(root, names, marker)
     if not legacy or current_run(root) is not None:
         return
-    folder = root / RUNS / f"legacy-{os.getpid()}"
+    folder = root / RUNS / f"legacy-{os.getpid()}"  # matches LEGACY_RUN
     folder.mkdir(parents=True, exist_ok=True)
     Path(str(folder) + ".lock").touch()  # staged by the suite: ``_clean`` may remove it once replaced
     for name in legacy:
@@ -96,12 +99,13 @@ def _adopt_legacy(root: Path, names: Iterable[str], marker: str | None) -> None:
 def _clean(root: Path) -> None:
     """Remove run folders that are neither committed nor being staged by a live process (a killed process's
     staging, the run a swap replaced), and the root's links to the committed run that lead nowhere. A run folder
-    is the suite's when its lock file lies beside it (every staging takes one before it makes the folder);
-    anything else under ``.runs`` and every other link is left alone."""
+    is the suite's when its lock file lies beside it (every staging takes one before it makes the folder) or it is
+    an older layout's adopted results (``legacy-<pid>``, which earlier versions made without one); anything else
+    under ``.runs`` and every other link is left alone."""
     runs, keep = root / RUNS, current_run(root)
     for folder in sorted(runs.iterdir()) if runs.is_dir() else []:
         if not folder.is_dir() or folder.is_symlink() or folder.name == keep \
-                or not Path(str(folder) + ".lock").is_file():
+                or not (Path(str(folder) + ".lock").is_file() or LEGACY_RUN.fullmatch(folder.name)):
             continue
         lock = FileLock(str(folder) + ".lock", timeout=0)
         try:

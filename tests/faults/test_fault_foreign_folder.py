@@ -144,3 +144,16 @@ def test_results_of_earlier_versions_are_recognized_and_published_into(tmp_path:
     run(tmp_path, "r1", 3)
     assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS} and (tmp_path / MARK).is_file()
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+def test_results_adopted_by_an_earlier_version_are_removed_once_replaced(tmp_path: Path) -> None:
+    """Earlier versions adopted an older layout into ``.runs/legacy-<pid>`` without a lock file beside it: still the
+    suite's, so the run that replaces it removes it (a user's folder under ``.runs`` is never removed)."""
+    (tmp_path / RUNS / "legacy-4242" / "test").mkdir(parents=True)
+    (tmp_path / RUNS / "legacy-4242" / "test" / "table2.csv").write_text("ranker,strict\nold,1\n")
+    os.symlink(f"{RUNS}/legacy-4242", tmp_path / ".current")
+    os.symlink(".current/test", tmp_path / "test")
+    (tmp_path / RUNS / "legacy-notes").mkdir()
+    run(tmp_path, "r1", 3)
+    assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
+    assert sorted(p.name for p in (tmp_path / RUNS).iterdir() if p.is_dir()) == ["legacy-notes", "r1"]
