@@ -26,10 +26,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fixtures.pools import _cache_path, frozen_snapshot, make_routes, snapshot_identity
 from fixtures.settings import Settings
+from harness.memo import texts_digest
 from harness.options import needed
 from harness.profile_records import Profile
 from rankers.declarations import RankerDecl
+from rankers.kinds.base import score_store
+from reports.history import HISTORY, HistoryError, open_saved, saved_runs
 
 CACHED, SHIPPED, TO_COMPUTE = "cached", "shipped", "to compute"
 
@@ -63,8 +67,6 @@ DOCUMENTED_S = {("train_cross_encoder", "full budget"): 270.0, ("train_cross_enc
 def measured_stages(settings: Settings) -> dict[tuple[str, str], float]:
     """(split, stage) -> seconds it took in the newest saved run of this run scope that computed it: nested stages
     included; a scoring stage's per judgment made (one whose judgments were all cached measured nothing)."""
-    from reports.history import HISTORY, HistoryError, open_saved, saved_runs
-
     out: dict[tuple[str, str], float] = {}
     for run in reversed(saved_runs(settings.results_dir)):
         for split in settings.splits:
@@ -122,10 +124,6 @@ def _route_model(profile: Profile, role: str) -> str | None:
 def _pool_state(evaluation: Any, split: str) -> str:
     """Whether the split's pool snapshot is in the cache, shipped with the checkout (or a subset's rows of a whole
     pool that is: taken, seconds), or to retrieve."""
-    from dataclasses import replace
-
-    from fixtures.pools import _cache_path, frozen_snapshot, make_routes, snapshot_identity
-
     settings, study = evaluation.settings, evaluation.study
     routes = make_routes(settings, _route_model(evaluation.profile, "dense"), _route_model(evaluation.profile, "sparse"))
     identity = snapshot_identity(study, split, routes)
@@ -184,9 +182,6 @@ def _ranking(evaluation: Any, split: str, decl: RankerDecl, keyed: bool) -> Plan
 
 def _judging(evaluation: Any, split: str, decl: RankerDecl, keyed: bool) -> PlannedStage:
     """A window ranker's judging stage: cached when its judgments' memo is there, else the judge's plan."""
-    from harness.memo import texts_digest
-    from rankers.kinds.base import score_store
-
     scope = "pair" if decl.designated_only else "window"
     stage = f"score_{decl.name}_{scope}"
     reference = evaluation.ranking_key(split, decl.reference) if keyed and decl.reference else None
