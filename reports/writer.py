@@ -208,7 +208,7 @@ def publish_run(run: RunRecord, results_dir: Path, *, exitstatus: int = 0, compa
 def _compared(record: SplitRecord, results_dir: Path, other: str, end: SessionEnd) -> SplitRecord:
     """The record with its ``comparison`` table against the saved run ``other``; unchanged (and the error
     reported, the run still published) when the comparison cannot be made."""
-    from reports.history import comparison_table  # pandas I/O only when comparing
+    from reports.run_comparison import comparison_table  # pandas I/O only when comparing
 
     try:
         comparison = comparison_table(results_dir, other, record)

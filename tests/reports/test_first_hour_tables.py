@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reports.history import comparison_table
+from reports.run_comparison import comparison_table
 from reports.tables import JUDGMENT_COLUMNS, judgments_table
 from tests.reports.saved_runs import save, split_record
 
