@@ -11,9 +11,10 @@ looks up, never by computing a value:
   training), the budget a subset run would use included;
 - a full-pool ranking: its memo file under the ranking's content key (``Evaluation.ranking_key``), keyed only when
   every pool it reads is already in the cache (keying a ranking reads its pools' digests);
-- a window ranker's judging: the memo of its judgments (judge, inputs, score store generation) when its reference
-  ranking is memoized; the judge's own plan (``RankerKind.plan``: judgments stored and to judge) where it has one.
-  Its window ranking itself then takes seconds.
+- a window ranker's judging: when its reference ranking is memoized, the memo of its judgments (judge, inputs,
+  score store generation; kept by a run that judged nothing), else the judge's plan of its inputs (``RankerKind.plan``
+  or a pointwise scorer's ``plan_inputs``: judgments stored in the score store and to make), asked only of a scorer
+  that needs no training first. Its window ranking itself then takes seconds.
 
 An estimate for a stage to compute is the judge's plan (the score store's measured seconds per judgment) or else
 the stage's wall-clock in the newest saved run of the same run scope on this machine (``results/.history``,
@@ -26,9 +27,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fixtures.pools import _cache_path, frozen_snapshot, make_routes, snapshot_identity
+from fixtures.pools import PoolFileError, _cache_path, frozen_snapshot, make_routes, snapshot_identity
 from fixtures.settings import Settings
-from harness.memo import texts_digest
+from harness.memo import digest, texts_digest
 from harness.options import needed
 from harness.profile_records import Profile
 from rankers.declarations import RankerDecl
@@ -60,7 +61,8 @@ def _missing() -> Any:
 
 
 #: Documented costs of a first run, where this machine has measured nothing yet: the cross-encoder's fine-tuning
-#: on a quiet 2-core machine, by budget (docs/benchmarks.md: 4.5 min full, the CI budget's ~1.5 min).
+#: on a quiet 2-core machine, by budget (docs/benchmarks.md: 4.5 min full; the CI budget's "minute or two" of
+#: ``ce_recipe.BUDGETS``, 5.1 min measured beside other work, docs/benchmarks.md#the-ci-subset-and-the-cross-encoder).
 DOCUMENTED_S = {("train_cross_encoder", "full budget"): 270.0, ("train_cross_encoder", "ci budget"): 90.0}
 
 
@@ -121,36 +123,39 @@ def _route_model(profile: Profile, role: str) -> str | None:
     return None if not name or str(name).startswith("builtin:") else str(name)
 
 
-def _pool_state(evaluation: Any, split: str) -> str:
+def _pool_state(evaluation: Any, split: str) -> PlannedStage:
     """Whether the split's pool snapshot is in the cache, shipped with the checkout (or a subset's rows of a whole
-    pool that is: taken, seconds), or to retrieve."""
-    settings, study = evaluation.settings, evaluation.study
-    routes = make_routes(settings, _route_model(evaluation.profile, "dense"), _route_model(evaluation.profile, "sparse"))
+    pool that is: taken, seconds), or to retrieve; a shipped snapshot the run would refuse says why."""
+    settings, study, profile = evaluation.settings, evaluation.study, evaluation.profile
+    routes = make_routes(settings, _route_model(profile, "dense"), _route_model(profile, "sparse"))
     identity = snapshot_identity(study, split, routes)
     if _cache_path(settings, split, identity).exists():
-        return CACHED
-    if split in study.subset:  # a subset's pool is its queries' rows of the split's whole pool
-        whole = snapshot_identity(replace(study, subset={}), split, routes)
-        return SHIPPED if _cache_path(settings, split, whole).exists() or frozen_snapshot(split, whole) else TO_COMPUTE
-    return SHIPPED if frozen_snapshot(split, identity) is not None else TO_COMPUTE
+        return PlannedStage(split, "pool", CACHED)
+    subset = split in study.subset  # a subset's pool is its queries' rows of the split's whole pool
+    whole = snapshot_identity(replace(study, subset={}), split, routes) if subset else identity
+    try:
+        shipped = (subset and _cache_path(settings, split, whole).exists()) or frozen_snapshot(split, whole) is not None
+    except PoolFileError as exc:  # the run itself stops on it, naming the file
+        return PlannedStage(split, "pool", TO_COMPUTE, basis=f"the shipped snapshot is refused: {exc}")
+    return PlannedStage(split, "pool", SHIPPED if shipped else TO_COMPUTE)
 
 
 def _stages(evaluation: Any, decls: list[RankerDecl]) -> Iterator[PlannedStage]:
     splits = tuple(evaluation.settings.splits)
     trained = [s for d in decls for s in d.ranker_kind.trains_on(d.options)]
-    pools = {s: _pool_state(evaluation, s) for s in dict.fromkeys(trained + list(splits))}
-    for split, state in pools.items():
-        yield PlannedStage(split, "pool", state)
-    keyed = all(state == CACHED for state in pools.values())  # keying a ranking reads its pools
+    pools = [_pool_state(evaluation, s) for s in dict.fromkeys(trained + list(splits))]
+    yield from pools
+    keyed = all(pool.state == CACHED for pool in pools)  # keying a ranking reads its pools
     for decl in (d for d in decls if hasattr(d.ranker_kind, "trained_state")):
         stage = _trained_model(evaluation, decl, keyed)
         if stage is not None:  # the trained model is one per run, shared by the declarations that read it
             yield stage
             break
+    judged: dict[str, str] = {}  # a judging stage's key -> the stage that judges it (later ones read its judgments)
     for split in splits:
         for decl in decls:
             if decl.is_window:
-                yield _judging(evaluation, split, decl, keyed)
+                yield _judging(evaluation, split, decl, keyed, judged)
             elif not decl.designated_only:
                 yield _ranking(evaluation, split, decl, keyed)
 
@@ -158,8 +163,9 @@ def _stages(evaluation: Any, decls: list[RankerDecl]) -> Iterator[PlannedStage]:
 def _trained_model(evaluation: Any, decl: RankerDecl, keyed: bool) -> PlannedStage | None:
     """The trained model's stage (None: the declaration trains none): its key read from its training inputs (its own
     dataset's pools when they are in the cache, NevIR's shipped ones for ``train_on = "nevir"``)."""
-    if not keyed and decl.ranker_kind.trains_on(decl.options):
-        return PlannedStage("train", "train_cross_encoder", TO_COMPUTE, basis="after its training pools")
+    if not keyed and decl.ranker_kind.trains_on(decl.options):  # no model of pools not yet in the cache either
+        budget = "ci" if evaluation.is_subset else "full"
+        return PlannedStage("train", "train_cross_encoder", TO_COMPUTE, basis=f"{budget} budget")
     state = decl.ranker_kind.trained_state(decl, evaluation.context)
     if state is None:
         return None
@@ -180,15 +186,21 @@ def _ranking(evaluation: Any, split: str, decl: RankerDecl, keyed: bool) -> Plan
                         basis="" if key is not None else "not memoized (your code runs every time)")
 
 
-def _judging(evaluation: Any, split: str, decl: RankerDecl, keyed: bool) -> PlannedStage:
-    """A window ranker's judging stage: cached when its judgments' memo is there, else the judge's plan."""
+def _judging(evaluation: Any, split: str, decl: RankerDecl, keyed: bool, judged: dict[str, str]) -> PlannedStage:
+    """A window ranker's judging stage: cached when its judgments' memo is there or an earlier stage of the run makes
+    the same judgments (``judged``), else the judge's plan."""
     scope = "pair" if decl.designated_only else "window"
     stage = f"score_{decl.name}_{scope}"
-    reference = evaluation.ranking_key(split, decl.reference) if keyed and decl.reference else None
-    if scope == "window" and (not keyed or not _memoized(evaluation, "ranking", reference)):
+    if not keyed:  # its inputs are read from the pools (the designated pairs of the covered directions)
+        return PlannedStage(split, stage, TO_COMPUTE, basis="after the pools")
+    reference = evaluation.ranking_key(split, decl.reference) if decl.reference else None
+    if scope == "window" and not _memoized(evaluation, "ranking", reference):
         return PlannedStage(split, stage, TO_COMPUTE, basis=f"after {decl.reference}'s ranking")
-    if scope == "window":
-        evaluation.memo.get("ranking", reference, _missing)  # read, verified: its window is what is judged
+    try:
+        if scope == "window":
+            evaluation.memo.get("ranking", reference, _missing)  # read, verified: its window is what is judged
+    except _NotCached:  # a memo file that does not verify is recomputed by the run
+        return PlannedStage(split, stage, TO_COMPUTE, basis=f"after {decl.reference}'s ranking")
     inputs = evaluation.inputs(split, decl.name, scope)
     ctx = evaluation.context
     identity = decl.ranker_kind.identity(decl, ctx)
@@ -196,7 +208,16 @@ def _judging(evaluation: Any, split: str, decl: RankerDecl, keyed: bool) -> Plan
              "store": score_store(ctx).generation()}
     if _memoized(evaluation, "judgments", parts):
         return PlannedStage(split, stage, CACHED, basis=f"{len(inputs):,} inputs", inputs=len(inputs))
-    plan = decl.ranker_kind.plan(decl, ctx, inputs)
+    judge = decl.ranker_kind.judge_key(decl, ctx)  # the score store's key: declarations sharing a judge share it
+    same = digest([judge, parts["inputs"]] if judge is not None else parts)
+    if same in judged:
+        return PlannedStage(split, stage, CACHED, basis=f"the judgments of {judged[same]}")
+    judged[same] = stage
+    kind = decl.ranker_kind
+    plan = kind.plan(decl, ctx, inputs)
+    trained = getattr(kind, "trained_state", lambda decl, ctx: None)
+    if plan is None and hasattr(kind, "plan_inputs") and (trained(decl, ctx) or (True,))[0]:
+        plan = kind.plan_inputs(decl, ctx, inputs)  # the stored judgments of a scorer that needs no training first
     if plan is None:
         return PlannedStage(split, stage, TO_COMPUTE, basis=f"{len(inputs):,} inputs", inputs=len(inputs))
     state = CACHED if not plan.to_judge else TO_COMPUTE

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -52,3 +53,45 @@ def test_explain_lists_the_example_pair_sets_stages_and_exits_0_before_any_work(
     assert not (cache / "scores").exists() or not any((cache / "scores").iterdir())
     assert not (cache / "memo").exists() or not [p for p in (cache / "memo").rglob("*") if p.is_file()]
     assert not results.exists() or not any(results.iterdir())
+
+
+def _pytest_specs(profile, cache, results, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "pytest", "specs", "-p", "no:cacheprovider", "--benchmark-skip",
+                           "--profile", str(profile), "--cache-dir", str(cache), "--results-dir", str(results), "-q",
+                           *extra], cwd=PROJECT_ROOT, capture_output=True, text=True, env=env, timeout=1800)
+
+
+def _states(out: str) -> dict[str, str]:
+    """``stage (split)`` -> its line's state and the rest, from --explain's output."""
+    lines = [line.strip() for line in out.splitlines() if line.startswith("  ") and " (" in line and "): " in line]
+    return {line.split("): ")[0] + ")": line.split("): ", 1)[1] for line in lines}
+
+
+def test_what_a_run_computed_is_explained_as_cached_after_it(tmp_path):
+    """The keyed path: once a run has computed the pool and fusion, --explain reads their keys and says cached, and
+    keys the window ranker's judging from fusion's memoized ranking; after the whole run, everything is cached."""
+    data = PROJECT_ROOT / "examples" / "policy_pairs"
+    profile = tmp_path / "pairs.toml"
+    profile.write_text(f'[profile]\nname = "explain-pairs"\npythonpath = ["{PROJECT_ROOT}"]\n'
+                       f'[data]\nkind = "pairs"\nname = "policy_pairs"\npairs = "{data / "pairs.jsonl"}"\n'
+                       f'corpus = "{data / "corpus.jsonl"}"\n'
+                       '[rankers.fusion]\nkind = "fusion"\norder = 10\n'
+                       '[rankers.flat]\nkind = "python"\nfactory = "tests.support.sequential_scorers:flat"\n'
+                       'order = 40\n', encoding="utf-8")
+    cache, results = tmp_path / "cache", tmp_path / "results"
+    before = _states(_pytest_specs(profile, cache, results, "--explain").stdout)
+    assert before["pool (test)"].startswith("to compute") and before["rank_fusion (test)"].startswith("to compute")
+    assert before["score_flat_window (test)"].startswith("to compute") and "after the pools" in before[
+        "score_flat_window (test)"]
+    first = _pytest_specs(profile, cache, results, "-k", "table2_row and fusion")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    middle = _states(_pytest_specs(profile, cache, results, "--explain").stdout)
+    assert middle["pool (test)"] == "cached" and middle["rank_fusion (test)"] == "cached"
+    assert re.fullmatch(r"to compute, .*\[([\d,]+) of \1 judgments to make\]", middle["score_flat_window (test)"])
+    whole = _pytest_specs(profile, cache, results)
+    assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-3000:]
+    after = _pytest_specs(profile, cache, results, "--explain")
+    assert after.returncode == 0 and set(_states(after.stdout).values()) <= {"cached"} | {
+        v for v in _states(after.stdout).values() if v.startswith("cached [")}, after.stdout
+    assert "0 of 3 stages to compute" in after.stdout
