@@ -38,15 +38,10 @@ from fixtures.userkey import seal_tag, tag_verifies
 from reports.measures import TABLE2
 from reports.record import SplitRecord, profile_of
 from reports.tables import RANKER_FIELDS
-from reports.transaction import LOCK
+from reports.transaction import ENTRY, HISTORY, LOCK, STAGING
 
-HISTORY = ".history"
-#: A history entry's index (run id, and each split's files with their sha256), the last file staged.
-ENTRY = "entry.json"
 #: The purpose of ``entry.json``'s HMAC under the user's key (docs/reproducibility.md#sharing-a-cache).
 ENTRY_PURPOSE = "nevir history entry v1"
-#: The prefix of an entry being staged (and of its lock file).
-STAGING = ".staging-"
 #: Published files kept beside the typed record, for people to read (never read back).
 KEEP = ("*.csv", "*.json", "*.md", "*.tex")
 #: The typed record of a split in the history.

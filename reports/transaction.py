@@ -31,8 +31,12 @@ from fixtures.artifacts import atomic_write_text
 #: Under a root: the staged and committed runs, the symlink naming the committed one, the lock that serializes
 #: swaps and clean-ups.
 RUNS, CURRENT, LOCK = ".runs", ".current", ".publish.lock"
-#: The file that marks a root as made by the suite; the history folder that earlier versions left in results.
-MARK, HISTORY = ".preference-position", ".history"
+#: The file that marks a root as made by the suite.
+MARK = ".preference-position"
+#: Under a results root: the run history (``reports.history``), each saved run's index in it, and the prefix of a
+#: run being saved there (and of its lock file), which only the suite writes: how a results folder of an earlier
+#: version, made before ``MARK``, is recognized.
+HISTORY, ENTRY, STAGING = ".history", "entry.json", ".staging-"
 #: Under a results root: the separate root of runs that did not compute every output; what a split folder of the
 #: older layout (before transactions) holds, adopted as the committed run.
 PARTIAL, LEGACY_MARKER = "partial", "table2.csv"
@@ -129,10 +133,15 @@ def _listing(paths: Iterable[Path]) -> str:
 
 def made_by_suite(root: Path, names: Iterable[str] = (), legacy_marker: str | None = None) -> bool:
     """Whether ``root`` is a folder the suite made: marked (``MARK``), or left by an earlier version (its
-    ``.current`` link into ``.runs``, its ``.history``, or a folder of the older layout among ``names``)."""
+    ``.current`` link into ``.runs``, a saved run's ``.history/<run id>/entry.json`` or one being saved, or a folder
+    of the older layout among ``names``). A ``.history`` folder alone is not enough: other tools make folders of
+    that name."""
     root = Path(root)
     current = root / CURRENT
-    return ((root / MARK).is_file() or (root / HISTORY).is_dir()
+    history = root / HISTORY
+    return ((root / MARK).is_file()
+            or (history.is_dir() and any((run / ENTRY).is_file() or run.name.startswith(STAGING)
+                                         for run in history.iterdir()))
             or (current.is_symlink() and os.readlink(current).startswith(f"{RUNS}/"))
             or bool(_legacy(root, names, legacy_marker)))
 

@@ -133,6 +133,7 @@ def test_results_of_earlier_versions_are_recognized_and_published_into(tmp_path:
     into ``.runs``, or its older split folders say so; the user's file beside them stays."""
     if layout == "history":
         (tmp_path / ".history" / "r0").mkdir(parents=True)
+        (tmp_path / ".history" / "r0" / "entry.json").write_text("{}")
     elif layout == "current":
         (tmp_path / RUNS / "r0" / "test").mkdir(parents=True)
         os.symlink(f"{RUNS}/r0", tmp_path / ".current")
@@ -157,3 +158,13 @@ def test_results_adopted_by_an_earlier_version_are_removed_once_replaced(tmp_pat
     run(tmp_path, "r1", 3)
     assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
     assert sorted(p.name for p in (tmp_path / RUNS).iterdir() if p.is_dir()) == ["legacy-notes", "r1"]
+
+
+def test_a_history_folder_of_another_tool_does_not_make_a_folder_the_suites(tmp_path: Path) -> None:
+    """An editor's local history (``.history/notes_20261201.md``) is not a results folder of the suite's."""
+    (tmp_path / ".history").mkdir()
+    (tmp_path / ".history" / "notes_20261201.md").write_text("an editor's copy\n")
+    (tmp_path / "notes.md").write_text("mine\n")
+    with pytest.raises(PublishError, match="not a folder this suite made"):
+        run(tmp_path, "r1", 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".history", "notes.md"]
