@@ -72,6 +72,8 @@ def free_count(cores: int, other_ticks: float, interval_ticks: float) -> int:
 
 @dataclass
 class _Sample:
+    """One reading: when, every process's work on our cores, and this process's own (ticks)."""
+
     at: float
     busy: int
     own: float

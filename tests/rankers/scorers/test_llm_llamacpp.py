@@ -190,6 +190,37 @@ def test_a_thread_count_chosen_again_before_each_prompt_changes_no_grade(smollm2
     assert sum(u["processed_tokens"] for u in batch.usage) < sum(u["input_tokens"] for u in batch.usage)
 
 
+def _thread_ticks() -> dict[str, int]:
+    """CPU ticks (user + system) of each thread of this process, from /proc/self/task."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+        out[tid] = int(fields[11]) + int(fields[12])
+    return out
+
+
+@pytest.mark.llm
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="per-thread CPU time is read from Linux's /proc")
+def test_the_chosen_count_is_the_count_llama_cpp_runs_on(smollm2):
+    """The count set between prompts (llama_set_n_threads on the loaded context) is what evaluates: on one thread
+    no other thread of this process works; on two, another thread does a share of the work."""
+    chooser = _Counts([2] + [1] * 3 + [2] * 3)
+    adaptive = LlamaCppBackend(smollm2.path, revision=smollm2.sha256, thread_chooser=chooser, reuse_prefix=False)
+    grader = LLMGrader(adaptive)
+    adaptive.load()  # the load takes the first count
+    inputs = [(QUERIES[0], " ".join(PASSAGES * 12))] * 3  # long prompts: hundreds of ticks of work each phase
+    work = {}
+    for threads in (1, 2):
+        before = _thread_ticks()
+        grader.score(inputs)
+        after = _thread_ticks()
+        main = str(os.getpid())
+        work[threads] = (after[main] - before[main], sum(after[t] - before.get(t, 0) for t in after if t != main))
+    (main_one, others_one), (main_two, others_two) = work[1], work[2]
+    assert main_one > 20 and others_one <= 0.05 * main_one
+    assert others_two >= 0.25 * (main_two + others_two)
+
+
 @pytest.mark.llm
 def test_context_size_does_not_change_the_logits(smollm2, reference):
     """A prompt needing more context reloads the model with a larger one; grades must not move."""
