@@ -107,6 +107,8 @@ def record(request: pytest.FixtureRequest, evaluation) -> RunRecord:
     from harness.run import RunBuilder
     from reports.plugin import provide_run  # registered by pytest_plugins; an early import blocks its rewrite
 
+    computed: dict[str, RunRecord] = {}
+    provide_run(request.config, lambda: computed.get("record"))  # an interrupted run is said to publish nothing
     builder = RunBuilder(evaluation, _selected_by_marks(request.config))
     parameter = {p.name: p.parameter for p in PARTS}
     keys = request.config.stash[PART_KEYS] = {}
@@ -115,9 +117,8 @@ def record(request: pytest.FixtureRequest, evaluation) -> RunRecord:
             name, params = mark.args[0], getattr(getattr(item, "callspec", None), "params", {})
             value = params[parameter[name]] if parameter[name] else None
             keys[item.nodeid] = builder.key(name, value.split if parameter[name] == "pin" else params["split"], value)
-    computed = builder.run(set(keys.values()))
-    provide_run(request.config, lambda: computed)
-    return computed
+    computed["record"] = builder.run(set(keys.values()))
+    return computed["record"]
 
 
 @pytest.fixture(autouse=True)

@@ -34,7 +34,8 @@ XDIST = ("pytest-xdist (-n): each worker computes its own share of the run, so n
 
 
 def provide_run(config: pytest.Config, source: Callable[[], RunRecord | None]) -> None:
-    """Hand the session's run to the plugin: ``source()`` gives its record at session end (None: none computed)."""
+    """Hand the session's run to the plugin as soon as it is asked for: ``source()`` gives its record at session end
+    (None: asked for, but not computed, e.g. interrupted while computing)."""
     config.stash[RUN] = source
 
 
@@ -70,9 +71,9 @@ class ReportPlugin:
         if self.recorded_elsewhere:
             self.end.notices.append(XDIST)
         source = self.config.stash.get(RUN, None)
-        self.run = source() if source is not None else None
-        if self.run is None or not self.run.splits:
-            return
+        if source is None:
+            return  # no spec asked for the run
+        self.run = source() or RunRecord({})  # asked for but not computed (interrupted): the writer says so
         from reports.writer import deferred_signals, publish_run  # only when publishing
 
         settings = self.config.stash[SETTINGS]

@@ -106,12 +106,14 @@ class RecordBuilder:
         return out
 
     def records(self) -> dict[str, SplitRecord]:
-        """One record per split that has result rows: its tables, manifest entries, artifacts and stages."""
+        """One record per split that has result rows or manifest entries: its tables, manifest entries, artifacts
+        and stages (a split only stage timings reached is no record)."""
         records = {}
-        for split, tables in self.tables().items():
+        tables = self.tables()
+        for split in sorted(set(tables) | set(self.entries)):
             stages = self.stages.get(split)
             records[split] = SplitRecord(
-                split, tables, self.entries.get(split, {}),
+                split, tables.get(split, {}), self.entries.get(split, {}),
                 tuple(a for _, a in sorted(self.artifacts.get(split, {}).items())),
                 pd.DataFrame([row for _, row in sorted(stages.items())]) if stages else None)
         return records

@@ -144,7 +144,8 @@ def test_sigint_while_publishing_then_a_rerun_leave_complete_single_run_results(
 
 
 def test_a_bad_declaration_costs_only_its_own_rows_pairwise_included(tmp_path: Path, profile: Path) -> None:
-    """Failure 7: one malformed TREC run removed pairwise.csv for every ranker of its population."""
+    """Failure 7: one malformed TREC run removed pairwise.csv for every ranker of its population. The run is
+    published whole, under partial/ (a part failed, so it is not complete), with every other ranker's rows."""
     run = tmp_path / "malformed.trec"
     run.write_text("this is not a TREC run line\n", encoding="utf-8")
     bad = tmp_path / "bad.toml"
@@ -153,15 +154,17 @@ def test_a_bad_declaration_costs_only_its_own_rows_pairwise_included(tmp_path: P
     results = tmp_path / "results"
     result = specs(results, bad)
     assert result.returncode == 1, result.stdout[-3000:]
+    assert "PARTIAL RUN" in result.stdout and not (results / "test").exists()
     for split in fake.SPLITS:
-        pairwise = pd.read_csv(results / split / "pairwise.csv")
+        pairwise = pd.read_csv(results / "partial" / split / "pairwise.csv")
         assert {"fusion", "e0", "bg8", "ce"} <= set(pairwise["first"]) | set(pairwise["second"])
         assert "bad_run" not in set(pairwise["first"]) | set(pairwise["second"])
         # report.md names the declaration, escaped as Markdown text (it reads "[rankers.bad_run]" when rendered)
-        assert md_escape("[rankers.bad_run]") in (results / split / "report.md").read_text()
-        listed = json.loads((results / split / "manifest.json").read_text())["not_evaluated"]
-        assert any("bad_run" in entry["test"] for entry in listed)
-    complete(results)
+        assert md_escape("[rankers.bad_run]") in (results / "partial" / split / "report.md").read_text()
+        manifest = json.loads((results / "partial" / split / "manifest.json").read_text())
+        assert any("bad_run" in entry["test"] for entry in manifest["not_evaluated"])
+        assert any("failed" in reason and "bad_run" in reason for reason in manifest["partial"])
+    complete(results / "partial")
 
 
 def test_a_run_given_a_cache_dir_writes_nothing_to_the_default_cache(tmp_path: Path, profile: Path) -> None:
