@@ -236,9 +236,13 @@ _SPIN = "print('spinning', flush=True)\nwhile True:\n    pass\n"
 
 @contextmanager
 def _busy_core(nice: int) -> Iterator[None]:
-    """One process spinning on a core (``nice``: its niceness over ours) from before the block until after it."""
+    """One process spinning on a core (``nice``: its niceness over ours) from before the block until after it.
+
+    In a session of its own, as another program is: with the kernel's autogroup scheduling a session's processes
+    share that session's part of the CPU, so a spinner in the grader's own session would take from the grader's part
+    only (docs/benchmarks.md#the-grader-beside-other-work)."""
     spinner = subprocess.Popen([sys.executable, "-c", f"import os\nos.nice({nice})\n{_SPIN}"], stdout=subprocess.PIPE,
-                               text=True)
+                               text=True, start_new_session=True)
     try:
         assert spinner.stdout.readline().strip() == "spinning"
         yield
