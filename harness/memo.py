@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import pickle
 import warnings
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -136,15 +137,20 @@ class Memo:
         return value
 
 
+#: Per object, the values its ``per_instance`` methods computed: weakly keyed, so they go with the object, and keyed by
+#: the object itself, so a copy of it (a sequential sample's look) starts with none of them.
+_PER_INSTANCE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def per_instance(method: Callable[..., T]) -> Callable[..., T]:
-    """A method's value kept per object and arguments, in the object itself: it goes with the object, so a process
-    that evaluates five times holds one session's values, not five (a class-level ``functools.cache`` keyed on
-    ``self`` would keep every session alive)."""
+    """A method's value kept per object and arguments: it goes with the object, so a process that evaluates five
+    times holds one session's values, not five (a class-level ``functools.cache`` keyed on ``self`` would keep
+    every session alive)."""
     name = method.__name__
 
     @functools.wraps(method)
     def getter(self: Any, *args: Any, **kwargs: Any) -> T:
-        values = self.__dict__.setdefault("_per_instance", {})
+        values = _PER_INSTANCE.setdefault(self, {})
         key = (name, args, tuple(sorted(kwargs.items())))
         if key not in values:
             values[key] = method(self, *args, **kwargs)
