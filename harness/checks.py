@@ -1,7 +1,8 @@
 """Claims, gates and pins: every row for the record, and the checks only reviewed, decisive expectations assert.
 
 The verdicts come from the session's claim book (``harness.claims``); this module makes each one's claims-table row
-and the ``Check``s it implies, which the run record keeps and the specs turn into pytest outcomes (docs/statistics.md#claims):
+and the ``Check``s it implies, which the run record keeps and the specs turn into pytest outcomes
+(docs/statistics.md#claims):
 
 - the row for the claims table is always recorded; a decisive result that contradicts the
   profile's reviewed expectation fails the test with old and new; an expected failure that

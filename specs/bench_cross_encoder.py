@@ -29,7 +29,8 @@ from fixtures.settings import Settings
 from fixtures.study import build_study
 from rankers.scorers.cache import ScoreCache
 from rankers.scorers.ce_recipe import BUDGETS
-from rankers.scorers.ce_training import INFERENCE_INT8, TrainedCrossEncoder, load_sealed
+from rankers.scorers.ce_store import load_sealed
+from rankers.scorers.ce_training import INFERENCE_INT8, TrainedCrossEncoder
 from rankers.scorers.cross_encoder import CrossEncoderScorer
 from rankers.scorers.pointwise import score_with_cache
 from rankers.window import WINDOW_K

@@ -14,10 +14,12 @@ shared by every subset run (``budget``; the costs in docs/benchmarks.md#the-ci-s
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from fixtures.code import code_identity
 from fixtures.models import require_model
 from fixtures.settings import Settings
 from fixtures.study import Study, build_study
@@ -89,26 +91,37 @@ class CrossEncoder(PointwiseKind):
             return "full"
 
         def decide() -> str:
-            from rankers.scorers.ce_training import is_trained, plan_training  # heavy: torch and transformers
+            from rankers.scorers.ce_store import is_trained  # reads the model's folder only
 
-            study, pool, _ = self.training_data(decl, ctx)
-            full = plan_training(study, pool("train"), pool("development"), ctx.cache("models", "cross-encoder"),
-                                 seed=ctx.seed, budget="full")
-            return "full" if is_trained(full) else "ci"
+            study, pool, digest = self.training_data(decl, ctx)
+            # Where the full model is (or would be) saved, kept in the memo by its inputs: a warm run knows it
+            # without loading the training code (torch, transformers) just to name a folder.
+            inputs = {"train": digest("train"), "development": digest("development"),
+                      "data": study.data_provenance(), "seed": ctx.seed, **code_identity("rankers.scorers.ce_training")}
+            folder = ctx.memo("cross-encoder-full-model", inputs, lambda: str(self._full_plan(study, pool, ctx).out))
+            return "full" if is_trained(Path(folder)) else "ci"
         return ctx.shared(("cross-encoder-budget", decl.options.get("train_on", "dataset")), decide)
+
+    @staticmethod
+    def _full_plan(study: Study, pool: Callable[[str], pd.DataFrame], ctx: Context):
+        from rankers.scorers.ce_training import plan_training  # heavy: torch and transformers
+
+        return plan_training(study, pool("train"), pool("development"), ctx.cache("models", "cross-encoder"),
+                             seed=ctx.seed, budget="full")
 
     def trained_state(self, decl: RankerDecl, ctx: Context) -> tuple[bool, str] | None:
         """Whether the model this declaration trains is cached (known from its key, nothing trained) and under which
         budget; None for a model that is not trained here (``harness.explain`` says so before a run)."""
         if decl.options.get("model") != TRAINED:
             return None
-        from rankers.scorers.ce_training import is_trained, plan_training  # heavy: torch and transformers
+        from rankers.scorers.ce_store import is_trained  # reads the model's folder only
+        from rankers.scorers.ce_training import plan_training  # heavy: torch and transformers
 
         budget = self.budget(decl, ctx)
         study, pool, _ = self.training_data(decl, ctx)
         plan = plan_training(study, pool("train"), pool("development"), ctx.cache("models", "cross-encoder"),
                              seed=ctx.seed, budget=budget)
-        return is_trained(plan), budget
+        return is_trained(plan.out), budget
 
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         options = dict(decl.options)

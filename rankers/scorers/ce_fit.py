@@ -19,27 +19,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fixtures.artifacts import seal_path, sha256_file, write_sealed
+from fixtures.artifacts import write_sealed
 from fixtures.populations import annotate_population
 from fixtures.progress import stage
 from fixtures.study import Study
 from rankers.base import KEY_COLUMNS, strictly_greater
 from rankers.fusion import fusion_ranking
 from rankers.scorers.ce_recipe import Recipe, TrainGroups
+from rankers.scorers.ce_store import MANIFEST, file_digests
 from rankers.scorers.cross_encoder import CrossEncoderScorer
 from rankers.window import WINDOW_K, window_inputs, window_rerank
 
 #: The manifest inside a trained model folder; it lists every other file's sha256 and is sealed itself.
-MANIFEST = "manifest.json"
-
-
-def file_digests(folder: Path) -> dict[str, str]:
-    """sha256 of every file of a model folder except the manifest and its seal (relative POSIX paths)."""
-    skip = {MANIFEST, seal_path(Path(MANIFEST)).name}
-    return {p.relative_to(folder).as_posix(): sha256_file(p)
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.relative_to(folder).as_posix() not in skip}
-
-
 def dev_evaluation(scorer: CrossEncoderScorer, study: Study, dev_pool: pd.DataFrame) -> dict[str, float]:
     """Development strict preference of fusion, the scorer's window (fusion tie-break) and pair-only scoring.
 

@@ -28,7 +28,6 @@ loads what was saved.
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import warnings
 from dataclasses import asdict, dataclass, replace
@@ -39,12 +38,13 @@ import torch
 from filelock import FileLock
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from fixtures.artifacts import ArtifactCorrupt, check_seal
+from fixtures.artifacts import ArtifactCorrupt
 from fixtures.identity import frame_digest, json_digest
 from fixtures.models import minilm_path, model_fingerprint, splade_tiny_path
 from fixtures.settings import SEED
 from fixtures.study import Study
-from rankers.scorers.ce_fit import MANIFEST, file_digests, fit, save
+from rankers.scorers.ce_fit import fit, save
+from rankers.scorers.ce_store import load_sealed
 from rankers.scorers.ce_recipe import BUDGETS, Recipe, TrainGroups, train_groups
 from rankers.scorers.cross_encoder import CHUNK_SIZE, PREPROCESSING_VERSION, CrossEncoderScorer
 
@@ -72,30 +72,6 @@ TRAINING_VERSION = "listwise+pairwise-pair-batched-select-strict+mrr-v3"
 #: fp32 scoring of a full run's ~55,000 window inputs costs ~2.5 min at ~370 inputs/s, and torch 2.13 deprecates
 #: the quantized tensors int8 relies on: saving 35-60 s is not worth scoring a model other than the one selected.
 INFERENCE_INT8 = False
-
-
-def load_sealed(folder: Path) -> dict[str, object]:
-    """The manifest of a trained model folder whose files all match their recorded digests.
-
-    Raises ``ArtifactCorrupt`` naming the folder and the first file that is missing,
-    added, altered or truncated since training (a folder saved before sealing has no
-    seal and is refused the same way).
-    """
-    folder = Path(folder)
-    what = f"trained cross-encoder {folder.name}:"
-    manifest_path = folder / MANIFEST
-    if not manifest_path.is_file():
-        raise ArtifactCorrupt(manifest_path, None, "(file missing)", what)
-    check_seal(manifest_path, what)
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    recorded = manifest.get("files")
-    if not isinstance(recorded, dict) or not recorded:
-        raise ArtifactCorrupt(manifest_path, None, "(no file digests in the manifest)", what)
-    actual = file_digests(folder)
-    for name in sorted(set(recorded) | set(actual)):
-        if recorded.get(name) != actual.get(name):
-            raise ArtifactCorrupt(folder / name, recorded.get(name), actual.get(name, "(file missing)"), what)
-    return manifest
 
 
 @dataclass(frozen=True)
@@ -187,16 +163,6 @@ def plan_training(study: Study, train_pool: object, dev_pool: object, cache_dir:
     ident = json_digest(identity, default=str)
     return TrainingPlan(Path(cache_dir) / f"{short}-{ident[:20]}", identity, ident, groups, recipe, seed, folder,
                         description, f"NevIR-Train-tuned {short} cross-encoder")
-
-
-def is_trained(plan: TrainingPlan) -> bool:
-    """Whether the plan's model is saved and whole (every file matches its sealed digest): a run reads it instead
-    of training (a corrupt one is retrained, so it does not count)."""
-    try:
-        load_sealed(plan.out)
-    except ArtifactCorrupt:
-        return False
-    return True
 
 
 def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, cache_dir: Path, *,

@@ -7,46 +7,56 @@ from types import SimpleNamespace
 import pytest
 
 from rankers.kinds import kind
-from rankers.scorers import ce_training
-from rankers.scorers.ce_training import is_trained, plan_training, train_cross_encoder
+from rankers.scorers import ce_store, ce_training
+from rankers.scorers.ce_store import is_trained
+from rankers.scorers.ce_training import plan_training, train_cross_encoder
 from tests.rankers.scorers.test_ce_training import RECIPE, backbone, fake_pool, study  # noqa: F401 (fixtures)
 
 
 def test_the_plan_names_the_folder_training_writes_and_says_whether_it_is_trained(study, backbone, tmp_path):
     train_pool, dev_pool = fake_pool(study, "train", 0), fake_pool(study, "development", 1)
     plan = plan_training(study, train_pool, dev_pool, tmp_path, backbone=backbone, seed=5, budget=RECIPE)
-    assert not is_trained(plan) and not tmp_path.joinpath(plan.out.name).exists()  # planning writes nothing
+    assert not is_trained(plan.out) and not tmp_path.joinpath(plan.out.name).exists()  # planning writes nothing
     trained = train_cross_encoder(study, train_pool, dev_pool, tmp_path, backbone=backbone, seed=5, budget=RECIPE)
-    assert trained.path == plan.out and is_trained(plan)
+    assert trained.path == plan.out and is_trained(plan.out)
     assert trained.manifest["identity"]["data"] == plan.identity["data"]
     (plan.out / "model.safetensors").write_bytes(b"altered")
-    assert not is_trained(plan)  # a corrupt model would be retrained, so it is not there to read
+    assert not is_trained(plan.out)  # a corrupt model would be retrained, so it is not there to read
 
 
-def _ctx(tmp_path, subset: bool, pools: dict) -> SimpleNamespace:
+STUDY = SimpleNamespace(data_provenance=lambda: {"nevir": "the data"})
+
+
+def _ctx(tmp_path, subset: bool, pools: dict, memo: dict) -> SimpleNamespace:
     shared: dict = {}
-    return SimpleNamespace(subset=subset, seed=13, study="the study", pool=pools.__getitem__,
+    return SimpleNamespace(subset=subset, seed=13, study=STUDY, pool=pools.__getitem__,
                            pool_digest=lambda s: f"digest-{s}", cache=lambda *parts: tmp_path.joinpath(*parts),
-                           shared=lambda key, build: shared[key] if key in shared else shared.setdefault(key, build()))
+                           shared=lambda key, build: shared[key] if key in shared else shared.setdefault(key, build()),
+                           memo=lambda label, key, compute: memo[repr((label, key))] if repr((label, key)) in memo
+                           else memo.setdefault(repr((label, key)), compute()))
 
 
 @pytest.mark.parametrize(("full_cached", "expected"), [(True, "full"), (False, "ci")])
 def test_a_subset_run_reads_the_full_model_when_cached_and_decides_once(tmp_path, monkeypatch, full_cached,
                                                                         expected):
     planned: list[tuple] = []
-    trained = {"full": full_cached}
+    trained = {tmp_path / "full": full_cached}
 
     def fake_plan(study, train_pool, dev_pool, cache_dir, *, seed, budget, backbone="auto"):
         planned.append((study, train_pool, dev_pool, cache_dir, seed, budget))
-        return budget
+        return SimpleNamespace(out=tmp_path / budget)
 
     monkeypatch.setattr(ce_training, "plan_training", fake_plan)
-    monkeypatch.setattr(ce_training, "is_trained", lambda plan: trained.get(plan, False))
+    monkeypatch.setattr(ce_store, "is_trained", lambda folder: trained.get(folder, False))
     ce = kind("cross_encoder")
     decl = SimpleNamespace(options={"model": "trained"}, name="ce")
-    ctx = _ctx(tmp_path, True, {"train": "train pool", "development": "dev pool"})
+    memo: dict = {}
+    ctx = _ctx(tmp_path, True, {"train": "train pool", "development": "dev pool"}, memo)
     assert ce.budget(decl, ctx) == expected
-    assert planned == [("the study", "train pool", "dev pool", tmp_path / "models" / "cross-encoder", 13, "full")]
-    trained["full"] = not full_cached  # another process saves (or drops) the full model during the run
+    assert planned == [(STUDY, "train pool", "dev pool", tmp_path / "models" / "cross-encoder", 13, "full")]
+    trained[tmp_path / "full"] = not full_cached  # another process saves (or drops) the full model during the run
     assert ce.budget(decl, ctx) == expected and len(planned) == 1  # the run keeps the model its keys name
-    assert ce.budget(decl, _ctx(tmp_path, False, {})) == "full"  # a full run always trains or reads the full one
+    # A later run reads where the full model is from the memo: no training code is loaded to plan it again.
+    assert ce.budget(decl, _ctx(tmp_path, True, {"train": "train pool", "development": "dev pool"}, memo)) == \
+        ("full" if not full_cached else "ci") and len(planned) == 1
+    assert ce.budget(decl, _ctx(tmp_path, False, {}, memo)) == "full"  # a full run always trains or reads the full one
