@@ -214,16 +214,13 @@ def claim_check(profile: Profile, split: str, result: ClaimResult, subset: bool,
     where = f"[{profile.name}{' subset' if subset else ''} / {split}] {result.name}"
     source = shown(expectation.declared_in)
     enforced = profile.enforces(expectation.declared_in)
-    if check == CONTRADICTED:
-        message = (f"{where}: {source} expects {expected!r} (reviewed on the full run); not decidable on this subset, "
-                   f"but its interval lies wholly beyond the {subset_margin(result.unit):g} {result.unit} "
-                   f"non-inferiority margin against it (the subset gate, docs/statistics.md#subset-gate): "
-                   f"{result.summary()}")
-        if enforced:
-            return row, (Check("fail", f"{message}; review {source}"),)
-        return row, (Check("warn", message + not_gating(profile, expectation.declared_in), InheritedCheckMissed),)
-    if check in (AGAINST_FULL_RUN, NOT_GATEABLE):
-        if check == AGAINST_FULL_RUN:
+    if check in (CONTRADICTED, AGAINST_FULL_RUN, NOT_GATEABLE):  # the subset gate fails it (declared) or warns
+        if check == CONTRADICTED:
+            message = (f"{where}: {source} expects {expected!r} (reviewed on the full run); not decidable on this "
+                       f"subset, but its interval lies wholly beyond the {subset_margin(result.unit):g} {result.unit} "
+                       f"non-inferiority margin against it (the subset gate, docs/statistics.md#subset-gate): "
+                       f"{result.summary()}")
+        elif check == AGAINST_FULL_RUN:
             message = (f"{where}: {source} expects {expected!r}, but {recorded.summary()}; this subset cannot decide "
                        f"it, and the subset gate holds the full run's verdict (docs/statistics.md#subset-gate): "
                        f"{result.summary()}")
