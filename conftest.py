@@ -68,11 +68,17 @@ def pytest_configure(config: pytest.Config) -> None:
         use_pythonpath(profile)
         if not hasattr(config, "workerinput"):  # the controller resolves models, files and factories once
             resolve_before_work(settings, profile, _selected_by_marks(config))
-            if config.getoption("explain"):  # what the run would compute, then stop before any work
-                from harness.explain import explain, render
+            limit = config.getoption("max_stage_minutes")
+            if config.getoption("explain") or limit is not None:  # what the run would compute, before any work
+                from harness.explain import explain, over_limit, render
 
-                print(render(explain(settings, profile, _selected_by_marks(config))), flush=True)
-                pytest.exit("--explain: nothing was computed", returncode=0)
+                stages = explain(settings, profile, _selected_by_marks(config))
+                if config.getoption("explain"):
+                    print(render(stages), flush=True)
+                    pytest.exit("--explain: nothing was computed", returncode=0)
+                problem = over_limit(stages, limit)
+                if problem:
+                    raise OptionError(problem)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     from reports.plugin import SETTINGS as PUBLISHING  # registered by pytest_plugins before configure

@@ -89,12 +89,13 @@ def measured_stages(settings: Settings) -> dict[tuple[str, str], float]:
     return out
 
 
-def explain(settings: Settings, profile: Profile,
-            selected: Callable[[RankerDecl], bool] = lambda decl: True) -> list[PlannedStage]:
-    """The stages a run of ``profile`` under ``settings`` will run, each cached or to compute, with its estimate."""
+def explain(settings: Settings, profile: Profile, selected: Callable[[RankerDecl], bool] = lambda decl: True,
+            evaluation: Any = None) -> list[PlannedStage]:
+    """The stages a run of ``profile`` under ``settings`` will run, each cached or to compute, with its estimate
+    (``evaluation``: the run's own session, which ``evaluate()`` hands over with the objects added to it)."""
     from harness.session import Evaluation  # the run's own keys, built lazily: nothing is computed here
 
-    evaluation = Evaluation(settings, profile, contact=False)
+    evaluation = evaluation if evaluation is not None else Evaluation(settings, profile, contact=False)
     measured = measured_stages(settings)
     stages = _stages(evaluation, [d for d in needed(profile, (d for d in profile.ordered() if selected(d)))
                                   if all(r.met() for r in d.requirements())])
@@ -225,6 +226,21 @@ def _judging(evaluation: Any, split: str, decl: RankerDecl, keyed: bool, judged:
                         f"{plan.to_judge:,} of {plan.judgments:,} judgments to make"
                         + (f" at {plan.seconds_per_judgment:.3g} s" if plan.seconds_per_judgment else ""),
                         inputs=plan.to_judge)
+
+
+def over_limit(stages: list[PlannedStage], minutes: float) -> str | None:
+    """Why a run stops before any work under ``--max-stage-minutes`` (None: no stage to compute is estimated above
+    ``minutes``); a stage with no estimate cannot be held to the limit, and the message says so when it names others."""
+    if not minutes > 0:
+        return f"--max-stage-minutes must be > 0, got {minutes:g}"
+    over = [s for s in stages if s.state == TO_COMPUTE and s.estimate_s is not None and s.estimate_s > 60 * minutes]
+    if not over:
+        return None
+    unknown = sum(s.state == TO_COMPUTE and s.estimate_s is None for s in stages)
+    named = "; ".join(f"{s.stage} ({s.split}) ~{s.estimate_s / 60:.1f} min [{s.basis}]" for s in over)
+    return (f"--max-stage-minutes {minutes:g}: {len(over)} stage(s) to compute are estimated above it: {named}; "
+            f"nothing was computed (--explain lists every stage"
+            + (f"; {unknown} stage(s) to compute have no estimate and were not held to the limit)" if unknown else ")"))
 
 
 def render(stages: list[PlannedStage]) -> str:

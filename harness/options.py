@@ -72,6 +72,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--explain", {"action": "store_true", "default": False,
                    "help": "print the stages the run will compute (cached or to compute, with an estimate) and exit "
                            "before any work (harness.explain)"}),
+    ("--max-stage-minutes", {"type": float, "default": None,
+                             "help": "stop before any work when a stage the run must compute (a pool, a training, a "
+                                     "ranking, a judging stage) is estimated above M minutes (the --explain plan)"}),
 )
 
 

@@ -248,16 +248,17 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, add: Mapping[str, 
              exclude_marks: Sequence[str] = (), cache_dir: str | os.PathLike[str] | None = None,
              results_dir: str | os.PathLike[str] | None = None, data_dir: str | os.PathLike[str] | None = None,
              compare_to: str | None = None, gate_expectations: bool = False,
-             max_judge_minutes: float | None = None) -> RunRecord:
+             max_judge_minutes: float | None = None, max_stage_minutes: float | None = None) -> RunRecord:
     """Evaluate a profile (a shipped one by name, or a path to a TOML that may extend one) and return its record.
 
     ``add`` puts rankers in as Python objects beside the profile's (``{"mine": WordOverlap()}``: a ``model_key`` and
     ``score(inputs)``, or ``score_pool``); their scores are cached under their ``model_key`` and code, like a
-    ``python`` ranker's. The options are the command line's (README, "Options"); ``rankers`` computes only
-    those rankers (and what they read), ``exclude_marks`` leaves out rankers declared with any of those marks (like
-    ``-m "not llm"``); either makes the record partial. Everything the run loads is resolved before any work, and
-    every expensive value is cached, so a second call is quick. Nothing is written to the results folder:
-    ``publish`` does that. Errors are ``OptionError`` naming the option, file or declaration.
+    ``python`` ranker's. The options are the command line's (README, "Options"); ``rankers`` computes only those
+    rankers (and what they read), ``exclude_marks`` leaves out rankers declared with any of those marks (like
+    ``-m "not llm"``); either makes the record partial. ``max_stage_minutes`` stops the run before any work when a
+    stage it must compute is estimated above that many minutes (the ``--explain`` plan). Everything the run loads
+    is resolved before any work, and every expensive value is cached, so a second call is quick. Nothing is written
+    to the results folder: ``publish`` does that. Errors are ``OptionError`` naming the option, file or declaration.
     """
     problem = kernel_problem()
     if problem:
@@ -294,6 +295,12 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, add: Mapping[str, 
         from rankers.scorers.python_scorer import load_python_object  # user code: only when handed over
 
         ev.shared((ADDED, name), lambda obj=obj, name=name: load_python_object(obj, ranker=name))
+    if max_stage_minutes is not None:  # a stage estimated above the limit stops the run before any work
+        from harness.explain import explain, over_limit  # the plan reads keys only
+
+        problem = over_limit(explain(settings, loaded, selected, ev), float(max_stage_minutes))
+        if problem:
+            raise OptionError(problem)
     return RunBuilder(ev, selected=selected).run()
 
 

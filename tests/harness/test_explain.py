@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from fixtures.settings import PROJECT_ROOT
-from harness.explain import CACHED, DOCUMENTED_S, TO_COMPUTE, PlannedStage, _estimated, render
+from harness.explain import CACHED, DOCUMENTED_S, TO_COMPUTE, PlannedStage, _estimated, over_limit, render
 
 
 def test_render_says_each_stage_state_and_cost_and_the_total():
@@ -52,6 +52,31 @@ def test_explain_lists_the_example_pair_sets_stages_and_exits_0_before_any_work(
     assert not [p for p in (cache / "pools").glob("test-*.parquet")]  # the pair set's pool was not retrieved
     assert not (cache / "scores").exists() or not any((cache / "scores").iterdir())
     assert not (cache / "memo").exists() or not [p for p in (cache / "memo").rglob("*") if p.is_file()]
+    assert not results.exists() or not any(results.iterdir())
+
+
+def test_a_stage_estimated_above_the_limit_is_named_and_the_rest_is_not_held_to_it():
+    stages = [PlannedStage("test", "pool", CACHED),
+              PlannedStage("train", "train_cross_encoder", TO_COMPUTE, 270.0, "full budget"),
+              PlannedStage("test", "score_ce_window", TO_COMPUTE, 30.0, "1,440 inputs"),
+              PlannedStage("test", "rank_bg8", TO_COMPUTE)]
+    assert over_limit(stages, 5) is None  # 4.5 min is within 5
+    message = over_limit(stages, 2)
+    assert message.startswith("--max-stage-minutes 2: 1 stage(s) to compute are estimated above it: "
+                              "train_cross_encoder (train) ~4.5 min [full budget]; nothing was computed")
+    assert "1 stage(s) to compute have no estimate and were not held to the limit" in message
+    assert over_limit(stages, 0) == "--max-stage-minutes must be > 0, got 0"
+
+
+def test_max_stage_minutes_stops_the_example_before_any_work(tmp_path):
+    """The README's example on an empty cache would fine-tune a cross-encoder first (~4.5 min documented): a limit
+    of 2 minutes a stage stops it before any work, naming the stage; nothing is trained, retrieved or written."""
+    cache, results = tmp_path / "cache", tmp_path / "results"
+    done = _pytest_specs(PROJECT_ROOT / "examples" / "policy_pairs.toml", cache, results, "--max-stage-minutes", "2")
+    assert done.returncode == 4, done.stdout[-3000:] + done.stderr[-3000:]  # pytest's usage error, before any test
+    out = done.stdout + done.stderr
+    assert "--max-stage-minutes 2: " in out and "train_cross_encoder (train) ~4.5 min" in out
+    assert not list(cache.rglob("*.safetensors")) and not [p for p in (cache / "pools").glob("test-*.parquet")]
     assert not results.exists() or not any(results.iterdir())
 
 
