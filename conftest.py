@@ -49,6 +49,8 @@ UNMET = pytest.StashKey[dict[str, tuple[str, ...]]]()
 DECLARED = pytest.StashKey[dict]()
 #: The part of the run each collected spec checks (node id -> ``harness.run`` part key), set with the record.
 PART_KEYS = pytest.StashKey[dict[str, tuple[str, str, str]]]()
+#: The session's run record, once computed (the ``record`` fixture).
+RECORD = pytest.StashKey[RunRecord]()
 #: Specs parametrized over something the profile declares none of (node id of the function): deselected.
 UNDECLARED = pytest.StashKey[set[str]]()
 
@@ -123,19 +125,27 @@ def record(request: pytest.FixtureRequest, evaluation) -> RunRecord:
             name, params = mark.args[0], getattr(getattr(item, "callspec", None), "params", {})
             value = params[parameter[name]] if parameter[name] else None
             keys[item.nodeid] = builder.key(name, value.split if parameter[name] == "pin" else params["split"], value)
-    computed["record"] = builder.run(set(keys.values()))
+    computed["record"] = request.config.stash[RECORD] = builder.run(set(keys.values()))
     return computed["record"]
 
 
 @pytest.fixture(autouse=True)
-def _part_outcome(request: pytest.FixtureRequest) -> None:
-    """A spec's part as its pytest outcome: the part's error raised again, its reason skipped, its checks enforced."""
-    if request.node.get_closest_marker("part") is None or not request.node.path.is_relative_to(SPECS):
+def _part_record(request: pytest.FixtureRequest) -> None:
+    """The session's run, computed (once) while the first spec that names a part is set up."""
+    if request.node.get_closest_marker("part") is not None and request.node.path.is_relative_to(SPECS):
+        request.getfixturevalue("record")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
+    """A spec's part as its pytest outcome, when the spec is called: the part's error raised again (a failure), its
+    reason skipped, its checks enforced (fail, xfail, warnings); then the spec's own assertions run."""
+    key = pyfuncitem.config.stash.get(PART_KEYS, {}).get(pyfuncitem.nodeid)
+    if key is None:
         return
     from reports.plugin import enforce  # registered by pytest_plugins; an early import blocks its rewrite
 
-    record: RunRecord = request.getfixturevalue("record")
-    outcome = record.part(*request.config.stash[PART_KEYS][request.node.nodeid])
+    outcome = pyfuncitem.config.stash[RECORD].part(*key)
     if outcome.error is not None:
         raise outcome.error
     if outcome.skipped is not None:
