@@ -146,7 +146,8 @@ def _stages(evaluation: Any, decls: list[RankerDecl]) -> Iterator[PlannedStage]:
     trained = [s for d in decls for s in d.ranker_kind.trains_on(d.options)]
     pools = [_pool_state(evaluation, s) for s in dict.fromkeys(trained + list(splits))]
     yield from pools
-    keyed = all(pool.state == CACHED for pool in pools)  # keying a ranking reads its pools
+    # Keying a ranking reads its pools' digests: a cached pool's, or a shipped one's once copied into the cache.
+    keyed = all(pool.state in (CACHED, SHIPPED) for pool in pools)
     for decl in (d for d in decls if hasattr(d.ranker_kind, "trained_state")):
         stage = _trained_model(evaluation, decl, keyed)
         if stage is not None:  # the trained model is one per run, shared by the declarations that read it
@@ -171,6 +172,8 @@ def _trained_model(evaluation: Any, decl: RankerDecl, keyed: bool) -> PlannedSta
     if state is None:
         return None
     cached, budget = state
+    if budget == SHIPPED:  # its judgments of the study ship with the checkout: nothing is trained
+        return PlannedStage("train", "train_cross_encoder", SHIPPED, basis="its judgments ship in data/reference/")
     return PlannedStage("train", "train_cross_encoder", CACHED if cached else TO_COMPUTE, basis=f"{budget} budget")
 
 

@@ -69,6 +69,10 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--gate-expectations", {"action": "store_true", "default": False,
                              "help": "fail a claim the profile reviewed as holds/fails that this run leaves inconclusive "
                                      "(CI's gate; otherwise it is a warning and listed at the top of report.md)"}),
+    ("--retrain", {"action": "store_true", "default": False,
+                   "help": "train the study's models (LambdaMART, the cross-encoder) again instead of reading the "
+                           "models and judgments the checkout ships for the same inputs (docs/protocol.md"
+                           "#shipped-reference)"}),
     ("--explain", {"action": "store_true", "default": False,
                    "help": "print the stages the run will compute (cached or to compute, with an estimate) and exit "
                            "before any work (harness.explain)"}),
@@ -175,7 +179,7 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
     return Settings(splits=splits, results_dir=results_dir, cache_dir=cache_dir, data_dir=data_dir,
                     profile=str(get("profile")), subset_pairs=subset, subset_seed=get("subset_seed"),
                     grader_sample=sample, compare_run=compare, gate_expectations=bool(get("gate_expectations")),
-                    max_judge_minutes=budget)
+                    max_judge_minutes=budget, retrain=bool(get("retrain")))
 
 
 def read_settings(config: pytest.Config) -> Settings:

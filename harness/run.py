@@ -248,7 +248,8 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, add: Mapping[str, 
              exclude_marks: Sequence[str] = (), cache_dir: str | os.PathLike[str] | None = None,
              results_dir: str | os.PathLike[str] | None = None, data_dir: str | os.PathLike[str] | None = None,
              compare_to: str | None = None, gate_expectations: bool = False,
-             max_judge_minutes: float | None = None, max_stage_minutes: float | None = None) -> RunRecord:
+             max_judge_minutes: float | None = None, max_stage_minutes: float | None = None,
+             retrain: bool = False) -> RunRecord:
     """Evaluate a profile (a shipped one by name, or a path to a TOML that may extend one) and return its record.
 
     ``add`` puts rankers in as Python objects beside the profile's (``{"mine": WordOverlap()}``: a ``model_key`` and
@@ -256,7 +257,8 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, add: Mapping[str, 
     ``python`` ranker's. The options are the command line's (README, "Options"); ``rankers`` computes only those
     rankers (and what they read), ``exclude_marks`` leaves out rankers declared with any of those marks (like
     ``-m "not llm"``); either makes the record partial. ``max_stage_minutes`` stops the run before any work when a
-    stage it must compute is estimated above that many minutes (the ``--explain`` plan). Everything the run loads
+    stage it must compute is estimated above that many minutes (the ``--explain`` plan); ``retrain`` trains the study's
+    models again instead of reading those the checkout ships (``--retrain``). Everything the run loads
     is resolved before any work, and every expensive value is cached, so a second call is quick. Nothing is written
     to the results folder: ``publish`` does that. Errors are ``OptionError`` naming the option, file or declaration.
     """
@@ -268,7 +270,7 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, add: Mapping[str, 
         subset_pairs=_whole("subset_pairs", subset_pairs, 1), subset_seed=_whole("subset_seed", subset_seed, 0),
         grader_sample=_whole("grader_sample", grader_sample, 0), cache_dir=cache_dir, results_dir=results_dir,
         data_dir=data_dir, compare_to=compare_to, gate_expectations=bool(gate_expectations),
-        max_judge_minutes=max_judge_minutes)
+        max_judge_minutes=max_judge_minutes, retrain=bool(retrain))
     try:
         loaded = load_profile(settings.profile, SPLITS)
     except ProfileError as exc:

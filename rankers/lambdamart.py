@@ -54,6 +54,7 @@ from rankers.base import Ranking, single_score_ranking
 from rankers.features import FEATURE_NAMES, POOL_COLUMNS, pool_features
 from rankers.lambdamart_rows import (TrainingSet, row_index, strict_by_groups, training_set, usable_directions,
                                      variant_name)
+from rankers.shipped import install_model
 
 MAX_ROUNDS = 300
 PATIENCE = 40
@@ -176,8 +177,11 @@ def load_ranker(path: Path) -> TrainedRanker:
 def train_ranker(n_background: int, train_pool: pd.DataFrame, train_directions: pd.DataFrame, dev_pool: pd.DataFrame,
                  dev_directions: pd.DataFrame, queries: Mapping[str, str],
                  corpora: Mapping[str, Mapping[str, str]] | Mapping[str, str], cache_dir: Path,
-                 seed: int = SEED) -> TrainedRanker:
+                 seed: int = SEED, shipped: bool = True) -> TrainedRanker:
     """Train (or reuse from ``cache_dir``) the variant with ``n_background`` background candidates per query.
+
+    A model the checkout ships under the folder name these inputs give (``rankers.shipped``; ``shipped=False``
+    never reads it) is copied into ``cache_dir`` instead of being trained: the same name means the same inputs.
 
     ``corpora`` is either the one {pid: text} corpus Train and development share (the
     Train+Validation corpus) or a mapping of corpus names (the directions' ``corpus``
@@ -192,6 +196,8 @@ def train_ranker(n_background: int, train_pool: pd.DataFrame, train_directions: 
     out = Path(cache_dir) / f"{name}-{digests['combined'][:20]}"
     out.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out / ".lock")):
+        if shipped and not (out / _MANIFEST).exists():
+            install_model(out.name, out, (_MODEL, _MANIFEST))
         if (out / _MANIFEST).exists() and (out / _MODEL).exists():
             try:
                 cached = load_ranker(out)

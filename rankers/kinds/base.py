@@ -151,6 +151,9 @@ class Context:
     where: Callable[[RankerDecl], str]
     seed: int
     subset: bool
+    #: Whether the study's trained models and judgments shipped in the checkout may stand in for training them
+    #: (``rankers.shipped``; False under ``--retrain``).
+    shipped: bool = True
 
 
 # ---- kinds ---------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from rankers.kinds.base import Context, DeclarationError, KindBuildError, Ranker
 from rankers.kinds.pointwise import PointwiseKind
 from rankers.kinds.requirements import CUDA, Requirement
 from rankers.scorers.base import TextScorer
+from rankers.shipped import ShippedJudgments
 
 TRAINED = "trained"
 #: Whose Train and development pools ``model = "trained"`` learns from: the declared dataset's, or NevIR's.
@@ -56,13 +57,21 @@ class CrossEncoder(PointwiseKind):
     def models(self, options) -> tuple[str, ...]:
         return () if options.get("model") == TRAINED else ("model",)
 
-    def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
+    def identity(self, decl: RankerDecl, ctx: Context, budget: str | None = None) -> dict[str, Any]:
+        """The scorer's identity; a trained model's names its training inputs and budget (``budget``: this one, not
+        the run's)."""
         identity = super().identity(decl, ctx)
         if decl.options.get("model") == TRAINED:
             study, _, digest = self.training_data(decl, ctx)
             identity.update(pools=[digest(s) for s in ("train", "development")], seed=ctx.seed,
-                            data=study.data_provenance(), budget=self.budget(decl, ctx))
+                            data=study.data_provenance(), budget=budget or self.budget(decl, ctx))
         return identity
+
+    def shipped(self, decl: RankerDecl, ctx: Context, budget: str | None = None) -> bool:
+        """Whether the checkout ships this trained model's judgments of the study (``rankers.shipped``): then it is
+        neither trained nor loaded for them."""
+        return (ctx.shipped and decl.options.get("model") == TRAINED
+                and ShippedJudgments.find(self.identity(decl, ctx, budget)) is not None)
 
     @staticmethod
     def training_data(decl: RankerDecl, ctx: Context) -> tuple[Study, Callable[[str], pd.DataFrame],
@@ -81,7 +90,8 @@ class CrossEncoder(PointwiseKind):
         return study, lambda s: snapshots[s].frame, lambda s: str(snapshots[s].manifest["parquet_sha256"])
 
     def budget(self, decl: RankerDecl, ctx: Context) -> str:
-        """The training budget: "full"; on a subset run "full" when that model is cached, else "ci".
+        """The training budget: "full"; on a subset run "full" when that model is cached or its judgments ship with the
+        checkout (``rankers.shipped``), else "ci".
 
         Decided once per run (``ctx.shared``), so a full model another process saves meanwhile does not change the
         model under an identity already keyed. Training the full model cold would make a cold CI ~3 min slower
@@ -93,6 +103,8 @@ class CrossEncoder(PointwiseKind):
         def decide() -> str:
             from rankers.scorers.ce_store import is_trained  # reads the model's folder only
 
+            if self.shipped(decl, ctx, "full"):
+                return "full"
             study, pool, digest = self.training_data(decl, ctx)
             # Where the full model is (or would be) saved, kept in the memo by its inputs: a warm run knows it
             # without loading the training code (torch, transformers) just to name a folder.
@@ -114,6 +126,8 @@ class CrossEncoder(PointwiseKind):
         budget; None for a model that is not trained here (``harness.explain`` says so before a run)."""
         if decl.options.get("model") != TRAINED:
             return None
+        if self.shipped(decl, ctx):
+            return True, "shipped"
         from rankers.scorers.ce_store import is_trained  # reads the model's folder only
         from rankers.scorers.ce_training import plan_training  # heavy: torch and transformers
 

@@ -83,7 +83,7 @@ class LambdaMART(PoolKind):
                                     dev_pool=pool("development"), dev_directions=ctx.population("development"),
                                     queries={**ctx.queries("train"), **ctx.queries("development")},
                                     corpora=ctx.study.corpora["trainval"], cache_dir=ctx.cache("models", "lambdamart"),
-                                    seed=seed)
+                                    seed=seed, shipped=ctx.shipped)
         return ctx.shared(("lambdamart", background, seed, perturbed), train)
 
 

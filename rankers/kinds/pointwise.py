@@ -16,6 +16,7 @@ from rankers.kinds.base import (Context, DeclarationError, KindBuildError, LazyS
                                  score_store)
 from rankers.kinds.plan import CHARS_PER_TOKEN, PROBE_JUDGMENTS, JudgePlan, timed_history
 from rankers.scorers.base import TextScorer
+from rankers.shipped import ShippedJudgments
 
 #: Inputs per committed chunk for scorers that do not choose their own (a multiple of the window, 20).
 CHUNK = 60
@@ -59,7 +60,12 @@ class PointwiseKind(WindowKind):
         except Exception as exc:  # e.g. a model folder that cannot be read
             raise KindBuildError(f"{ctx.where(decl)}: cannot identify its scorer: {type(exc).__name__}: {exc}") \
                 from exc
-        model_key = ctx.memo("scorer-key", identity, lambda: build().model_key)
+        shipped = ShippedJudgments.find(identity) if ctx.shipped else None
+        if shipped is not None:  # the study's judgments ship with the checkout: no model is trained or loaded
+            model_key = shipped.model_key
+            ctx.shared(("shipped-judgments", model_key), lambda: shipped.install(score_store(ctx)))
+        else:
+            model_key = ctx.memo("scorer-key", identity, lambda: build().model_key)
         return ctx.shared(("lazy", *key), lambda: LazyScorer(model_key, build,
                                                              lambda: ctx.forget("scorer-key", identity)))
 

@@ -27,9 +27,9 @@ def test_the_plan_names_the_folder_training_writes_and_says_whether_it_is_traine
 STUDY = SimpleNamespace(data_provenance=lambda: {"nevir": "the data"})
 
 
-def _ctx(tmp_path, subset: bool, pools: dict, memo: dict) -> SimpleNamespace:
+def _ctx(tmp_path, subset: bool, pools: dict, memo: dict, shipped: bool = False) -> SimpleNamespace:
     shared: dict = {}
-    return SimpleNamespace(subset=subset, seed=13, study=STUDY, pool=pools.__getitem__,
+    return SimpleNamespace(subset=subset, seed=13, shipped=shipped, study=STUDY, pool=pools.__getitem__,
                            pool_digest=lambda s: f"digest-{s}", cache=lambda *parts: tmp_path.joinpath(*parts),
                            shared=lambda key, build: shared[key] if key in shared else shared.setdefault(key, build()),
                            memo=lambda label, key, compute: memo[repr((label, key))] if repr((label, key)) in memo
@@ -60,3 +60,31 @@ def test_a_subset_run_reads_the_full_model_when_cached_and_decides_once(tmp_path
     assert ce.budget(decl, _ctx(tmp_path, True, {"train": "train pool", "development": "dev pool"}, memo)) == \
         ("full" if not full_cached else "ci") and len(planned) == 1
     assert ce.budget(decl, _ctx(tmp_path, False, {}, memo)) == "full"  # a full run always trains or reads the full one
+
+
+def test_a_subset_run_reads_the_shipped_judgments_of_the_full_model_and_trains_no_budget(tmp_path, monkeypatch):
+    """With the full model's judgments shipped (rankers.shipped), a subset run on a cache without any model takes the
+    full budget and plans no training; with shipping off (``--retrain``) it falls back to the CI budget."""
+    from rankers import shipped as shipped_module  # the module whose lookup the test steers
+
+    planned: list[tuple] = []
+    found: list[dict] = []
+
+    def fake_plan(study, train_pool, dev_pool, cache_dir, *, seed, budget, backbone="auto"):
+        planned.append((budget,))
+        return SimpleNamespace(out=tmp_path / budget)
+
+    def fake_find(identity, shipped_dir=None):
+        found.append(identity)
+        return SimpleNamespace(model_key="shipped-key") if identity.get("budget") == "full" else None
+
+    monkeypatch.setattr(ce_training, "plan_training", fake_plan)
+    monkeypatch.setattr(ce_store, "is_trained", lambda folder: False)
+    monkeypatch.setattr(shipped_module.ShippedJudgments, "find", staticmethod(fake_find))
+    ce = kind("cross_encoder")
+    decl = SimpleNamespace(options={"model": "trained"}, name="ce", scorer_options={"model": "trained"})
+    pools = {"train": "train pool", "development": "dev pool"}
+    assert ce.budget(decl, _ctx(tmp_path, True, pools, {}, shipped=True)) == "full"
+    assert planned == [] and found and found[-1]["pools"] == ["digest-train", "digest-development"]
+    assert ce.budget(decl, _ctx(tmp_path, True, pools, {}, shipped=False)) == "ci"
+    assert planned == [("full",)]
