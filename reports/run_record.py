@@ -151,12 +151,19 @@ class RunRecord:
         return self.table("claims")
 
     def outcomes(self, split: str, ranker: str) -> pd.DataFrame:
-        """A ranker's per-direction outcomes on a split (qid, ranks, strict, tie, fallback), read through the seal."""
+        """A ranker's per-direction outcomes on a split (qid, ranks, strict, tie, fallback), read through the seal,
+        with each direction's designated passages (``preferred_pid``, ``counterpart_pid``) where the run recorded
+        its population: a row names the passages it is about."""
         record = self[split]
         artifact = record.artifact("outcomes", ranker)
         if artifact is None:
             raise KeyError(f"{split}: no outcomes of ranker {ranker!r} in this run (rankers: {record.rankers})")
-        return record.frame(artifact).copy()
+        outcomes = record.frame(artifact).copy()
+        population = record.artifact("population")
+        if population is None or "preferred_pid" in outcomes:
+            return outcomes
+        passages = record.frame(population)[["qid", "preferred_pid", "counterpart_pid"]]
+        return outcomes.merge(passages, on="qid", how="left", validate="one_to_one")
 
     def failing(self, split: str, ranker: str) -> pd.DataFrame:
         """The directions a ranker does not strictly prefer correctly (ties and fallbacks included), with their
@@ -167,5 +174,5 @@ class RunRecord:
         lost = outcomes[~outcomes["strict"].astype(bool)]
         if population is None:
             return lost.reset_index(drop=True)
-        about = record.frame(population)[["qid", "pair_id", "group", "query", "preferred_pid", "counterpart_pid"]]
+        about = record.frame(population)[["qid", "pair_id", "group", "query"]]
         return lost.merge(about, on="qid", how="left").reset_index(drop=True)

@@ -80,6 +80,17 @@ def test_the_run_record_stacks_each_split_s_tables_and_reads_outcomes_through_th
         {"split": "confirmation", "ranker": "a", "strict": 2}, {"split": "confirmation", "ranker": "b", "strict": 1},
         {"split": "test", "ranker": "a", "strict": 4}, {"split": "test", "ranker": "b", "strict": 3}]
     assert list(record.failing("test", "a")["qid"]) == ["q2"]
+    assert "preferred_pid" not in record.outcomes("test", "a")  # no population recorded: the outcomes alone
+    population = tmp_path / "population-test.parquet"
+    pd.DataFrame({"qid": ["q2", "q1"], "pair_id": ["p1", "p1"], "group": ["g", "g"], "query": ["x", "y"],
+                  "preferred_pid": ["d2", "d1"], "counterpart_pid": ["d1", "d2"]}).to_parquet(population)
+    seal(population)
+    rec.artifact("test", Artifact("population", population))
+    record = RunRecord(rec.records())
+    outcomes = record.outcomes("test", "a")
+    assert outcomes[["qid", "preferred_pid", "counterpart_pid"]].values.tolist() == [["q1", "d1", "d2"],
+                                                                                     ["q2", "d2", "d1"]]
+    assert record.failing("test", "a")[["qid", "preferred_pid", "query"]].values.tolist() == [["q2", "d2", "x"]]
     with pytest.raises(KeyError, match="no outcomes of ranker 'b'"):
         record.outcomes("test", "b")
     with pytest.raises(KeyError, match="split 'development' was not evaluated"):
