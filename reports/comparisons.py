@@ -20,14 +20,11 @@ from reports.measures import PAIRED_MEASURES, PairedMeasure, delta_row, paired_m
 from reports.outcomes import outcome_columns
 from reports.group_tests import N_PERMUTATIONS
 from reports.stats import PairedDifference, holm, paired_difference
+from reports.table_registry import PAIRED_DIFFERENCE_COLUMNS, TABLES
 
-#: A pairwise row: the two rankers (Δ = first − second), directions, groups, groups whose strict outcomes differ
-#: in sum (the test's effective sample), directions whose strict outcome differs, then per measure with Table II Δ columns: Δ, its 95% interval, bootstrap SE, MDE (two-sided α 0.05,
-#: 80% power) and the two-sided group sign-flip p-value. ``pairwise_table`` adds Holm columns.
-PAIRED_DIFFERENCE_COLUMNS = ("first", "second", "n", "n_groups", "differing_groups", "discordant",
-                      *(c for m in PAIRED_MEASURES if m.delta_columns for c in (*m.delta_columns, m.p_column)))
-PAIRWISE_COLUMNS = (*PAIRED_DIFFERENCE_COLUMNS,
-                    *(f"{m.p_column}_holm" for m in PAIRED_MEASURES if m.p_column))
+#: pairwise.csv's columns as ``pairwise_table`` computes them: a pair's ``compare`` row, then Holm-adjusted
+#: p-values; the part (``harness.parts.pairwise``) adds the last, ``population``.
+PAIRWISE_COLUMNS = tuple(c for c in TABLES["pairwise"].columns if c != "population")
 #: The study's primary measure (strict preference): a row's groups and discordant directions are counted on it.
 PRIMARY = PAIRED_MEASURES[0]
 

@@ -51,10 +51,7 @@ COMPARED = tuple(m.name for m in TABLE2 if m.compared)
 #: Per-direction outcome fields of a ranker (``reports.tables.RANKER_FIELDS``).
 FIELDS = tuple(RANKER_FIELDS)
 #: ``outcomes.parquet``: one row per ranker and eligible direction, with the direction's source group.
-OUTCOME_COLUMNS = ("ranker", "qid", "group", *FIELDS)
-COMPARISON_COLUMNS = ("ranker", "measure", "now", "then", "delta", "delta_lo", "delta_hi", "p_changed",
-                      "p_unchanged", "margin", "certifiable_margin", "decision", "basis", "n", "differing_groups",
-                      "discordant", "paper")
+STORED_OUTCOME_COLUMNS = ("ranker", "qid", "group", *FIELDS)
 
 #: The mark of a partial run in its run id.
 PARTIAL_MARK = "partial"
@@ -93,7 +90,7 @@ def run_id(records: Sequence[SplitRecord], partial: bool = False) -> str:
 
 
 def record_outcomes(record: SplitRecord) -> pd.DataFrame:
-    """Every ranker's per-direction outcomes of a split in one frame (``OUTCOME_COLUMNS``), from the record's
+    """Every ranker's per-direction outcomes of a split in one frame (``STORED_OUTCOME_COLUMNS``), from the record's
     sealed outcome artifacts; ``group`` from its population (NA without one)."""
     population = record.artifact("population")
     groups = (record.frame(population).assign(qid=lambda f: f["qid"].astype(str)).set_index("qid")["group"]
@@ -111,7 +108,7 @@ def record_outcomes(record: SplitRecord) -> pd.DataFrame:
             frame[name] = rows[name].astype(dtype).to_numpy()
         frames.append(frame)
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype=RANKER_FIELDS.get(c, "object")) for c in OUTCOME_COLUMNS})
+        return pd.DataFrame({c: pd.Series(dtype=RANKER_FIELDS.get(c, "object")) for c in STORED_OUTCOME_COLUMNS})
     out = pd.concat(frames, ignore_index=True)
     out["group"] = out["group"].astype("string")
     return out
@@ -213,7 +210,7 @@ class SavedSplit:
 
     @cached_property
     def all_outcomes(self) -> pd.DataFrame:
-        """Every ranker's outcomes (``OUTCOME_COLUMNS``)."""
+        """Every ranker's outcomes (``STORED_OUTCOME_COLUMNS``)."""
         return pd.read_parquet(self.folder / OUTCOMES_FILE)
 
     def outcomes(self, ranker: str) -> pd.DataFrame | None:
@@ -222,7 +219,7 @@ class SavedSplit:
 
 
 def ranker_outcomes(outcomes: pd.DataFrame, ranker: str) -> pd.DataFrame | None:
-    """One ranker's rows of an ``OUTCOME_COLUMNS`` frame (qid and ``FIELDS``); None when it has none."""
+    """One ranker's rows of an ``STORED_OUTCOME_COLUMNS`` frame (qid and ``FIELDS``); None when it has none."""
     rows = outcomes[outcomes["ranker"] == ranker]
     return rows[["qid", *FIELDS]].reset_index(drop=True) if len(rows) else None
 

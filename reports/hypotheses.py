@@ -34,11 +34,6 @@ from reports.stats import ALPHA, POWER, directions_needed, holm, minimum_detecta
 Status = Literal["holds", "fails", "inconclusive"]
 #: Every verdict a claim can get.
 STATUSES: tuple[str, ...] = get_args(Status)
-#: Columns of a claims table row (``ClaimResult.row``).
-CLAIM_COLUMNS = ("claim", "family", "ranker", "versus", "measure", "claimed", "status", "reason", "effect", "lo", "hi",
-                 "unit", "p_value", "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level", "mde_test",
-                 "directions_needed", "n", "n_groups", "units", "differing_groups", "discordant", "family_hypotheses",
-                 "family_members", "measured")
 #: Digits an effect is written with, per unit (from the paired measures' Table II records).
 DIGITS = {m.unit: m.digits for m in PAIRED_MEASURES}
 
@@ -149,7 +144,8 @@ class ClaimResult:
                            self.units)
 
     def row(self) -> dict[str, object]:
-        """A claims-table row with ``CLAIM_COLUMNS``."""
+        """The claims-table columns a verdict knows (``reports.table_registry.TABLES['claims']``); the part adds
+        what the profile expected of it and who declared that."""
         d = self.definition
         return {"claim": d.name, "family": d.family, "ranker": d.ranker, "versus": d.versus, "measure": d.measure,
                 "claimed": d.claimed, "status": self.status, "reason": self.reason, "effect": self.effect,

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, sealed_digest, sha256_file
-from reports.tables import TABLES, directions_table
+from reports.table_registry import TABLES
+from reports.tables import directions_table
 
 #: Artifact kinds and whether each names a ranker (``Artifact.ranker``) or a scope too (``Artifact.scope``).
 ARTIFACT_KINDS: dict[str, tuple[bool, bool]] = {
@@ -186,11 +187,11 @@ class SplitRecord:
     def rows(self, table: str) -> pd.DataFrame:
         """One result table's rows (an empty frame when the run recorded none), values typed (NaN as NaN)."""
         frame = self.tables.get(table)
-        return frame if frame is not None else pd.DataFrame(columns=list(TABLES[table][1]))
+        return frame if frame is not None else pd.DataFrame(columns=list(TABLES[table].keys))
 
     def row(self, table: str, *ident: Any) -> pd.Series:
         """The row of ``table`` with these identifying values (``KeyError`` naming them when there is none)."""
-        columns = list(TABLES[table][1])
+        columns = list(TABLES[table].keys)
         frame = self.rows(table)
         found = frame[np.logical_and.reduce([frame[c] == v for c, v in zip(columns, ident)])] if len(frame) else frame
         if len(found) != 1:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from reports.record import Artifact, SplitRecord
-from reports.tables import TABLES
+from reports.table_registry import TABLES
 
 
 def plain(value: Any) -> Any:
@@ -43,10 +43,10 @@ def _identity(table: str, row: Mapping[str, Any]) -> tuple:
     """A row's identifying values in its table (``TABLES``): a later row with the same identity replaces it."""
     if table not in TABLES:
         raise KeyError(f"unknown report table {table!r}; known: {sorted(TABLES)}")
-    missing = [k for k in TABLES[table][1] if k not in row]
+    missing = [k for k in TABLES[table].keys if k not in row]
     if missing:
         raise KeyError(f"row for {table} lacks identifying columns {missing}")
-    return tuple(row[k] for k in TABLES[table][1])
+    return tuple(row[k] for k in TABLES[table].keys)
 
 
 class RecordBuilder:
@@ -98,11 +98,13 @@ class RecordBuilder:
         return {split for split, _ in self.rows} | set(self.entries) | set(self.artifacts) | set(self.stages)
 
     def tables(self) -> dict[str, dict[str, pd.DataFrame]]:
-        """Per split, every table with rows, its rows in order."""
+        """Per split, every table with rows, its rows in order and its columns in the table's
+        (``reports.table_registry.TABLES``): the order rows were computed in never reorders a file's columns."""
         out: dict[str, dict[str, pd.DataFrame]] = {}
         for (split, table), rows in sorted(self.rows.items()):
             ordered = sorted(rows.items(), key=lambda item: (item[1][0], item[0]))
-            out.setdefault(split, {})[table] = pd.DataFrame([row for _, (_, row) in ordered])
+            frame = pd.DataFrame([row for _, (_, row) in ordered])
+            out.setdefault(split, {})[table] = frame[TABLES[table].ordered(frame.columns)]
         return out
 
     def records(self) -> dict[str, SplitRecord]:

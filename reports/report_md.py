@@ -24,7 +24,8 @@ from reports.render import (brief, endpoint_lines, equal_numbers_note, md_code, 
                             needed_in_units, not_evaluated_lines, table2_markdown, unavailable_lines,
                             with_label_column)
 from reports.sequential import StoppingPoint, stopping_points
-from reports.tables import RELIABLE_N, TABLES, interval_note
+from reports.table_registry import TABLES
+from reports.tables import RELIABLE_N, interval_note
 
 #: Verdict sections of report.md: the study's families, then every other family (beyond the paper, declared).
 FAMILY_TITLES = {"H1": "H1: preference is not position (the profile's declared comparisons)",
@@ -172,8 +173,8 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str],
 #: A run comparison's decisions, gravest (what a reader must look at) first (docs/statistics.md#pins).
 CHANGE_ORDER = ("changed", "undetermined", "changed within margin", "margin unreachable", "unchanged")
 #: The columns report.md shows of a run comparison; the rest (p-values, margins, n, the paper's value) are in
-#: comparison.csv (``reports.history.COMPARISON_COLUMNS``).
-BRIEF_COLUMNS = ("ranker", "measure", "then", "now", "delta", "delta_lo", "delta_hi", "decision")
+#: comparison.csv (``reports.table_registry.TABLES['comparison']``).
+COMPARISON_BRIEF_COLUMNS = ("ranker", "measure", "then", "now", "delta", "delta_lo", "delta_hi", "decision")
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ def comparison_brief(frame: pd.DataFrame) -> ComparisonBrief:
     keep = rank < CHANGE_ORDER.index("unchanged")
     moved = both[keep].assign(_g=gravest[keep], _o=both.loc[keep, "ranker"].map(order), _r=rank[keep]) \
         .sort_values(["_g", "_o", "_r"], kind="stable")
-    columns = [c for c in BRIEF_COLUMNS if c in frame.columns]
+    columns = [c for c in COMPARISON_BRIEF_COLUMNS if c in frame.columns]
     unchanged = tuple(name for name in order if not keep[both["ranker"] == name].any())
     one_sided = {side: tuple(dict.fromkeys(frame.loc[frame["side"] == side, "ranker"]))
                  for side in ("this run only", "saved run only")}
@@ -214,7 +215,7 @@ def comparison_lines(frame: pd.DataFrame) -> list[str]:
     """report.md's comparison with a saved run: the saved run's partiality and version changes once, the rankers
     that moved first, then the unchanged ones and the one-sided ones by name."""
     brief_ = comparison_brief(frame)
-    lines = [f"## {TABLES['comparison'][0]}", ""]
+    lines = [f"## {TABLES['comparison'].title}", ""]
     if brief_.saved_partial:
         lines += [f"The saved run is partial ({md_escape(brief_.saved_partial)}): the rankers both runs hold are "
                   "compared.", ""]
@@ -286,7 +287,7 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
     if "claims" in tables:
         lines += verdict_lines(tables["claims"], labels, stopping_points(tables.get("sequential")))
     if "table2" in tables:
-        lines += [f"## {TABLES['table2'][0]}", "",
+        lines += [f"## {TABLES['table2'].title}", "",
                   f"95% source-group bootstrap intervals; an interval over fewer than {RELIABLE_N} directions or of "
                   "zero width carries a note, as it cannot be read as one. Δ strict is paired against the row's own "
                   "baseline (`Δ vs`, its `compare_to`); every column is in `table2.csv`.", "",
@@ -297,12 +298,12 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
         lines += ["## Failed or skipped (their rows are missing; everything else is published)", "",
                   *[f"- {line}" for line in not_evaluated_lines(publication.not_evaluated)], ""]
     if "unavailable" in tables:
-        lines += [f"## {TABLES['unavailable'][0]}", "",
+        lines += [f"## {TABLES['unavailable'].title}", "",
                   "An unavailable judgment sends its query back to the reference order and is retried on the next "
                   "run (`unavailable.csv` has the counts):", "",
                   *[f"- {md_escape(line)}" for line in unavailable_lines(tables["unavailable"])], ""]
     if "endpoints" in tables:
-        lines += [f"## {TABLES['endpoints'][0]}", "",
+        lines += [f"## {TABLES['endpoints'].title}", "",
                   "An endpoint that stopped answering was taken out and its requests in flight went to the others; "
                   "scores never depend on the endpoint (`endpoints.csv`, `judgments.csv` column `endpoint`):", "",
                   *[f"- {md_escape(line)}" for line in endpoint_lines(tables["endpoints"])], ""]
@@ -319,16 +320,17 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
               "(one row per planned direction, per-ranker outcomes)",
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
               "models, seeds, samples, stage wall-clock, the sha256 of every other file)", ""]
-    for name, (title, keys, _) in TABLES.items():
+    for name, table in TABLES.items():
         if name == "comparison" and name in tables:
             lines += comparison_lines(tables[name])
         elif name in tables and name not in ("claims", "unavailable", "endpoints", "table2", "nevir_paired"):
             frame = brief(name, tables[name])
-            if keys[0] in ("ranker", "scorer") and keys[0] in frame.columns:
-                frame = with_label_column(frame, keys[0], labels)
-            lines += [f"## {title}", "", md_frame(frame).to_markdown(index=False, floatfmt=".4g"), ""]
+            key = table.keys[0]
+            if key in ("ranker", "scorer") and key in frame.columns:
+                frame = with_label_column(frame, key, labels)
+            lines += [f"## {table.title}", "", md_frame(frame).to_markdown(index=False, floatfmt=".4g"), ""]
     if nevir and "nevir_paired" in tables and len(tables["nevir_paired"]):
-        lines += [f"## {TABLES['nevir_paired'][0].split(';')[0]}, beside published NevIR figures", "", CAVEAT, "",
+        lines += [f"## {TABLES['nevir_paired'].title.split(';')[0]}, beside published NevIR figures", "", CAVEAT, "",
                   md_frame(beside_published(tables["nevir_paired"], labels, split, published_paired()))
                   .to_markdown(index=False, disable_numparse=True), "",
                   "Published figures: `docs/reference-results.md` (sources and settings); this run's: "

@@ -17,11 +17,12 @@ import pandas as pd
 from fixtures.environment import version_changes
 from fixtures.settings import SEED
 from reports.changes import ChangeVerdict, paired_change
-from reports.history import (COMPARED, COMPARISON_COLUMNS, SavedSplit, partial_reasons, pool_digest, ranker_outcomes,
-                             record_outcomes, saved_split)
+from reports.history import (COMPARED, SavedSplit, partial_reasons, pool_digest, ranker_outcomes, record_outcomes,
+                             saved_split)
 from reports.measures import paired_measure
 from reports.paper import paper_table2
 from reports.record import SplitRecord
+from reports.table_registry import COMPARISON_COLUMNS, TABLES
 
 
 def compare_tables(now: pd.DataFrame, then: pd.DataFrame, split: str,
@@ -29,8 +30,8 @@ def compare_tables(now: pd.DataFrame, then: pd.DataFrame, split: str,
                    margins: Mapping[str, float] | None = None, seed: int = SEED) -> pd.DataFrame:
     """Per ranker and measure: now, then, Δ and the decision (paired where both runs' outcomes are given).
 
-    ``now_outcomes``/``then_outcomes`` are the two runs' outcomes (``OUTCOME_COLUMNS``) on the same pool
-    snapshot; a measure without a paired test (n, paired_pct) or a ranker missing from either
+    ``now_outcomes``/``then_outcomes`` are the two runs' outcomes (``reports.history.STORED_OUTCOME_COLUMNS``) on
+    the same pool snapshot; a measure without a paired test (n, paired_pct) or a ranker missing from either
     is compared unpaired: Δ only, decision ``undetermined`` unless the values are equal.
     """
     paper = paper_table2(split, int(now["n"].max()) if len(now) else None)
@@ -124,4 +125,4 @@ def comparison_table(results_dir: Path, other: str, record: SplitRecord) -> pd.D
     table = pd.concat([table, extra], ignore_index=True) if only_then else table
     # A partial saved run holds only what it selected: the rankers both hold are compared, the rest listed.
     table["saved_partial"] = "; ".join(partial_reasons(saved.manifest))
-    return table
+    return table[list(TABLES["comparison"].columns)]

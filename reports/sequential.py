@@ -35,6 +35,7 @@ import pandas as pd
 from reports.group_tests import mean_test_rows
 from reports.power import DECISION_TEST
 from reports.stats import ALPHA, POWER, holm
+from reports.table_registry import STOP_COLUMNS
 
 #: The largest fraction of wealth a bettor stakes on one group: any value below 1 keeps the wealth positive.
 #: WSR 2023 truncate at ½ or ¾; NevIR's group sums, far inside their bound, need larger stakes to grow
@@ -137,11 +138,6 @@ def holm_decided(p_claimed: Sequence[float], p_opposite: Sequence[float], hypoth
 
 
 # ---- where a sample stopped: sequential.csv's typed columns, read by report.md, the terminal and the explorer -------
-
-#: sequential.csv's columns that say where a claim's sample stopped (``StoppingPoint``), besides ``claim``.
-STOP_COLUMNS = ("sample", "look", "stop_groups", "stop_directions", "stop_judgments", "stop", "stop_reason",
-                "decided_look", "decided_after_groups", "decided_directions", "decided_judgments")
-
 
 @dataclass(frozen=True)
 class StoppingPoint:

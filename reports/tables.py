@@ -16,33 +16,8 @@ import pandas as pd
 from fixtures.populations import eligible_directions
 from reports.measures import TABLE3, TABLE3_COLUMNS, pair_only_row
 
-#: The report's tables: file stem -> (title, columns that identify a row, shown in the terminal summary).
-TABLES: dict[str, tuple[str, tuple[str, ...], bool]] = {
-    "table1": ("Table I: populations", ("population",), True),
-    "table2": ("Table II: preference and position per ranker", ("ranker",), True),
-    "seeds": ("Training seeds: each measure of a seeded ranker across its seeds (Table II is the run's own seed)",
-              ("ranker", "measure"), True),
-    "perturbation": ("Trained rankers retrained on route scores moved by one part in 10^7: claims and measures "
-                     "before and after", ("subject", "measure"), False),
-    "table3": ("Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",), True),
-    "nevir_paired": ("NevIR paired accuracy on the given pair (L1), ties as failures and in random order; published "
-                     "figures in report.md", ("scorer",), True),
-    "tie_branch": ("Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch"), True),
-    "pairwise": ("Paired differences between rankers on the same directions", ("first", "second"), True),
-    "cost": ("Cost per stage", ("stage",), True),
-    "unavailable": ("Unavailable judgments by cause, and replies stored capped", ("ranker", "scope", "issue", "cause"),
-                    False),
-    "order_bias": ("Listwise and pairwise judges: repairs and position bias", ("ranker", "scope"), True),
-    "endpoints": ("Server endpoints: judgments each made in this run, and endpoints taken out",
-                  ("ranker", "scope", "endpoint"), True),
-    "claims": ("Hypothesis claims", ("claim",), True),
-    "sequential": ("Sequential samples: anytime-valid tests and confidence sequences at the stop",
-                   ("sample", "claim"), True),
-    "coverage": ("TREC-run coverage: what each run ranked in the pool, what was dropped, ties by cause",
-                 ("ranker",), True),
-    "comparison": ("Comparison with a saved run (--compare-to): rankers matched by name", ("ranker", "measure"),
-                   False),
-}
+#: ``directions.csv``'s columns before each ranker's outcome columns: a contract file of its own, not a report
+#: table (docs/protocol.md#outputs).
 DIRECTION_BASE_COLUMNS = ("qid", "pair_id", "direction", "split", "group", "preferred_pid", "counterpart_pid",
                           "eligible", "conflict", "covered")
 RANKER_FIELDS = {"strict": "boolean", "rank_pos": "Int64", "rank_neg": "Int64", "tie": "boolean", "fallback": "boolean"}
@@ -159,7 +134,7 @@ def table3(l1_rows: Sequence[dict[str, object]], l2_rows: Sequence[dict[str, obj
 
 
 #: ``judgments.csv``: one row per judgment a window ranker read, with what its scorer stored beside the score.
-JUDGMENT_COLUMNS = ("ranker", "scope", "qid", "pid", "score", "rule_score", "grade", "grade_probs", "grade_margin",
+JUDGMENTS_CSV_COLUMNS = ("ranker", "scope", "qid", "pid", "score", "rule_score", "grade", "grade_probs", "grade_margin",
                     "near_tie", "unavailable", "reason", "seconds", "endpoint", "raw_if_unavailable")
 
 
@@ -189,4 +164,4 @@ def judgments_table(frame: pd.DataFrame, ranker: str, scope: str, rule_scores: d
         "seconds": np.asarray(seconds, dtype=float),
         "endpoint": [u.get("endpoint") if isinstance(u.get("endpoint"), str) else None for u in usage],
         "raw_if_unavailable": [r if u else None for r, u in zip(unique["raw"].tolist(), unavailable)],
-    }, columns=list(JUDGMENT_COLUMNS))
+    }, columns=list(JUDGMENTS_CSV_COLUMNS))

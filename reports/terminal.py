@@ -1,6 +1,6 @@
 """The terminal summary of a run: each table in brief, then what needs the user's attention, then where it went.
 
-Shown after the tests (``reports.plugin``): tables flagged for the terminal (``reports.tables.TABLES``),
+Shown after the tests (``reports.plugin``): tables flagged for the terminal (``reports.table_registry.TABLES``),
 sequential stops, inherited checks missed, expectations a subset cannot decide, lost verdicts,
 unavailable judgments, cut inputs, the comparison with a saved run, and what publishing did. Before it, the
 session's skips are folded (``fold_skips``) so that pytest's own summary says each reason once.
@@ -18,7 +18,7 @@ from reports.record import SessionEnd
 from reports.render import terminal_tables, unavailable_lines
 from reports.report_md import comparison_brief, inherited_misses, lost_expectations, undecidable_on_subset
 from reports.sequential import stop_lines
-from reports.tables import TABLES
+from reports.table_registry import TABLES
 
 
 def comparison_text(split: str, compare_run: str | None, frame: pd.DataFrame) -> list[str]:
@@ -74,8 +74,8 @@ def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.Dat
     terminalreporter.section("Preference Is Not Position: report")
     causes, cut, lost, moved, undecidable, stops = [], [], [], [], [], []
     for split, table, frame in frames:
-        if TABLES[table][2]:
-            terminalreporter.write_line(f"\n[{split}] {TABLES[table][0]}")
+        if TABLES[table].terminal:
+            terminalreporter.write_line(f"\n[{split}] {TABLES[table].title}")
             terminalreporter.write_line(terminal_tables(table, frame))
         if table == "unavailable":
             causes += [f"[{split}] {line}" for line in unavailable_lines(frame)]
@@ -97,7 +97,7 @@ def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.Dat
                                                            "the full run, not checked here):", {"yellow": True}),
         ([line.replace("**", "") for line in lost], "REVIEWED VERDICTS NO LONGER DECIDED (--gate-expectations fails "
                                                     "on them):", {"red": True}),
-        (causes, f"{TABLES['unavailable'][0]}:", {"yellow": True}),
+        (causes, f"{TABLES['unavailable'].title}:", {"yellow": True}),
         (cut, "Inputs judged on a cut text (counted in cost.csv):", {"yellow": True}),
     )
     for lines, heading, color in notes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports.history import COMPARISON_COLUMNS
+from reports.table_registry import COMPARISON_COLUMNS
 from reports.render import md_escape
 from reports.report_md import comparison_brief, comparison_lines
 from reports.terminal import comparison_text

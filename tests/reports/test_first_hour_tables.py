@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from reports.run_comparison import comparison_table
-from reports.tables import JUDGMENT_COLUMNS, judgments_table
+from reports.tables import JUDGMENTS_CSV_COLUMNS, judgments_table
 from tests.reports.saved_runs import save, split_record
 
 
@@ -47,7 +47,7 @@ def test_judgments_are_flattened_one_row_per_input_with_reasons_and_probabilitie
                   {"seconds": 0.25, "seconds_shared": 1.0}],
         "raw": ["3", "three", "3", "1"], "cached": [False, False, False, True]})
     out = judgments_table(frame, "grader", "window", {("q1", "a"): 3.2, ("q2", "c"): 1.0}, bounded=True)
-    assert list(out.columns) == list(JUDGMENT_COLUMNS) and len(out) == 3  # the repeated (q1, a) once
+    assert list(out.columns) == list(JUDGMENTS_CSV_COLUMNS) and len(out) == 3  # the repeated (q1, a) once
     a, b, c = (out.iloc[i] for i in range(3))
     assert (a["score"], a["rule_score"], a["grade"], a["grade_margin"], a["near_tie"], a["seconds"]) == \
         (3.0, 3.2, 3.0, 0.3, False, 1.5)

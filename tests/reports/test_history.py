@@ -10,8 +10,9 @@ import pytest
 
 from reports.record import SplitRecord
 from reports.changes import decide_change, paired_change, tolerance_change
-from reports.history import (COMPARISON_COLUMNS, ENTRY, FIELDS, HISTORY, HistoryError, reviewed_run, run_id,
+from reports.history import (ENTRY, FIELDS, HISTORY, HistoryError, reviewed_run, run_id,
                              saved_runs, saved_split)
+from reports.table_registry import COMPARISON_COLUMNS
 from reports.run_comparison import compare_with, comparison_table
 from tests.reports.saved_runs import MANIFEST, save, split_record
 

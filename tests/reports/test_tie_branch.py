@@ -4,12 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from reports.table_registry import TABLES
 from reports.tie_branch import tie_branch_table, tie_branches
 
 #: tie_branch.csv's columns, in order (docs/protocol.md#outputs).
-TIE_BRANCH_COLUMNS = ("scorer", "branch", "parent", "directions", "of_directions", "directions_pct", "non_successes",
-                      "of_non_successes", "non_successes_pct", "accuracy_pct", "tie_break_accuracy_pct", "double_max",
-                      "double_max_pct")
+TIE_BRANCH_COLUMNS = TABLES["tie_branch"].columns
 
 ELIGIBLE = pd.DataFrame({
     "qid": ["a", "b", "c", "d", "e"],
