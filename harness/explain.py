@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fixtures.identity import parts_digest, texts_digest
 from fixtures.pools import PoolFileError, _cache_path, frozen_snapshot, make_routes, snapshot_identity
 from fixtures.settings import Settings
-from harness.memo import digest, texts_digest
 from harness.options import needed
 from harness.profile_records import Profile
 from rankers.declarations import RankerDecl
@@ -213,7 +213,7 @@ def _judging(evaluation: Any, split: str, decl: RankerDecl, keyed: bool, judged:
     if _memoized(evaluation, "judgments", parts):
         return PlannedStage(split, stage, CACHED, basis=f"{len(inputs):,} inputs", inputs=len(inputs))
     judge = decl.ranker_kind.judge_key(decl, ctx)  # the score store's key: declarations sharing a judge share it
-    same = digest([judge, parts["inputs"]] if judge is not None else parts)
+    same = parts_digest([judge, parts["inputs"]] if judge is not None else parts)
     if same in judged:
         return PlannedStage(split, stage, CACHED, basis=f"the judgments of {judged[same]}")
     judged[same] = stage

@@ -11,8 +11,9 @@ from __future__ import annotations
 from filelock import FileLock
 
 from fixtures import progress
+from fixtures.identity import parts_digest, texts_digest
 from fixtures.populations import eligible_directions
-from harness.memo import digest, per_instance, texts_digest
+from harness.memo import per_instance
 from rankers.kinds.base import KindBuildError, score_store
 from rankers.declarations import RankerDecl
 from rankers.scorers.base import TextScorer
@@ -61,7 +62,7 @@ class WindowJudging:
                                   lambda: decl.ranker_kind.identity(decl, self.context))
         texts = texts_digest(inputs)
         # One judging run per (identity, split, scope, inputs) across xdist workers: the second waits, then reads.
-        lock = self.settings.cache("scores") / f".{split}-{scope}-{digest([identity, texts])}.lock"
+        lock = self.settings.cache("scores") / f".{split}-{scope}-{parts_digest([identity, texts])}.lock"
         desc = f"score {name} {scope} {split}"
         with FileLock(str(lock)), self.stage(split, f"score_{name}_{scope}", inputs=len(inputs)) as record:
             def judge() -> ScoredInputs:

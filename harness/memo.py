@@ -23,7 +23,7 @@ import hmac
 import pickle
 import warnings
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,11 +31,10 @@ import numpy as np
 import pandas as pd
 
 from fixtures.artifacts import atomic_write
-from fixtures.identity import frame_digest, json_digest
+from fixtures.identity import frame_digest, parts_digest
 from fixtures.userkey import KEY_ENV, UserKeyError as MemoKeyError, key_path as memo_key_path, user_key as memo_key
 
-__all__ = ["KEY_ENV", "MAGIC", "Memo", "MemoKeyError", "MemoWarning", "content", "digest", "items_digest", "memo_key",
-           "memo_key_path", "texts_digest"]
+__all__ = ["KEY_ENV", "MAGIC", "Memo", "MemoKeyError", "MemoWarning", "content", "memo_key", "memo_key_path"]
 
 T = TypeVar("T")
 
@@ -48,35 +47,14 @@ class MemoWarning(UserWarning):
     """A memo was refused (its HMAC does not verify, or it cannot be read) and is being recomputed."""
 
 
-def digest(parts: object) -> str:
-    """Digest of JSON-able parts (dict keys in any order)."""
-    return json_digest(parts, default=str)[:24]
-
-
-def items_digest(items: Iterable[tuple[Any, ...]]) -> str:
-    """Order-independent digest of rows (e.g. (qid, pid, score) of a ranker's text scores)."""
-    h = hashlib.sha256()
-    for row in sorted(repr(tuple(r)) for r in items):
-        h.update(row.encode())
-    return h.hexdigest()[:24]
-
-
-def texts_digest(rows: Iterable[tuple[str, ...]]) -> str:
-    """Digest of rows of texts in their order (e.g. a judging stage's (qid, pid, query, passage) inputs)."""
-    h = hashlib.sha256()
-    for row in rows:
-        h.update(b"".join(str(text).encode() + b"\0" for text in row) + b"\1")
-    return h.hexdigest()[:24]
-
-
 def content(value: object) -> object:
     """A value as it enters a memo key: a frame by its columns, dtypes, row hashes and attrs (a ranker's outcomes carry
     its name there); an array by its bytes; anything else as it is (JSON-able)."""
     if isinstance(value, pd.DataFrame):
-        return digest([[str(c) for c in value.columns], [str(t) for t in value.dtypes], frame_digest(value),
+        return parts_digest([[str(c) for c in value.columns], [str(t) for t in value.dtypes], frame_digest(value),
                        {str(k): v for k, v in value.attrs.items()}])
     if isinstance(value, np.ndarray):
-        return digest([str(value.dtype), value.shape, value.tolist()])
+        return parts_digest([str(value.dtype), value.shape, value.tolist()])
     return value
 
 
@@ -105,7 +83,7 @@ class Memo:
         return self.root / hashlib.sha256(b"nevir memo folder\0" + self.key).hexdigest()[:16]
 
     def path(self, label: str, parts: object) -> Path:
-        return self.folder / f"{label}-{digest(parts)}.memo"
+        return self.folder / f"{label}-{parts_digest(parts)}.memo"
 
     def _tag(self, path: Path, payload: bytes) -> bytes:
         """The HMAC of a memo's bytes and its name (a memo copied under another key's name does not verify)."""

@@ -47,8 +47,7 @@ from filelock import FileLock
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, discard, write_sealed
 from fixtures.code import code_digest
-from fixtures.corpus import corpus_hash
-from fixtures.identity import frame_digest, json_digest
+from fixtures.identity import corpus_hash, frame_digest, json_digest
 from fixtures.settings import SEED
 from rankers.base import Ranking, single_score_ranking
 from rankers.features import FEATURE_NAMES, POOL_COLUMNS, pool_features

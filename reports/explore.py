@@ -27,6 +27,7 @@ import pandas as pd
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, write_sealed
 from fixtures.code import code_digest
+from fixtures.identity import bytes_digest
 from reports.browser import screenshot
 from reports.explore_data import ExploreInputs, page_data
 from reports.record import Artifact, SplitRecord
@@ -209,7 +210,7 @@ def write_explore(out: Path, record: SplitRecord, tables: Mapping[str, pd.DataFr
         raise ValueError(f"{split}: explore.html would be {len(page):,} bytes, over the {MAX_PAGE_BYTES:,}-byte limit")
     path = Path(out) / "explore.html"
     path.write_bytes(page)
-    entry: dict[str, Any] = {"file": path.name, "bytes": len(page), "sha256": hashlib.sha256(page).hexdigest()}
+    entry: dict[str, Any] = {"file": path.name, "bytes": len(page), "sha256": bytes_digest(page)}
     png = Path(out) / "explore.png"
     shot = Path(cache_dir) / f"explore-{split}-{key}.png" if key else None
     if shot is not None and _intact(shot):

@@ -7,7 +7,6 @@ data changed: the PNG is kept under the digest of its CSV and of this module.
 """
 from __future__ import annotations
 
-import hashlib
 import shutil
 import textwrap
 from collections.abc import Callable
@@ -19,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from fixtures.artifacts import atomic_write
+from fixtures.identity import bytes_digest, sha256_file
 from reports.hypotheses import format_interval
 from reports.measures import column
 from reports.tables import interval_note
@@ -215,7 +215,7 @@ FIGURES: tuple[tuple[str, str, Callable[[dict[str, pd.DataFrame]], pd.DataFrame]
 def write_figures(out_dir: Path, tables: dict[str, pd.DataFrame], cache_dir: Path | None = None) -> list[Path]:
     """Whichever figures this run's tables support: CSV of the plotted data, and the PNG (from the cache when
     the same data was drawn before by the same code)."""
-    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    code = sha256_file(Path(__file__))
     out = []
     for stem, table, select, draw in FIGURES:
         if table not in tables or not len(tables[table]):
@@ -228,7 +228,7 @@ def write_figures(out_dir: Path, tables: dict[str, pd.DataFrame], cache_dir: Pat
         png = out_dir / f"{stem}.png"
         cached = None
         if cache_dir is not None:
-            key = hashlib.sha256(csv.read_bytes() + code.encode()).hexdigest()[:24]
+            key = bytes_digest(csv.read_bytes() + code.encode())[:24]
             cached = Path(cache_dir) / f"{stem}-{key}.png"
         if cached is not None and cached.is_file():
             shutil.copyfile(cached, png)

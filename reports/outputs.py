@@ -15,15 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, write_sealed
-from fixtures.identity import bytes_digest
+from fixtures.identity import labeled_frame_digest
 from rankers.base import Ranking
 from rankers.trec import write_run
-
-
-def _frame_digest(frame: pd.DataFrame) -> str:
-    """The frame's column names and row hashes: a stash name changes with either."""
-    rows = pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()
-    return bytes_digest(repr(list(frame.columns)).encode() + rows)[:24]
 
 
 def _intact(path: Path) -> bool:
@@ -36,7 +30,7 @@ def _intact(path: Path) -> bool:
 
 def stash_frame(cache_dir: Path, stem: str, frame: pd.DataFrame) -> Path:
     """``<cache>/results/<stem>-<digest>.parquet``, written (sealed) once per content."""
-    path = Path(cache_dir) / "results" / f"{stem}-{_frame_digest(frame)}.parquet"
+    path = Path(cache_dir) / "results" / f"{stem}-{labeled_frame_digest(frame)}.parquet"
     if not _intact(path):
         write_sealed(path, lambda p: frame.to_parquet(p, index=False))
     return path
@@ -44,7 +38,7 @@ def stash_frame(cache_dir: Path, stem: str, frame: pd.DataFrame) -> Path:
 
 def stash_run(cache_dir: Path, ranking: Ranking) -> Path:
     """The ranking's TREC run (full pool, final order, tagged with its name), written once per content."""
-    digest = _frame_digest(ranking.frame[["qid", "pid", "rank"]])
+    digest = labeled_frame_digest(ranking.frame[["qid", "pid", "rank"]])
     path = Path(cache_dir) / "results" / f"run-{ranking.name}-{digest}.trec"
     if not _intact(path):
         write_sealed(path, lambda p: write_run(ranking, p, tag=ranking.name))

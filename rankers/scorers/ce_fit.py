@@ -26,7 +26,7 @@ from fixtures.study import Study
 from rankers.base import KEY_COLUMNS, strictly_greater
 from rankers.fusion import fusion_ranking
 from rankers.scorers.ce_recipe import Recipe, TrainGroups
-from rankers.scorers.ce_store import MANIFEST, file_digests
+from rankers.scorers.ce_store import MANIFEST, model_digests
 from rankers.scorers.cross_encoder import CrossEncoderScorer
 from rankers.window import WINDOW_K, window_inputs, window_rerank
 
@@ -221,7 +221,7 @@ def save(model, tokenizer, run: TrainingRun, train_directions: int, study: Study
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "note": "trained on Train directions only; checkpoint selected on development window strict preference + "
                 "preferred-passage MRR",
-        "files": file_digests(tmp),
+        "files": model_digests(tmp),
     }
     text = json.dumps(manifest, indent=2, sort_keys=True, default=_json_default) + "\n"
     write_sealed(tmp / MANIFEST, lambda p: p.write_text(text, encoding="utf-8"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fixtures.corpus import text_hash
+from fixtures.identity import text_digest
 from fixtures.study import Study
 from rankers.fusion import fusion_scores
 from rankers.window import WINDOW_K
@@ -62,9 +62,9 @@ class TrainGroups:
     def digest(self) -> str:
         h = hashlib.sha256()
         for q, p, c, bg in zip(self.queries, self.preferred, self.counterpart, self.background):
-            h.update(json.dumps([text_hash(q), p, c, bg]).encode())
+            h.update(json.dumps([text_digest(q), p, c, bg]).encode())
         for pid in sorted(set(self.preferred) | set(self.counterpart) | {b for bg in self.background for b in bg}):
-            h.update(text_hash(self.corpus[pid]).encode())
+            h.update(text_digest(self.corpus[pid]).encode())
         return h.hexdigest()
 
 

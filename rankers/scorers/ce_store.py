@@ -7,17 +7,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path, sha256_file
+from fixtures.artifacts import ArtifactCorrupt, check_seal, seal_path
+from fixtures.identity import folder_digests
 
 #: The model folder's manifest: how it was trained, and every file's sha256.
 MANIFEST = "manifest.json"
 
 
-def file_digests(folder: Path) -> dict[str, str]:
+def model_digests(folder: Path) -> dict[str, str]:
     """sha256 of every file of a model folder except the manifest and its seal (relative POSIX paths)."""
     skip = {MANIFEST, seal_path(Path(MANIFEST)).name}
-    return {p.relative_to(folder).as_posix(): sha256_file(p)
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.relative_to(folder).as_posix() not in skip}
+    return folder_digests(folder, lambda p: p.relative_to(folder).as_posix() in skip)
 
 
 def load_sealed(folder: Path) -> dict[str, object]:
@@ -37,7 +37,7 @@ def load_sealed(folder: Path) -> dict[str, object]:
     recorded = manifest.get("files")
     if not isinstance(recorded, dict) or not recorded:
         raise ArtifactCorrupt(manifest_path, None, "(no file digests in the manifest)", what)
-    actual = file_digests(folder)
+    actual = model_digests(folder)
     for name in sorted(set(recorded) | set(actual)):
         if recorded.get(name) != actual.get(name):
             raise ArtifactCorrupt(folder / name, recorded.get(name), actual.get(name, "(file missing)"), what)

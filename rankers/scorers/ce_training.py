@@ -27,7 +27,6 @@ loads what was saved.
 """
 from __future__ import annotations
 
-import hashlib
 import shutil
 import warnings
 from dataclasses import asdict, dataclass, replace
@@ -39,7 +38,7 @@ from filelock import FileLock
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from fixtures.artifacts import ArtifactCorrupt
-from fixtures.identity import frame_digest, json_digest
+from fixtures.identity import frame_digest, json_digest, text_digest
 from fixtures.models import minilm_path, model_fingerprint, splade_tiny_path
 from fixtures.settings import SEED
 from fixtures.study import Study
@@ -158,7 +157,7 @@ def plan_training(study: Study, train_pool: object, dev_pool: object, cache_dir:
     dev_dirs = study.split("development")
     data = {"train_groups": groups.digest(), "train_directions": str(len(groups.queries)),
             "dev_pool": frame_digest(dev_frame),
-            "dev_directions": hashlib.sha256("|".join(dev_dirs["qid"] + dev_dirs["query"]).encode()).hexdigest()}
+            "dev_directions": text_digest("|".join(dev_dirs["qid"] + dev_dirs["query"]))}
     identity = _identity(model_fingerprint(str(folder)), recipe, seed, data)
     ident = json_digest(identity, default=str)
     return TrainingPlan(Path(cache_dir) / f"{short}-{ident[:20]}", identity, ident, groups, recipe, seed, folder,

@@ -11,11 +11,11 @@ through :func:`read_stored`, one record for every judge.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from fixtures.identity import text_digest
+from fixtures.identity import ordered_digest, text_digest
 from rankers.scorers.base import Batched
 from rankers.scorers.results import MAX_REPLY_CHARS, CachedScore, CacheKey, finite_or_none
 from rankers.scorers.store import ScoreCache
@@ -81,11 +81,6 @@ class WindowResult:
 
 #: One window's algorithm: yields the requests it needs next, is sent their outcomes, returns its result.
 Algorithm = Generator[list[Request], list[Outcome], WindowResult]
-
-
-def ordered_digest(parts: Iterable[str]) -> str:
-    """The digest of ordered parts joined by the unit separator (never inside a pid or a hex digest)."""
-    return text_digest("\x1f".join(parts))
 
 
 def request_key(model_key: str, request: Request, hashes: dict[str, str] | None = None) -> CacheKey:

@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fixtures.identity import ordered_digest
 from fixtures.progress import Stage, stage
 from rankers.scorers.base import streams
-from rankers.scorers.judgment_records import (Algorithm, Judge, Outcome, Request, WindowResult, ordered_digest,
+from rankers.scorers.judgment_records import (Algorithm, Judge, Outcome, Request, WindowResult,
                                               read_stored, request_key, store_outcomes)
 from rankers.scorers.results import MAX_REPLY_CHARS, CacheKey, ScoredInputs
 from rankers.scorers.store import ScoreCache

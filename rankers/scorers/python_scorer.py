@@ -30,7 +30,6 @@ with that error, and the score cache keeps every batch finished before it.
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -45,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from fixtures.code import own_code_identity
+from fixtures.identity import compact_json_digest
 from fixtures.routes import POOL_COLUMNS
 from rankers.base import Ranking, single_score_ranking
 from rankers.scorers.base import DeclaredKey, ScoreBatch, TextScorer
@@ -92,8 +92,7 @@ def _key_parts(spec: str, options: Mapping[str, Any], code: str, scorer_key: str
 
 def _code_key(spec: str) -> str:
     """The factory's code identity as a short digest, for the score-cache key."""
-    text = json.dumps(factory_code(spec), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return compact_json_digest(factory_code(spec))[:16]
 
 
 class DeclaredTextScorer(DeclaredKey):
@@ -263,8 +262,7 @@ def object_code(obj: object) -> str:
             identity = {"class_source": inspect.getsource(type(obj))}
         except (OSError, TypeError):
             identity = {"class": object_spec(obj)}
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":"),
-                                     default=str).encode()).hexdigest()[:16]
+    return compact_json_digest(identity, default=str)[:16]
 
 
 def load_python_object(obj: object, *, ranker: str) -> LoadedScorer:

@@ -40,7 +40,7 @@ def _reply(content: str, model: str = "m") -> dict:
 
 def _export(folder: Path, grader: LLMGrader, inputs: list[tuple[str, str, str, str]]) -> list[dict]:
     """An export folder for ``inputs`` as ``harness.batch export`` writes it (requests, index, manifest)."""
-    from fixtures.corpus import text_hash
+    from fixtures.identity import text_digest as text_hash
 
     folder.mkdir(parents=True, exist_ok=True)
     requests, index = [], []

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.memo import KEY_ENV, MAGIC, Memo, MemoKeyError, MemoWarning, digest, items_digest, memo_key, texts_digest
+from fixtures.identity import items_digest, parts_digest as digest, texts_digest
+from harness.memo import KEY_ENV, MAGIC, Memo, MemoKeyError, MemoWarning, memo_key
 from rankers.kinds.base import LazyScorer
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from contextlib import closing
 from pathlib import Path
 
-from fixtures.corpus import text_hash
+from fixtures.identity import text_digest as text_hash
 from rankers.scorers.cache import CACHE_FILE, CacheKey, ScoreCache
 
 

@@ -14,13 +14,13 @@ first, so that grades of one passage under several queries share the longest pro
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from fixtures.identity import text_digest
 from rankers.scorers.prompts.hostile import escape_control
 
 PROMPT_DIR = Path(__file__).resolve().parent
@@ -118,7 +118,7 @@ def parse_template(version: str, text: str, source: str = "<string>") -> PromptT
     if sorted(found) != sorted(SLOTS):
         raise ValueError(f"{source}: [user] must contain {{{{QUERY}}}} and {{{{PASSAGE}}}} exactly once each, "
                          f"found {found}")
-    return PromptTemplate(version, system, user, hashlib.sha256(text.encode("utf-8")).hexdigest())
+    return PromptTemplate(version, system, user, text_digest(text))
 
 
 def prompt_file(version: str) -> Path:

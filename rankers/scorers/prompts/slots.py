@@ -18,12 +18,12 @@ tokens and data as plain text, and evaluates the prompt in chunks cut at the dat
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from fixtures.identity import text_digest
 from rankers.scorers.prompts import Messages, Versioned, cut_slots, escape_data, prompt_file
 
 _SECTION_RE = re.compile(r"^\[(system|user|item)\]\s*$", re.MULTILINE)
@@ -167,7 +167,7 @@ def parse_slot_template(version: str, text: str, source: str = "<string>") -> Sl
             raise ValueError(f"{source}: [{section}] must contain {sorted(once)} exactly once each"
                              f"{' and {{QUERY}} at least once' if 'QUERY' in allowed else ''}; found {found}")
     return SlotTemplate(version, sections["system"], sections["user"], sections.get("item"),
-                        hashlib.sha256(text.encode("utf-8")).hexdigest())
+                        text_digest(text))
 
 
 @lru_cache(maxsize=None)

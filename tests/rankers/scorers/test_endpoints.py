@@ -15,7 +15,7 @@ import httpx
 import pandas as pd
 import pytest
 
-from fixtures.corpus import text_hash
+from fixtures.identity import text_digest as text_hash
 from rankers.kinds.base import DeclarationError
 from rankers.declarations import parse_declaration
 from rankers.scorers.cache import ScoreCache, endpoint_summary
