@@ -5,13 +5,15 @@ training or judging whatever is missing, never reading what the checkout already
 LambdaMART model the study trains (each variant's seeds and their perturbed copies) and the trained cross-encoder's
 judgments of Test's and confirmation's windows and designated pairs, keyed by its identity. Run it after a change to
 the code those depend on (``tests/rankers/test_shipped.py`` says when) and commit ``data/reference/``; the folder then
-holds exactly what this code ships, nothing older.
+holds exactly what this code ships, nothing older. ``--check`` retrains and rejudges everything in an empty cache
+and compares it with what ships.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from fixtures.settings import Settings, pin_cpu_kernels
 from harness.profile import load_profile
 from harness.session import Evaluation
 from rankers.declarations import RankerDecl
-from rankers.shipped import JUDGMENT_COLUMNS, SHIPPED_DIR, write_judgments
+from rankers.shipped import JUDGMENT_COLUMNS, SHIPPED_DIR, ShippedJudgments, write_judgments
 
 #: The splits whose judgments ship: those the embedded study evaluates (a subset run's inputs are among them).
 SPLITS = ("test", "confirmation")
@@ -97,12 +99,55 @@ def freeze(ev: Evaluation, target: Path = SHIPPED_DIR) -> list[Path]:
     return written
 
 
+def check(ev: Evaluation, shipped_dir: Path = SHIPPED_DIR) -> list[str]:
+    """What differs between the shipped files and what ``ev`` computes (trains and judges on an empty cache): every
+    LambdaMART model file byte for byte (the manifest but for its training seconds), and every shipped judgment's
+    score; [] when they agree."""
+    problems = []
+    for folder in lambdamart_models(ev):
+        shipped = shipped_dir / "lambdamart" / folder.name
+        if not shipped.is_dir():
+            problems.append(f"{folder.name}: trained here, not shipped")
+            continue
+        if (folder / "model.txt").read_bytes() != (shipped / "model.txt").read_bytes():
+            problems.append(f"{folder.name}/model.txt differs")
+        mine, theirs = (json.loads((p / "manifest.json").read_text(encoding="utf-8")) for p in (folder, shipped))
+        if {**mine, "train_seconds": 0} != {**theirs, "train_seconds": 0}:
+            problems.append(f"{folder.name}/manifest.json differs")
+    for decl in _declared(ev, "cross_encoder"):
+        if decl.options.get("model") != "trained" or decl.options.get("train_on", "dataset") != "dataset":
+            continue
+        identity, model_key, frame = judgments(ev, decl.name)
+        found = ShippedJudgments.find(identity, shipped_dir)
+        if found is None:
+            problems.append(f"{decl.name}: no judgments ship for the identity computed here")
+            continue
+        keys = ["query_sha", "pid", "passage_sha"]
+        both = frame.merge(found.frame(), on=keys, how="outer", suffixes=("", "_shipped"), indicator=True)
+        unmatched = int((both["_merge"] != "both").sum())
+        differ = int((both["score"] != both["score_shipped"]).sum())
+        if model_key != found.model_key or unmatched or differ:
+            problems.append(f"{decl.name}: model key {'equal' if model_key == found.model_key else 'differs'}, "
+                            f"{unmatched} judgments in one set only, {differ} scores differ")
+    return problems
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.freeze_reference", description=__doc__.split("\n")[0])
     parser.add_argument("--cache-dir", type=Path, default=None, help="the cache command 1 filled (default: the "
                                                                      "suite's)")
+    parser.add_argument("--check", action="store_true",
+                        help="retrain and rejudge in an empty cache (about 10 minutes on two cores) and compare with "
+                             "what ships, instead of freezing")
     args = parser.parse_args(argv)
     pin_cpu_kernels()  # as the suite does, before anything loads torch: what ships is what the suite computes
+    if args.check:
+        with tempfile.TemporaryDirectory(prefix="nevir-reference-check-") as empty:
+            problems = check(study_session(Path(empty)))
+        for problem in problems:
+            progress.note(f"shipped reference check: {problem}")
+        progress.note("shipped reference check: " + ("failed" if problems else "every model and judgment equal"))
+        return 1 if problems else 0
     written = freeze(study_session(args.cache_dir))
     progress.note(f"froze {len(written)} files under {SHIPPED_DIR}: commit data/reference/")
     return 0
