@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "harness.plan": (["--sample", "s", "--effect", "1", "--no-such-option"],
                      "unrecognized arguments: --no-such-option"),
     "fixtures.freeze_pools": (["--no-such-option"], "unrecognized arguments: --no-such-option"),
+    "harness.freeze_reference": (["--no-such-option"], "unrecognized arguments: --no-such-option"),
     "fixtures.datasets": (["--export-nevir", "unused", "--no-such-option"], "unrecognized arguments: --no-such-option"),
     "harness.stub_chat": (["--port", "0", "--no-such-option"], "unrecognized arguments: --no-such-option"),
 }

@@ -78,6 +78,14 @@ def test_the_cross_encoder_judgments_ship_for_this_code(session, no_training) ->
             assert scored.model_key == shipped.model_key
 
 
+def test_what_ships_names_no_path_of_this_checkout() -> None:
+    """A shipped key must be the key of every clone, wherever it lies: no absolute path of the checkout enters it
+    (the data files' paths are recorded relative to the checkout, ``fixtures.study.portable_path``)."""
+    texts = [p.read_text(encoding="utf-8") for p in sorted(SHIPPED_DIR.rglob("*.json"))]
+    assert texts, "nothing ships"
+    assert not [t for t in texts if str(PROJECT_ROOT) in t], f"a shipped key names {PROJECT_ROOT}"
+
+
 def test_a_retrained_model_is_the_shipped_one(tmp_path) -> None:
     """E0 and N=8 (seed 13) retrained with shipping off, in a fresh interpreter with two other thread settings, give the
     shipped model file byte for byte and the same manifest but for its training seconds."""
