@@ -134,8 +134,8 @@ def table3(l1_rows: Sequence[dict[str, object]], l2_rows: Sequence[dict[str, obj
 
 
 #: ``judgments.csv``: one row per judgment a window ranker read, with what its scorer stored beside the score.
-JUDGMENTS_CSV_COLUMNS = ("ranker", "scope", "qid", "pid", "score", "rule_score", "grade", "grade_probs", "grade_margin",
-                    "near_tie", "unavailable", "reason", "seconds", "endpoint", "raw_if_unavailable")
+JUDGMENTS_CSV_COLUMNS = ("ranker", "scope", "qid", "pid", "score", "rule_score", "grade", "grade_probs",
+                         "grade_margin", "near_tie", "unavailable", "reason", "seconds", "endpoint", "raw_if_unavailable")
 
 
 def judgments_table(frame: pd.DataFrame, ranker: str, scope: str, rule_scores: dict[tuple[str, str], float],

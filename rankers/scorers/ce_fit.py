@@ -30,7 +30,7 @@ from rankers.scorers.ce_store import MANIFEST, model_digests
 from rankers.scorers.cross_encoder import CrossEncoderScorer
 from rankers.window import WINDOW_K, window_inputs, window_rerank
 
-#: The manifest inside a trained model folder; it lists every other file's sha256 and is sealed itself.
+
 def dev_evaluation(scorer: CrossEncoderScorer, study: Study, dev_pool: pd.DataFrame) -> dict[str, float]:
     """Development strict preference of fusion, the scorer's window (fusion tie-break) and pair-only scoring.
 
