@@ -171,10 +171,10 @@ def _trained_model(evaluation: Any, decl: RankerDecl, keyed: bool) -> PlannedSta
     state = decl.ranker_kind.trained_state(decl, evaluation.context)
     if state is None:
         return None
-    cached, budget = state
-    if budget == SHIPPED:  # its judgments of the study ship with the checkout: nothing is trained
+    if state.shipped:  # its judgments of the study ship with the checkout: nothing is trained
         return PlannedStage("train", "train_cross_encoder", SHIPPED, basis="its judgments ship in data/reference/")
-    return PlannedStage("train", "train_cross_encoder", CACHED if cached else TO_COMPUTE, basis=f"{budget} budget")
+    return PlannedStage("train", "train_cross_encoder", CACHED if state.cached else TO_COMPUTE,
+                        basis=f"{state.budget} budget")
 
 
 def _memoized(evaluation: Any, label: str, key: Any) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -30,6 +30,15 @@ from rankers.scorers.base import TextScorer
 from rankers.shipped import ShippedJudgments
 
 TRAINED = "trained"
+
+
+class TrainedState(NamedTuple):
+    """What a run will do about a trained model, known before it (``harness.explain``): whether the model is there to
+    read (cached, or its judgments shipped), under which budget, and whether its study judgments ship instead."""
+
+    cached: bool
+    budget: str
+    shipped: bool = False
 #: Whose Train and development pools ``model = "trained"`` learns from: the declared dataset's, or NevIR's.
 TRAIN_ON = ("dataset", "nevir")
 
@@ -121,13 +130,14 @@ class CrossEncoder(PointwiseKind):
         return plan_training(study, pool("train"), pool("development"), ctx.cache("models", "cross-encoder"),
                              seed=ctx.seed, budget="full")
 
-    def trained_state(self, decl: RankerDecl, ctx: Context) -> tuple[bool, str] | None:
-        """Whether the model this declaration trains is cached (known from its key, nothing trained) and under which
-        budget; None for a model that is not trained here (``harness.explain`` says so before a run)."""
+    def trained_state(self, decl: RankerDecl, ctx: Context) -> TrainedState | None:
+        """Whether the model this declaration trains is cached (known from its key, nothing trained) or its judgments
+        ship, and under which budget; None for a model that is not trained here (``harness.explain`` says so before a
+        run)."""
         if decl.options.get("model") != TRAINED:
             return None
         if self.shipped(decl, ctx):
-            return True, "shipped"
+            return TrainedState(True, self.budget(decl, ctx), shipped=True)
         from rankers.scorers.ce_store import is_trained  # reads the model's folder only
         from rankers.scorers.ce_training import plan_training  # heavy: torch and transformers
 
@@ -135,7 +145,7 @@ class CrossEncoder(PointwiseKind):
         study, pool, _ = self.training_data(decl, ctx)
         plan = plan_training(study, pool("train"), pool("development"), ctx.cache("models", "cross-encoder"),
                              seed=ctx.seed, budget=budget)
-        return is_trained(plan.out), budget
+        return TrainedState(is_trained(plan.out), budget)
 
     def build(self, decl: RankerDecl, ctx: Context) -> TextScorer:
         options = dict(decl.options)
