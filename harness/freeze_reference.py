@@ -99,21 +99,26 @@ def freeze(ev: Evaluation, target: Path = SHIPPED_DIR) -> list[Path]:
     return written
 
 
+def model_differences(folder: Path, shipped_dir: Path = SHIPPED_DIR) -> list[str]:
+    """How a LambdaMART model trained here differs from the one shipped under its folder name: its ``model.txt`` byte
+    for byte, its manifest but for the training seconds; [] when they agree."""
+    shipped = shipped_dir / "lambdamart" / folder.name
+    if not shipped.is_dir():
+        return [f"{folder.name}: trained here, not shipped"]
+    problems = []
+    if (folder / "model.txt").read_bytes() != (shipped / "model.txt").read_bytes():
+        problems.append(f"{folder.name}/model.txt differs")
+    mine, theirs = (json.loads((p / "manifest.json").read_text(encoding="utf-8")) for p in (folder, shipped))
+    if {**mine, "train_seconds": 0} != {**theirs, "train_seconds": 0}:
+        problems.append(f"{folder.name}/manifest.json differs")
+    return problems
+
+
 def check(ev: Evaluation, shipped_dir: Path = SHIPPED_DIR) -> list[str]:
     """What differs between the shipped files and what ``ev`` computes (trains and judges on an empty cache): every
     LambdaMART model file byte for byte (the manifest but for its training seconds), and every shipped judgment's
     score; [] when they agree."""
-    problems = []
-    for folder in lambdamart_models(ev):
-        shipped = shipped_dir / "lambdamart" / folder.name
-        if not shipped.is_dir():
-            problems.append(f"{folder.name}: trained here, not shipped")
-            continue
-        if (folder / "model.txt").read_bytes() != (shipped / "model.txt").read_bytes():
-            problems.append(f"{folder.name}/model.txt differs")
-        mine, theirs = (json.loads((p / "manifest.json").read_text(encoding="utf-8")) for p in (folder, shipped))
-        if {**mine, "train_seconds": 0} != {**theirs, "train_seconds": 0}:
-            problems.append(f"{folder.name}/manifest.json differs")
+    problems = [problem for folder in lambdamart_models(ev) for problem in model_differences(folder, shipped_dir)]
     for decl in _declared(ev, "cross_encoder"):
         if decl.options.get("model") != "trained" or decl.options.get("train_on", "dataset") != "dataset":
             continue
