@@ -2,8 +2,8 @@
 outcomes are read back by their ranking's key."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -15,15 +15,22 @@ from harness.session import Evaluation
 from rankers.base import Ranking
 
 
-def test_a_stage_is_timed_without_the_stages_it_triggered(tmp_path: Path) -> None:
+def test_a_stage_is_timed_without_the_stages_it_triggered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock the stages read is advanced by the test, so a loaded machine cannot move the seconds compared."""
+    from harness import stages
+
+    now = [100.0]
+    monkeypatch.setattr(stages, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     ev = Evaluation(Settings(cache_dir=tmp_path / "cache", results_dir=tmp_path / "results"), load_profile("embedded"))
     with ev.stage("test", "rank_ce"):
-        time.sleep(0.05)
+        now[0] += 0.05
         with ev.stage("train", "train_cross_encoder"):
-            time.sleep(0.3)
+            now[0] += 0.3
+        now[0] += 0.01
     inner, outer = ev.clock.drain()
-    assert inner["stage"] == "train_cross_encoder" and inner["seconds"] >= 0.3
-    assert outer["stage"] == "rank_ce" and 0.05 <= outer["seconds"] < 0.3 <= outer["with_nested_s"]
+    assert inner["stage"] == "train_cross_encoder" and inner["seconds"] == pytest.approx(0.3)
+    assert outer["stage"] == "rank_ce" and outer["seconds"] == pytest.approx(0.06)
+    assert outer["with_nested_s"] == pytest.approx(0.36)
     assert ev.clock.drain() == []
     assert not (tmp_path / "results").exists()  # getters compute; only the publishing step writes results
 

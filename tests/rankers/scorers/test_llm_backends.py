@@ -141,11 +141,17 @@ def test_openai_server_data_is_escaped_and_cut():
 
 def test_openai_concurrency_is_bounded():
     state = {"now": 0, "peak": 0}
+    full = asyncio.Event()  # three requests in flight: each waits for it, so overlap is an event, not a race
 
     async def handler(request: httpx.Request) -> httpx.Response:
         state["now"] += 1
         state["peak"] = max(state["peak"], state["now"])
-        await asyncio.sleep(0.02)
+        if state["now"] == 3:
+            full.set()
+        try:  # once set it stays set; the wait ends without it only when the client never sends three at once
+            await asyncio.wait_for(full.wait(), timeout=60)
+        except asyncio.TimeoutError:
+            pass
         state["now"] -= 1
         return httpx.Response(200, json=_chat("4"))
 
