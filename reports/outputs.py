@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, write_sealed
-from fixtures.identity import labeled_frame_digest
+from fixtures.code import code_digest
+from fixtures.identity import labeled_frame_digest, parts_digest
 from rankers.base import Ranking
 from rankers.trec import write_run
 
@@ -37,8 +38,13 @@ def stash_frame(cache_dir: Path, stem: str, frame: pd.DataFrame) -> Path:
 
 
 def stash_run(cache_dir: Path, ranking: Ranking) -> Path:
-    """The ranking's TREC run (full pool, final order, tagged with its name), written once per content."""
-    digest = labeled_frame_digest(ranking.frame[["qid", "pid", "rank"]])
+    """The ranking's TREC run (full pool, final order, tagged with its name), written once per content and writer.
+
+    The name covers the writer's code (``rankers.trec``) beside the ranking: a file is its bytes, and another
+    version of the writer (a checkout of another commit sharing this cache) writes other bytes for the same
+    ranking, which must not be published as this version's."""
+    digest = parts_digest({"ranking": labeled_frame_digest(ranking.frame[["qid", "pid", "rank"]]),
+                           "writer": code_digest(write_run.__module__)})
     path = Path(cache_dir) / "results" / f"run-{ranking.name}-{digest}.trec"
     if not _intact(path):
         write_sealed(path, lambda p: write_run(ranking, p, tag=ranking.name))
