@@ -126,3 +126,5 @@ def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.Dat
         terminalreporter.write_line(f"kept in the history as {end.saved} (--compare-to {end.saved})")
     if end.healed:
         terminalreporter.write_line(end.healed)
+    if end.kept:
+        terminalreporter.write_line(end.kept, yellow=True)
