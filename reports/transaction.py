@@ -45,8 +45,10 @@ PARTIAL, LEGACY_MARKER = "partial", "table2.csv"
 MARK_TEXT = ("This folder is written by the preference-position suite (docs/outputs.md#whose-folder).\n"
              "A run replaces only what its ledger (.preference-position.ledger) says it wrote; anything else here "
              "is left alone.\n")
+#: The root's ledger of what the suite wrote there (``reports.ledger``).
+LEDGER = ledger.LEDGER
 #: What the suite keeps at a root for itself: they do not make a folder non-empty.
-BOOKKEEPING = (MARK, LEDGER := ledger.LEDGER, LOCK)
+BOOKKEEPING = (MARK, LEDGER, LOCK)
 
 
 class ForeignFolder(OSError):

@@ -148,6 +148,13 @@ def run(folder: Path, results: Path, *args: str, **env: str) -> subprocess.Compl
                           env=environment(**env), timeout=300)
 
 
+def published_once(root: Path) -> Path:
+    """``root`` holding the project (``project/``) with one complete run (strict = 3) published (``results/``)."""
+    first = run(write(root / "project"), root / "results", FAKE_STRICT="3")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    return root
+
+
 def interrupt_at(folder: Path, results: Path, hold: Hold, sig: int, *args: str, release: bool = False,
                  **env: str) -> tuple[subprocess.CompletedProcess, bool]:
     """Run the project held at ``hold``, send ``sig`` once it is held, then release it when ``release`` (a

@@ -40,10 +40,7 @@ def plant(root: Path, entries: dict[str, str]) -> None:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The small project with one complete run published (its folder and results), made once per module."""
-    root = tmp_path_factory.mktemp("template")
-    first = fake.run(fake.write(root / "project"), root / "results", FAKE_STRICT="3")
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    return root
+    return fake.published_once(tmp_path_factory.mktemp("template"))
 
 
 @pytest.fixture
