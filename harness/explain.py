@@ -32,6 +32,7 @@ from fixtures.pools import PoolFileError, _cache_path, frozen_snapshot, make_rou
 from fixtures.settings import Settings
 from harness.options import needed
 from harness.profile_records import Profile
+from harness.space import route_model
 from rankers.declarations import RankerDecl
 from rankers.kinds.base import score_store
 from reports.history import HISTORY, HistoryError, open_saved, saved_runs
@@ -118,17 +119,11 @@ def _estimated(stage: PlannedStage, measured: Mapping[tuple[str, str], float]) -
     return stage
 
 
-def _route_model(profile: Profile, role: str) -> str | None:
-    """The profile's declared route model (None: the built-in one), as the session resolves it."""
-    name = profile.models.get(role, "")
-    return None if not name or str(name).startswith("builtin:") else str(name)
-
-
 def _pool_state(evaluation: Any, split: str) -> PlannedStage:
     """Whether the split's pool snapshot is in the cache, shipped with the checkout (or a subset's rows of a whole
     pool that is: taken, seconds), or to retrieve; a shipped snapshot the run would refuse says why."""
     settings, study, profile = evaluation.settings, evaluation.study, evaluation.profile
-    routes = make_routes(settings, _route_model(profile, "dense"), _route_model(profile, "sparse"))
+    routes = make_routes(settings, route_model(profile, "dense"), route_model(profile, "sparse"))
     identity = snapshot_identity(study, split, routes)
     if _cache_path(settings, split, identity).exists():
         return PlannedStage(split, "pool", CACHED)

@@ -26,8 +26,6 @@ mixing two exports; ``out/<split>`` are symlinks into ``out/.runs/``.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -47,6 +45,7 @@ from rankers.base import Ranking
 from rankers.declarations import FUSION
 from rankers.window import WINDOW_K
 from rankers.trec import write_qrels, write_run
+from reports.ledger import kept_line
 from reports.transaction import StagedRun, claim, claim_problem, current_run, unique_run_id
 
 #: The qid, passage-id and corpus rules an outside run must follow (also in ``manifest.json``).
@@ -146,7 +145,9 @@ def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K,
     The same transaction as publishing (``reports.transaction``): the splits are staged in
     ``out/.runs/<export id>/`` and committed by one atomic rename, so a killed or interrupted export
     leaves the previous export whole. Splits of the previous export that this one does not write
-    stay, carried into the new one as hard links (copies where the file system has none). Whether an
+    stay, carried into the new one as hard links (copies where the file system has none; only the files the suite
+    wrote there, ``StagedRun.carry``). What a clean-up keeps because the suite did not write it is named once on
+    stderr (docs/outputs.md#whose-folder). Whether an
     interrupted export was committed is whether ``out`` holds ``export_id`` (``reports.transaction.current_run``).
     """
     claim(out, ev.settings.splits, LEGACY_MARKER)  # a folder the suite did not make is refused, nothing written
@@ -155,22 +156,13 @@ def export(ev: Evaluation, out: Path, rank_llm_depth: int = WINDOW_K,
         for split in ev.settings.splits:
             (run.folder / split).mkdir()
             export_split(ev, split, run.folder / split, rank_llm_depth)
-        previous = run.previous
-        kept = sorted(p.name for p in previous.iterdir() if p.is_dir() and p.name not in ev.settings.splits) \
-            if previous is not None else []
-        for split in kept:
-            shutil.copytree(previous / split, run.folder / split, copy_function=_link_or_copy)
+        kept = run.carry(ev.settings.splits)
         run.commit([*ev.settings.splits, *kept])
     finally:
         run.close()
+        if run.kept:
+            print(kept_line(Path(out), run.kept), file=sys.stderr)
     return {split: Path(out) / split for split in ev.settings.splits}
-
-
-def _link_or_copy(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
 
 
 def interrupted_message(out: Path, export_id: str, splits: Sequence[str]) -> str:

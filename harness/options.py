@@ -34,8 +34,10 @@ from fixtures.models import ModelNotFound, model_problem, resolve_dense_model, r
 from fixtures.settings import (DEFAULT_SPLITS, EVALUABLE_SPLITS, PROJECT_ROOT, SAMPLED_SPLITS, SPLITS, Settings,
                                default_cache_dir)
 from fixtures.study import build_study
+from fixtures.userkey import UserKeyError, user_key
 from harness.profile import load_profile
 from harness.profile_records import Profile, ProfileError
+from harness.space import space_problem
 from rankers.declarations import RankerDecl
 from reports.history import compare_problem
 from reports.transaction import results_problem
@@ -124,6 +126,16 @@ def _writable(path: Path, what: str, contents: bool = False) -> str | None:
     return None
 
 
+def key_problem(cache_dir: Path | None) -> str | None:
+    """Why the user's key cannot seal this run's stores (None: it can): its file's mode, owner, size or type, or a
+    place inside the cache (``fixtures.userkey``, docs/reproducibility.md#sharing-a-cache); made on first use."""
+    try:
+        user_key(cache_dir)
+    except UserKeyError as exc:
+        return str(exc)
+    return None
+
+
 def path_option(value: str | os.PathLike[str]) -> Path:
     """A path as given on the command line or in the environment: ``~`` expanded, made absolute."""
     return Path(value).expanduser().resolve()
@@ -167,10 +179,11 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
             problem = _writable(path, what, contents=path == cache_dir)
             if problem:
                 problems.append(problem)
-        foreign = results_problem(results_dir, splits)  # docs/outputs.md#whose-folder
-        if foreign:
-            problems.append(f"--results-dir: {foreign}")
-        if compare and splits:
+        key = key_problem(cache_dir)  # the key every store is sealed with, before any sealed file is read
+        foreign = None if key else results_problem(results_dir, splits)  # docs/outputs.md#whose-folder
+        if key or foreign:
+            problems.append(key or f"--results-dir: {foreign}")
+        if compare and splits and not key:
             problem = compare_problem(results_dir, compare, splits)
             if problem:
                 problems.append(problem)
@@ -270,7 +283,10 @@ def resolve_before_work(settings: Settings, profile: Profile,
     problems = [p for p in (_route_problem(profile, role) for role in ("dense", "sparse")) if p]
     problems += shipped_problems()  # an edited shipped pool: one message (docs/protocol.md#frozen-pools)
     study = functools.cache(lambda: build_study(settings.data_dir))  # only a kind that reads its own data asks
-    for decl in needed(profile, (d for d in profile.ordered() if selected(d))):
+    decls = needed(profile, (d for d in profile.ordered() if selected(d)))
+    if not problems:  # the cache must hold what the run copies into it from the checkout (harness.space)
+        problems += [p for p in [space_problem(settings, profile, decls, study)] if p]
+    for decl in decls:
         if any(not r.met() for r in decl.requirements()):
             continue
         found = (decl.ranker_kind.preflight(decl.options, settings.splits)

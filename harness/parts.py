@@ -30,6 +30,7 @@ from fixtures.settings import PROJECT_ROOT
 from harness.checks import Check, claim_check, full_run_verdict, gate_checks, pin_check, single_seed_row
 from harness.claims import ClaimBook, expected_grade_counts, h3_claims, sample_estimand, seed_estimand, tie_twins
 from harness.perturbation import perturbed_book, perturbed_evaluation, published_result
+from harness.provenance import scored_by
 from harness.profile_terms import QUALITY_GATES
 from harness.session import Evaluation
 from rankers.trec import write_qrels
@@ -77,6 +78,9 @@ def table2_row(ev: Evaluation, rec: RecordBuilder, split: str, ranker: str) -> N
     decl = ev.decl(ranker)
     row = ev.row(split, ranker)
     rec.add("table2", split, row, order=decl.order)
+    model = scored_by(decl, ev.context)  # which model scored it (a trained one's), docs/protocol.md#shipped-reference
+    if model is not None:
+        rec.entry(split, f"scored_by:{ranker}", model.entry())
     directions = ev.directions_for(split, ranker)
     rec.artifact(split, Artifact("outcomes", stash_frame(ev.settings.cache_dir, f"outcomes-{ranker}",
                                                          ev.outcomes(split, ranker)), ranker))

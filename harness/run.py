@@ -38,8 +38,8 @@ from typing import Any  # noqa: E402
 from fixtures import progress  # noqa: E402
 from fixtures.settings import CPU_KERNELS, SPLITS, Settings  # noqa: E402
 from harness.claims import ClaimBook, check_claim_names, h3_claims  # noqa: E402
-from harness.options import (OPTIONS, OptionError, fit_to_data, needed, resolve_before_work,  # noqa: E402
-                             settings_from, use_pythonpath)
+from harness.options import (OPTIONS, OptionError, fit_to_data, key_problem, needed,  # noqa: E402
+                             resolve_before_work, settings_from, use_pythonpath)
 from harness.parts import NotApplicable  # noqa: E402
 from harness.planning import CLAIM_PARAMETERS, PARTS, WITH_BOOK, PartCall, parameters, plan  # noqa: E402
 from harness.profile import load_profile  # noqa: E402
@@ -196,6 +196,27 @@ def _whole(option: str, value: Any, minimum: int) -> int | None:
     return value
 
 
+def _path(option: str, value: Any) -> str | os.PathLike[str] | None:
+    """A folder or file keyword argument (None: not set): a path or a string, never a number or a list."""
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise OptionError(f"{option} must be a path (a str or pathlib.Path), got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _minutes(option: str, value: Any) -> float | None:
+    """A number of minutes (None: no limit): ``'5'`` or ``True`` is refused, not read."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise OptionError(f"{option} must be a number of minutes, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _flag(option: str, value: Any) -> bool:
+    """A True/False keyword argument: ``'no'`` would be true, so anything but a bool is refused."""
+    if not isinstance(value, bool):
+        raise OptionError(f"{option} must be True or False, got {value!r} ({type(value).__name__})")
+    return value
+
+
 def with_added(profile: Profile, add: Mapping[str, object]) -> Profile:
     """The profile with rankers handed over as Python objects (``evaluate(add=...)``), each declared as a ``python``
     ranker would be in the profile (its H2 claims, Table II row and outputs follow), checked before any work."""
@@ -265,12 +286,19 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, add: Mapping[str, 
     problem = kernel_problem()
     if problem:
         raise OptionError(problem)
+    if rankers is not None and not _names("rankers", rankers):
+        raise OptionError("rankers=[] selects no ranker: name those to compute, or leave rankers out to compute every "
+                          "declared ranker")
+    if compare_to is not None and not isinstance(compare_to, str):
+        raise OptionError(f"compare_to must be a saved run id or a results folder (a str), got {compare_to!r}")
+    _minutes("max_stage_minutes", max_stage_minutes)
     settings = settings_for(
-        profile, splits=None if splits is None else _names("splits", splits),
+        _path("profile", profile), splits=None if splits is None else _names("splits", splits),
         subset_pairs=_whole("subset_pairs", subset_pairs, 1), subset_seed=_whole("subset_seed", subset_seed, 0),
-        grader_sample=_whole("grader_sample", grader_sample, 0), cache_dir=cache_dir, results_dir=results_dir,
-        data_dir=data_dir, compare_to=compare_to, gate_expectations=bool(gate_expectations),
-        max_judge_minutes=max_judge_minutes, retrain=bool(retrain))
+        grader_sample=_whole("grader_sample", grader_sample, 0), cache_dir=_path("cache_dir", cache_dir),
+        results_dir=_path("results_dir", results_dir), data_dir=_path("data_dir", data_dir), compare_to=compare_to,
+        gate_expectations=_flag("gate_expectations", gate_expectations),
+        max_judge_minutes=_minutes("max_judge_minutes", max_judge_minutes), retrain=_flag("retrain", retrain))
     try:
         loaded = load_profile(settings.profile, SPLITS)
     except ProfileError as exc:
@@ -311,12 +339,20 @@ def publish(record: RunRecord, results_dir: str | os.PathLike[str] | None = None
     """Write a run's files (docs/protocol.md#outputs) into ``results_dir`` (default: the record's own) as one
     transaction, keep it in the history, and compare it with a saved run (``compare_to``); returns where each
     split went (``published``), its history id (``saved``) and anything that went wrong. A record that is not
-    complete goes to ``<results_dir>/partial/`` and never replaces a complete run's files."""
+    complete goes to ``<results_dir>/partial/`` and never replaces a complete run's files. A bad argument, or a memo
+    key that cannot seal the files, is an ``OptionError`` before anything is written."""
     from reports.writer import publish_run  # figures and the explorer load only when publishing
 
+    if not isinstance(record, RunRecord):
+        raise OptionError(f"publish takes the RunRecord evaluate() returned, got {record!r} ({type(record).__name__})")
+    if compare_to is not None and not isinstance(compare_to, str):
+        raise OptionError(f"compare_to must be a saved run id or a results folder (a str), got {compare_to!r}")
     settings = next(iter(record.splits.values())).entries.get("settings", {}) if record.splits else {}
-    target = Path(results_dir or settings.get("results_dir") or "results").expanduser().resolve()
-    cache = Path(cache_dir or settings.get("cache_dir") or Settings().cache_dir).expanduser()
+    target = Path(_path("results_dir", results_dir) or settings.get("results_dir") or "results").expanduser().resolve()
+    cache = Path(_path("cache_dir", cache_dir) or settings.get("cache_dir") or Settings().cache_dir).expanduser()
+    problem = key_problem(cache)  # the history and the folder's ledger are sealed with it
+    if problem:
+        raise OptionError(problem)
     end = publish_run(record, target, compare_run=compare_to, figure_cache=cache / "figures")
     if end.failed or end.errors:
         raise RuntimeError("; ".join(end.failed + end.errors))

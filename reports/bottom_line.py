@@ -4,7 +4,7 @@ declared rows, or none, which it says (docs/reference-results.md). Computed from
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,22 @@ HYPOTHESES = {"H1": "training moves preference and position apart",
               "beyond": "beyond the paper"}
 #: Where the published values the bottom line compares with are listed, with their sources.
 REFERENCE_PAGE = "docs/reference-results.md"
+#: A manifest entry naming the model that scored a ranker (``harness.provenance.ScoredBy``): ``scored_by:<ranker>``.
+SCORED_BY = "scored_by:"
+
+
+def substitutions(entries: Mapping[str, Any], markdown: bool = True) -> list[str]:
+    """One sentence per ranker that another model scored because the study's shipped judgments were refused (its
+    manifest entry ``scored_by:<ranker>`` has ``refused``): the model used, its key, and why (markdown, or plain
+    text for the terminal)."""
+    text, code = (md_escape, md_code) if markdown else (str, str)
+    out = []
+    for key, value in sorted(entries.items()):
+        if str(key).startswith(SCORED_BY) and isinstance(value, Mapping) and value.get("refused"):
+            out.append(f"{code(str(key)[len(SCORED_BY):])} was scored by {text(value.get('model'))} (model key "
+                       f"{code(value.get('model_key'))}; {text(value.get('source'))}), not by the study's shipped "
+                       f"judgments, which were refused: {text(value['refused'])}")
+    return out
 
 
 def num(row: dict[str, Any], key: str) -> float:
@@ -137,15 +153,18 @@ def paper_contrast(claims: pd.DataFrame, reference: ReferenceRows | None) -> Pap
     return PaperContrast(tuple(departs), tuple(undecided), agrees)
 
 
-def bottom_line(claims: pd.DataFrame, reference: ReferenceRows | None, dataset: Mapping[str, Any] | None = None
-                ) -> list[str]:
-    """report.md's first section: per hypothesis one sentence from its claims (status, effect, interval), then
-    where the run departs from its dataset's reference rows (``reports.paper.reference_rows``: the paper's on
-    NevIR, a ``[data]`` set's own declared rows, or none, which it says), computed, never written in."""
+def bottom_line(claims: pd.DataFrame, reference: ReferenceRows | None, dataset: Mapping[str, Any] | None = None,
+                substituted: Sequence[str] = ()) -> list[str]:
+    """report.md's first section: which rows another model scored because a shipped one was refused
+    (``substitutions``), per hypothesis one sentence from its claims (status, effect, interval), then where the
+    run departs from its dataset's reference rows (``reports.paper.reference_rows``: the paper's on NevIR, a
+    ``[data]`` set's own declared rows, or none, which it says), computed, never written in."""
     rows = _study_claims(claims)
-    if not rows:
+    if not rows and not substituted:
         return []
-    lines = ["## Bottom line", ""]
+    lines = ["## Bottom line", "", *[f"- **Another model scored this row**: {line}." for line in substituted]]
+    if not rows:
+        return lines + [""]
     for section, words in HYPOTHESES.items():
         members = [r for r in rows if section_of(r["family"]) == section]
         if members:

@@ -8,7 +8,9 @@ reviewed-run lookup read only the typed record, through ``SavedSplit``, after ch
 every file of the split against it: an edited file, or an index whose digests were recomputed, is refused, named,
 never used. An entry is staged whole in ``.history/.staging-<run id>`` (held by its lock file while a live process
 writes it) and renamed into place with ``entry.json`` already inside, so a run id under ``.history`` is complete or
-absent; the next save removes, under the results folder's lock, what a killed run left (``heal``) and says so.
+absent; the next save removes, under the results folder's lock, what a killed run left (``heal``) and says so:
+only the stagings the results folder's ledger records it opened (``reports.ledger``); a folder in ``.history/`` the
+suite did not write (an editor's local history, an earlier version's cut run) is kept and named once.
 
 A partial run (``-k``, ``-m``, ...) is marked in its run id (``-partial-``) and its manifest (``partial``: why),
 so the researcher's ``-m "not llm"`` loop has runs to compare with, and a pin's reviewed run is only ever a
@@ -23,18 +25,19 @@ import re
 import secrets
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
 from fixtures.artifacts import atomic_write_text
 from fixtures.identity import folder_digests, sha256_file
 from fixtures.userkey import seal_tag, tag_verifies
+from reports import ledger
 from reports.measures import TABLE2
 from reports.record import SplitRecord, profile_of
 from reports.tables import RANKER_FIELDS
@@ -116,40 +119,33 @@ def record_outcomes(record: SplitRecord) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Saved:
-    """A run saved in the history, and the line saying what a killed run's leftovers were removed (None: none)."""
+    """A run saved in the history, the line saying what a killed run's leftovers were removed (None: none), and what
+    the history holds that the suite did not write, kept and not named before (paths relative to the results)."""
 
     path: Path
     healed: str | None = None
+    kept: list[str] = field(default_factory=list)
 
 
 def _lock(path: Path) -> FileLock:
     return FileLock(str(path) + ".lock", timeout=0)
 
 
-def _heal(history: Path) -> str | None:
-    """Remove what killed runs left in the history (the caller holds the results folder's lock): staging folders
-    and lock files no live process holds, and run folders without ``entry.json`` (cut by a killed run, or saved
-    before the history kept typed records: neither can be compared with). Returns the one line saying so."""
-    removed: list[str] = []
-    for path in sorted(history.iterdir()):
-        if path.name.startswith(STAGING):
-            folder = path.with_name(path.name.removesuffix(".lock"))  # a run id may hold dots
-            if folder.name in removed:
-                continue  # its lock file, removed with it
-            try:
-                with _lock(folder):
-                    shutil.rmtree(folder, ignore_errors=True)
-            except Timeout:
-                continue  # a live process is saving it
-            Path(str(folder) + ".lock").unlink(missing_ok=True)
-            removed.append(folder.name)
-        elif path.is_dir() and not path.name.startswith(".") and not (path / ENTRY).is_file():
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path.name)
+def _heal(history: Path, written: ledger.Written) -> tuple[str | None, list[str]]:
+    """Remove what killed saves left in the history (the caller holds the results folder's lock and saves
+    ``written``, its ledger): the staging folders the ledger records that no live process holds, with their lock
+    files (``reports.ledger.sweep``). Returns the one line saying so, and what it keeps because the suite did not
+    write it (a folder without ``entry.json``, a staging the ledger does not list), not named before."""
+    def complete(path: Path) -> bool:  # a saved run, or a file of no staging: never the heal's
+        return not (path.name.startswith(STAGING) or (path.is_dir() and not path.name.startswith(".")
+                                                      and not (path / ENTRY).is_file()))
+
+    removed, kept = ledger.sweep(history.parent, HISTORY, written, complete)
     if not removed:
-        return None
+        return None, kept
     shown = ", ".join(removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
-    return f"history: removed {len(removed)} incomplete run(s) left by killed or failed saves in {history} ({shown})"
+    return (f"history: removed {len(removed)} incomplete run(s) left by killed or failed saves in {history} ({shown})",
+            kept)
 
 
 def save_to_history(results_dir: Path, ident: str, records: Mapping[str, SplitRecord],
@@ -168,8 +164,11 @@ def save_to_history(results_dir: Path, ident: str, records: Mapping[str, SplitRe
     own = _lock(staging)
     history.mkdir(parents=True, exist_ok=True)
     with lock:
-        healed = _heal(history)
+        written = ledger.read(results_dir)
+        healed, kept = _heal(history, written)
         own.acquire()
+        written.folders[f"{HISTORY}/{staging.name}"] = ledger.STAGING  # before it exists: a kill leaves it recorded
+        ledger.save(results_dir, written)
     try:
         staging.mkdir()
         files: dict[str, dict[str, str]] = {}
@@ -187,13 +186,23 @@ def save_to_history(results_dir: Path, ident: str, records: Mapping[str, SplitRe
         atomic_write_text(staging / ENTRY, json.dumps(index, indent=1, sort_keys=True))
         with lock:
             staging.rename(history / ident)
+            _forget(results_dir, staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        with lock:
+            _forget(results_dir, staging)
         raise
     finally:
         own.release()
         Path(str(staging) + ".lock").unlink(missing_ok=True)
-    return Saved(history / ident, healed)
+    return Saved(history / ident, healed, kept)
+
+
+def _forget(results_dir: Path, staging: Path) -> None:
+    """The staging folder is gone (renamed into place, or removed): the ledger no longer lists it."""
+    written = ledger.read(results_dir)
+    written.folders.pop(f"{HISTORY}/{staging.name}", None)
+    ledger.save(results_dir, written)
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,12 @@ class ReportPlugin:
         settings = self.config.stash[SETTINGS]
         tables = {split: dict(record.tables) for split, record in (self.run.splits if self.run else {}).items()}
         frames = [(split, table, frame) for split, by_table in tables.items() for table, frame in by_table.items()]
-        write_summary(terminalreporter, frames, tables, self.end, settings.results_dir, settings.compare_run)
+        from reports.bottom_line import substitutions  # as the summary: only when there is one to write
+
+        substituted = [f"[{split}] {line}" for split, record in (self.run.splits if self.run else {}).items()
+                       for line in substitutions(record.entries, markdown=False)]
+        write_summary(terminalreporter, frames, tables, self.end, settings.results_dir, settings.compare_run,
+                      substituted)
 
 
 def pytest_configure(config: pytest.Config) -> None:

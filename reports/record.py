@@ -104,12 +104,14 @@ class Publication:
 @dataclass
 class SessionEnd:
     """What the end of the session did with the run: where each split was published, the history id it was saved
-    under (and what a killed run had left there, removed), why it is partial, the comparisons made, and what was
-    not published or went wrong."""
+    under (and what a killed run had left there, removed), the line naming what publishing kept because the suite
+    did not write it (each entry named once), why it is partial, the comparisons made, and what was not
+    published or went wrong."""
 
     published: dict[str, Path] = field(default_factory=dict)
     saved: str | None = None
     healed: str | None = None
+    kept: str | None = None
     partial: list[str] = field(default_factory=list)
     comparison: dict[str, pd.DataFrame] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)

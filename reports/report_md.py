@@ -16,7 +16,7 @@ import pandas as pd
 from fixtures.reference import published_paired
 from reports.claim_families import FAMILY_RULE, same_numbers_elsewhere
 from reports.hypotheses import DIGITS, format_interval, format_p
-from reports.bottom_line import MEASURE_WORDS, bottom_line, measured_text, num, section_of
+from reports.bottom_line import MEASURE_WORDS, bottom_line, measured_text, num, section_of, substitutions
 from reports.paper import reference_rows
 from reports.record import Publication, SplitRecord
 from reports.reference import CAVEAT, beside_published
@@ -263,8 +263,9 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
     nevir = dataset.get("kind", "nevir") == "nevir"  # the paper and the published NevIR figures are about NevIR
     reference = reference_rows(dataset, split, int(tables["table2"]["n"].max())
                                if "table2" in tables and len(tables["table2"]) else None)
-    if "claims" in tables:
-        lines += bottom_line(tables["claims"], reference, dataset)
+    substituted = substitutions(record.entries)  # rows another model scored in a refused shipped one's place
+    if "claims" in tables or substituted:
+        lines += bottom_line(tables.get("claims", pd.DataFrame()), reference, dataset, substituted)
     if publication.partial:
         lines += ["**Partial run**: this run did not compute every output of the split, so it was published apart "
                   "from the complete results:", "", *[f"- {md_escape(reason)}" for reason in publication.partial], ""]

@@ -67,9 +67,11 @@ def fold_skips(reports: Iterable[Any], start: Path) -> int:
 
 def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.DataFrame]],
                   tables: Mapping[str, Mapping[str, pd.DataFrame]], end: SessionEnd, results_dir: Path,
-                  compare_run: str | None) -> None:
-    """The summary section: ``frames`` are the run's (split, table, frame) in order, ``tables`` the same per split.
-    It runs before pytest's short summary, whose skip lines it folds first (``fold_skips``)."""
+                  compare_run: str | None, substituted: Sequence[str] = ()) -> None:
+    """The summary section: ``frames`` are the run's (split, table, frame) in order, ``tables`` the same per split,
+    ``substituted`` the rows another model scored in a refused shipped one's place (``reports.bottom_line.
+    substitutions``, each prefixed by its split). It runs before pytest's short summary, whose skip lines it folds
+    first (``fold_skips``)."""
     fold_skips(terminalreporter.stats.get("skipped", ()), Path(terminalreporter.startpath))
     terminalreporter.section("Preference Is Not Position: report")
     causes, cut, lost, moved, undecidable, stops = [], [], [], [], [], []
@@ -89,6 +91,8 @@ def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.Dat
         if table == "sequential":
             stops += [f"[{split}] {line}" for line in stop_lines(frame, tables[split].get("claims"))]
     notes = (
+        (list(substituted), "ANOTHER MODEL SCORED THESE ROWS (the shipped one was refused; manifest.json "
+                            "scored_by:<ranker>):", {"red": True}),
         (stops, "SEQUENTIAL CLAIMS: where each one's sample stopped (sequential.csv; "
                 "docs/statistics.md#sequential-samples):", {}),
         ([line.replace("**", "") for line in moved], "INHERITED CHECKS MISSED (reported, not failed; [profile] "
@@ -126,3 +130,5 @@ def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.Dat
         terminalreporter.write_line(f"kept in the history as {end.saved} (--compare-to {end.saved})")
     if end.healed:
         terminalreporter.write_line(end.healed)
+    if end.kept:
+        terminalreporter.write_line(end.kept, yellow=True)

@@ -7,16 +7,17 @@ lock file while a live process stages it) and committed by one atomic rename of 
 SIGINT, SIGKILL, a full disk), readers see the previous run whole; a stopped run's staging
 folder is removed on the way out, or, after a SIGKILL, by the next transaction on that root.
 
-A root is the suite's only when the suite made it (``claim``: created empty and marked with ``MARK``) or an
-earlier version of the suite did (its ``.current``, its ``.history`` or its per-split folders); any other
-non-empty folder is refused, naming the folder and what it holds, before anything is written
-(docs/outputs.md#whose-folder). Inside its own root a transaction replaces only its own links and run folders: a
-file, folder or link of the user's beside them is never moved, linked over or deleted.
+A root is the suite's only when the suite made it (``claim``: created empty, marked with ``MARK`` and given a
+ledger sealed with the user's key, ``reports.ledger``) or an earlier version of the suite did (its ``.current``,
+its ``.history`` or its per-split folders); a copied mark grants nothing, and any other non-empty folder is
+refused, naming the folder and what it holds, before anything is written (docs/outputs.md#whose-folder). Inside
+its own root a transaction removes or replaces only what its ledger records it wrote: its links, its run folders
+and the files in them. A file, folder or link of the user's (beside them, in a split folder, under ``.runs/``) is
+never moved, linked over or deleted; what a clean-up keeps is named once.
 """
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 import uuid
@@ -24,9 +25,10 @@ from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
 from fixtures.artifacts import atomic_write_text
+from reports import ledger
 
 #: Under a root: the staged and committed runs, the symlink naming the committed one, the lock that serializes
 #: swaps and clean-ups.
@@ -40,10 +42,13 @@ HISTORY, ENTRY, STAGING = ".history", "entry.json", ".staging-"
 #: Under a results root: the separate root of runs that did not compute every output; what a split folder of the
 #: older layout (before transactions) holds, adopted as the committed run.
 PARTIAL, LEGACY_MARKER = "partial", "table2.csv"
-#: The run folder an older layout's results are adopted into (``_adopt_legacy``).
-LEGACY_RUN = re.compile(r"legacy-[0-9]+")
 MARK_TEXT = ("This folder is written by the preference-position suite (docs/outputs.md#whose-folder).\n"
-             "Its split links, .current and .runs/ are replaced by every run; anything else here is left alone.\n")
+             "A run replaces only what its ledger (.preference-position.ledger) says it wrote; anything else here "
+             "is left alone.\n")
+#: The root's ledger of what the suite wrote there (``reports.ledger``).
+LEDGER = ledger.LEDGER
+#: What the suite keeps at a root for itself: they do not make a folder non-empty.
+BOOKKEEPING = (MARK, LEDGER, LOCK)
 
 
 class ForeignFolder(OSError):
@@ -85,14 +90,13 @@ def _legacy(root: Path, names: Iterable[str], marker: str | None) -> list[Path]:
 
 
 def _adopt_legacy(root: Path, names: Iterable[str], marker: str | None) -> None:
-    """Real folders of an older layout become the committed run, so the first swap replaces them like any other
-    run's."""
+    """Real folders of an older layout become the committed run, so the first swap replaces their links like any other
+    run's; the folder they move into is not in the ledger (the suite did not write what they hold), so it is kept."""
     legacy = _legacy(root, names, marker)
     if not legacy or current_run(root) is not None:
         return
-    folder = root / RUNS / f"legacy-{os.getpid()}"  # matches LEGACY_RUN
+    folder = root / RUNS / f"legacy-{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)
-    Path(str(folder) + ".lock").touch()  # staged by the suite: ``_clean`` may remove it once replaced
     for name in legacy:
         name.rename(folder / name.name)
     _replace_link(root / CURRENT, f"{RUNS}/{folder.name}")
@@ -100,27 +104,20 @@ def _adopt_legacy(root: Path, names: Iterable[str], marker: str | None) -> None:
         _replace_link(name, f"{CURRENT}/{name.name}")
 
 
-def _clean(root: Path) -> None:
-    """Remove run folders that are neither committed nor being staged by a live process (a killed process's
-    staging, the run a swap replaced), and the root's links to the committed run that lead nowhere. A run folder
-    is the suite's when its lock file lies beside it (every staging takes one before it makes the folder) or it is
-    an older layout's adopted results (``legacy-<pid>``, which earlier versions made without one); anything else
-    under ``.runs`` and every other link is left alone."""
-    runs, keep = root / RUNS, current_run(root)
-    for folder in sorted(runs.iterdir()) if runs.is_dir() else []:
-        if not folder.is_dir() or folder.is_symlink() or folder.name == keep \
-                or not (Path(str(folder) + ".lock").is_file() or LEGACY_RUN.fullmatch(folder.name)):
-            continue
-        lock = FileLock(str(folder) + ".lock", timeout=0)
-        try:
-            with lock:
-                shutil.rmtree(folder, ignore_errors=True)
-        except Timeout:
-            continue  # another process is staging it
-        Path(str(folder) + ".lock").unlink(missing_ok=True)
+def _clean(root: Path, written: ledger.Written) -> list[str]:
+    """Remove what the ledger ``written`` records and no live process holds, but the committed run: a killed
+    process's staging (all of it), the runs a swap replaced (the files they were committed with, and the folders
+    those leave empty), and the root's recorded links to the committed run that lead nowhere. Anything else under
+    ``.runs`` (a user's folder, an earlier version's run, a file the user put into a published split) is kept;
+    returns those not named before (``reports.ledger.sweep``). The caller holds the root's lock and saves
+    ``written``."""
+    keep = current_run(root)
+    _, kept = ledger.sweep(root, RUNS, written, lambda entry: entry.name in (keep, f"{keep}.lock"))
     for link in root.iterdir():
-        if _ours(link) and not link.exists():
+        if link.name in written.links and _ours(link) and not link.exists():
             link.unlink()
+            written.links.discard(link.name)
+    return kept
 
 
 def _listing(paths: Iterable[Path]) -> str:
@@ -132,14 +129,14 @@ def _listing(paths: Iterable[Path]) -> str:
 
 
 def made_by_suite(root: Path, names: Iterable[str] = (), legacy_marker: str | None = None) -> bool:
-    """Whether ``root`` is a folder the suite made: marked (``MARK``), or left by an earlier version (its
-    ``.current`` link into ``.runs``, a saved run's ``.history/<run id>/entry.json`` or one being saved, or a folder
-    of the older layout among ``names``). A ``.history`` folder alone is not enough: other tools make folders of
-    that name."""
+    """Whether ``root`` is a folder the suite made: its ledger verifies under this user's key (``reports.ledger``;
+    a copied ``MARK`` alone grants nothing), or an earlier version left it (its ``.current`` link into ``.runs``, a
+    saved run's ``.history/<run id>/entry.json`` or one being saved, or a folder of the older layout among
+    ``names``). A ``.history`` folder alone is not enough: other tools make folders of that name."""
     root = Path(root)
     current = root / CURRENT
     history = root / HISTORY
-    return ((root / MARK).is_file()
+    return (ledger.verifies(root)
             or (history.is_dir() and any((run / ENTRY).is_file() or run.name.startswith(STAGING)
                                          for run in history.iterdir()))
             or (current.is_symlink() and os.readlink(current).startswith(f"{RUNS}/"))
@@ -158,10 +155,11 @@ def claim_problem(root: Path, names: Iterable[str], legacy_marker: str | None = 
     root, names = Path(root), list(names)
     if os.path.lexists(root) and not root.is_dir():
         return f"{root} is not a folder"
-    entries = sorted(root.iterdir()) if root.is_dir() else []
+    entries = sorted(p for p in root.iterdir() if p.name not in BOOKKEEPING) if root.is_dir() else []
     if entries and not made_by_suite(root, names, legacy_marker):
-        return (f"{root} is not a folder this suite made (it has no {MARK}) and it holds {_listing(entries)}: "
-                "refusing to write into it, so that nothing in it is replaced; name a new or empty folder")
+        return (f"{root} is not a folder this suite made (no {LEDGER} sealed with your key: a copied {MARK} "
+                f"grants nothing) and it holds {_listing(entries)}: refusing to write into it, so that nothing in "
+                "it is replaced; name a new or empty folder")
     clashes = _clashes(root, names, legacy_marker)
     if clashes:
         return (f"{root} holds {_listing(clashes)} where the suite would put its own links, and the suite did not "
@@ -170,8 +168,8 @@ def claim_problem(root: Path, names: Iterable[str], legacy_marker: str | None = 
 
 
 def claim(root: Path, names: Iterable[str], legacy_marker: str | None = None) -> None:
-    """Make ``root`` the suite's (created and marked), or ``ForeignFolder`` naming what is in the way
-    (``claim_problem``), before anything in it changed."""
+    """Make ``root`` the suite's (created, marked, its ledger sealed), or ``ForeignFolder`` naming what is in the
+    way (``claim_problem``), before anything in it changed."""
     root, names = Path(root), list(names)
     problem = claim_problem(root, names, legacy_marker)
     if problem is not None:
@@ -179,6 +177,9 @@ def claim(root: Path, names: Iterable[str], legacy_marker: str | None = None) ->
     root.mkdir(parents=True, exist_ok=True)
     if not (root / MARK).is_file():
         atomic_write_text(root / MARK, MARK_TEXT)
+    if not ledger.verifies(root):
+        with FileLock(str(root / LOCK)):
+            ledger.save(root, ledger.read(root))
 
 
 def results_problem(results_dir: Path, splits: Iterable[str]) -> str | None:
@@ -195,14 +196,18 @@ class StagedRun:
     ``close`` (always) to drop it when it was not committed.
 
     Opening adopts a legacy layout (those of ``names``, the links it will commit, that are folders holding
-    ``legacy_marker``; None: none to adopt) and removes what killed processes left; it raises ``ForeignFolder``
-    when an entry of ``names`` is the user's, ``OSError`` or ``filelock.Timeout`` when ``root`` cannot be
-    written, before anything in it changed. Whether ``root`` is the suite's at all is ``claim``'s to say.
+    ``legacy_marker``; None: none to adopt), removes what the ledger records that killed processes left, and records
+    its own staging folder before it makes it; it raises ``ForeignFolder`` when an entry of ``names`` (or the run's
+    folder) is the user's, ``OSError`` or ``filelock.Timeout`` when ``root`` cannot be written, before anything in it
+    changed. Whether ``root`` is the suite's at all is ``claim``'s to say. ``kept`` lists what its clean-ups left
+    because the suite did not write it, each named once (``reports.ledger.kept_line``).
     """
 
     def __init__(self, root: Path, run_id: str, legacy_marker: str | None, names: Iterable[str] = ()) -> None:
         self.root, self.run_id = Path(root), run_id
         self.folder = self.root / RUNS / run_id
+        self._name = f"{RUNS}/{run_id}"
+        self.kept: list[str] = []
         self.root.mkdir(parents=True, exist_ok=True)
         names = list(names)
         with FileLock(str(self.root / LOCK)):
@@ -211,11 +216,17 @@ class StagedRun:
                 raise ForeignFolder(f"{self.root} holds {_listing(clashes)} where the suite would put its own "
                                     "links, and the suite did not write them: move them away or name another folder")
             _adopt_legacy(self.root, names, legacy_marker)
-            _clean(self.root)
-        self.folder.parent.mkdir(parents=True, exist_ok=True)
-        self._own = FileLock(str(self.folder) + ".lock", timeout=0)
-        self._own.acquire()
-        self.folder.mkdir(exist_ok=True)
+            written = ledger.read(self.root)
+            self.kept += _clean(self.root, written)
+            if os.path.lexists(self.folder):
+                ledger.save(self.root, written)
+                raise ForeignFolder(f"{self.folder} exists already and this run did not stage it; nothing was written")
+            self.folder.parent.mkdir(parents=True, exist_ok=True)
+            self._own = FileLock(str(self.folder) + ".lock", timeout=0)
+            self._own.acquire()  # held while staging: another process's clean-up leaves the folder alone
+            written.folders[self._name] = ledger.STAGING  # recorded before it exists: a kill leaves it recorded
+            ledger.save(self.root, written)
+        self.folder.mkdir()
 
     @property
     def previous(self) -> Path | None:
@@ -223,16 +234,38 @@ class StagedRun:
         run = current_run(self.root)
         return self.root / RUNS / run if run is not None and run != self.run_id else None
 
+    def carry(self, exclude: Iterable[str]) -> list[str]:
+        """Carry the previous run's split folders but ``exclude`` into this one, as hard links (copies where the file
+        system has none), and return their names: only the files the suite wrote there when the ledger records that
+        run (a file of the user's stays where it is), the whole folders of an earlier version's run."""
+        previous, exclude = self.previous, set(exclude)
+        if previous is None:
+            return []
+        recorded = ledger.read(self.root).folders.get(f"{RUNS}/{previous.name}")
+        splits = sorted(p.name for p in previous.iterdir()
+                        if p.is_dir() and not p.is_symlink() and p.name not in exclude)
+        for split in splits:
+            files = [f for f in recorded if f.startswith(f"{split}/")] if recorded else \
+                [f"{split}/{f}" for f in ledger.files_under(previous / split)]
+            for name in files:
+                (self.folder / name).parent.mkdir(parents=True, exist_ok=True)
+                _link_or_copy(previous / name, self.folder / name)
+        return splits
+
     def commit(self, names: Iterable[str]) -> None:
-        """Swap the staged run in: the ``names`` links first (until the swap they lead to the previous run's
-        folders), then ``.current`` in one atomic rename, the commit; ``ForeignFolder`` (nothing replaced) when an
-        entry of ``names`` is not the suite's."""
+        """Swap the staged run in: its files recorded in the ledger, the ``names`` links (until the swap they lead to
+        the previous run's folders), then ``.current`` in one atomic rename, the commit; ``ForeignFolder`` (nothing
+        replaced) when an entry of ``names`` is not the suite's."""
         with FileLock(str(self.root / LOCK)):
             names = list(names)
             clashes = _clashes(self.root, names, None)
             if clashes:  # the user's, made while this run was staged: never linked over
                 raise ForeignFolder(f"{self.root} holds {_listing(clashes)} where the suite would put its own "
                                     "links, and the suite did not write them: nothing was replaced")
+            written = ledger.read(self.root)
+            written.folders[self._name] = ledger.files_under(self.folder)
+            written.links.update(names)
+            ledger.save(self.root, written)
             for name in names:
                 if not _ours(self.root / name):
                     _replace_link(self.root / name, f"{CURRENT}/{name}")
@@ -243,7 +276,8 @@ class StagedRun:
         return current_run(self.root) == self.run_id
 
     def close(self) -> None:
-        """Remove the staged run unless it was committed, then the run it replaced (a leftover goes next time)."""
+        """Remove the staged run unless it was committed, then what the ledger records that this run replaced (a
+        leftover goes next time)."""
         committed = self.committed
         if not committed:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -251,4 +285,15 @@ class StagedRun:
         if not committed:
             Path(str(self.folder) + ".lock").unlink(missing_ok=True)
         with suppress(OSError), FileLock(str(self.root / LOCK)):
-            _clean(self.root)
+            written = ledger.read(self.root)
+            if not committed:
+                written.folders.pop(self._name, None)
+            self.kept += _clean(self.root, written)
+            ledger.save(self.root, written)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

@@ -30,6 +30,7 @@ from fixtures.identity import folder_digests
 from rankers.trec import write_qrels
 from reports.explore import write_explore
 from reports.figures import write_figures
+from reports.ledger import kept_line
 from reports.record import Declared, NotEvaluated, Publication, SessionEnd, SplitRecord
 from reports.run_record import RunRecord
 from reports.render import table2_latex
@@ -116,14 +117,16 @@ def deferred_signals() -> Iterator[list[int]]:
 
 def publish(root: Path, run_id: str, records: Mapping[str, SplitRecord], *, exitstatus: int = 0,
             figure_cache: Path | None = None, not_evaluated: Mapping[str, Sequence[NotEvaluated]] | None = None,
-            partial: Sequence[str] = (), interrupts: Sequence[int] = ()) -> dict[str, Path]:
+            partial: Sequence[str] = (), interrupts: Sequence[int] = (), kept: list[str] | None = None
+            ) -> dict[str, Path]:
     """Stage every split of a run under ``<root>/.runs/<run_id>`` and swap them in together.
 
     ``not_evaluated`` lists each split's tests that did not run to a result, ``partial`` why the run is partial
     (the same for every split). Returns ``<root>/<split>`` per split. A ``root`` the suite did not make is refused
     before anything is written (``reports.transaction.claim``, docs/outputs.md#whose-folder). ``interrupts`` (the
     signals ``deferred_signals`` records) is looked at between steps: once one has arrived, the staged run is abandoned
-    (``PublishInterrupted``) and ``root`` is left as it was.
+    (``PublishInterrupted``) and ``root`` is left as it was. What the run's clean-ups kept because the suite did not
+    write it, not named before, is appended to ``kept`` (paths relative to ``root``; ``reports.ledger``).
     """
     root = Path(root)
     if exitstatus == INTERRUPTED:
@@ -156,6 +159,8 @@ def publish(root: Path, run_id: str, records: Mapping[str, SplitRecord], *, exit
                            f"{root} keeps the previous complete results (run {current_run(root)})") from exc
     finally:
         run.close()
+        if kept is not None:
+            kept += run.kept
     return {split: root / split for split in records}
 
 
@@ -188,20 +193,25 @@ def publish_run(run: RunRecord, results_dir: Path, *, exitstatus: int = 0, compa
     ident = run_id(list(records.values()), partial=bool(end.partial))
     if compare_run:  # before publishing: the saved run may be the very folder about to be replaced
         records = {split: _compared(record, results_dir, compare_run, end) for split, record in records.items()}
+    kept: list[str] = []  # what publishing keeps because the suite did not write it, relative to results_dir
     try:
         claim(results_dir, ())  # the history goes beside the splits (and a partial run's root inside)
         end.published = publish(root, ident, records, exitstatus=exitstatus, figure_cache=figure_cache,
-                                not_evaluated=run.not_evaluated, partial=end.partial, interrupts=interrupts)
+                                not_evaluated=run.not_evaluated, partial=end.partial, interrupts=interrupts,
+                                kept=kept)
+        kept = [f"{PARTIAL}/{k}" for k in kept] if root != results_dir else kept
     except PublishError as exc:
         end.failed.append(str(exc))
     except OSError as exc:  # results_dir cannot be made or marked: nothing was written
         end.failed.append(f"cannot publish into {results_dir} ({type(exc).__name__}: {exc}); nothing was written")
     if end.published:  # a partial run too, marked (docs/protocol.md#publishing)
         try:
-            end.healed = save_to_history(results_dir, ident, records, end.published).healed
-            end.saved = ident
+            saved = save_to_history(results_dir, ident, records, end.published)
+            end.healed, end.saved = saved.healed, ident
+            kept += saved.kept
         except Exception as exc:  # noqa: BLE001 - the published run stands; the error is reported
             end.errors.append(f"published, but not saved to the history ({type(exc).__name__}: {exc})")
+    end.kept = kept_line(results_dir, kept) if kept else None
     return end
 
 

@@ -4,7 +4,8 @@ It stands in for ``specs/`` where a fault test needs a run it can interrupt at a
 point in a second or two: two splits, three declared rankers with Table II rows, claims,
 Table I, a manifest, and sealed cached files behind a TREC run and a pool, like the real
 specs hand to the publishing step. Environment variables steer one run: ``FAKE_STRICT``
-(the numbers), ``FAKE_BROKEN`` (a ranker whose row test raises), ``FAKE_BROKEN_SPLIT`` (a split whose every test
+(the numbers), ``FAKE_BROKEN`` (a ranker whose row test raises), ``FAKE_SCORED_BY`` (the manifest names another
+model that scored ``ce``, the shipped one refused), ``FAKE_BROKEN_SPLIT`` (a split whose every test
 raises, as when its pool cannot be read), ``FAKE_TRUNCATED`` (inputs of its cost row
 judged on a cut text), ``FAKE_HOLD_CLAIM`` (the claim
 test, after every Table II row, holds the run, ``tests.support.hold``: a run interrupted while computing).
@@ -82,6 +83,10 @@ def test_manifest(report, split, pytestconfig):
     broken(split)
     report.entry(split, "code_commit", "fake")
     report.entry(split, "profile", {"name": "fake", "rankers": {r: {} for r in RANKERS}})
+    if os.environ.get("FAKE_SCORED_BY"):
+        report.entry(split, "scored_by:ce", {"model": "the cross-encoder fine-tuned on the dataset's Train pools, ci "
+                                             "budget", "model_key": "ce-ci-key", "source": "fine-tuned by this suite",
+                                             "refused": "shipped judgments table x.parquet: sha256 differs"})
     report.artifact(split, Artifact("pool", sealed(pytestconfig, f"pool-{split}.parquet", f"pool of {split}, {STRICT}")))
 
 
@@ -141,6 +146,13 @@ def environment(**extra: str) -> dict[str, str]:
 def run(folder: Path, results: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(command(folder, results, *args), cwd=folder, capture_output=True, text=True,
                           env=environment(**env), timeout=300)
+
+
+def published_once(root: Path) -> Path:
+    """``root`` holding the project (``project/``) with one complete run (strict = 3) published (``results/``)."""
+    first = run(write(root / "project"), root / "results", FAKE_STRICT="3")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    return root
 
 
 def interrupt_at(folder: Path, results: Path, hold: Hold, sig: int, *args: str, release: bool = False,

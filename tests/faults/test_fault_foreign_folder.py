@@ -147,17 +147,23 @@ def test_results_of_earlier_versions_are_recognized_and_published_into(tmp_path:
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
 
 
-def test_results_adopted_by_an_earlier_version_are_removed_once_replaced(tmp_path: Path) -> None:
-    """Earlier versions adopted an older layout into ``.runs/legacy-<pid>`` without a lock file beside it: still the
-    suite's, so the run that replaces it removes it (a user's folder under ``.runs`` is never removed)."""
+def test_results_adopted_by_an_earlier_version_are_kept_once_replaced_and_named(tmp_path: Path) -> None:
+    """Earlier versions adopted an older layout into ``.runs/legacy-<pid>``: the ledger does not list what it holds
+    (whoever named a folder ``legacy-7`` could have made it), so the run that replaces it keeps it and names it once,
+    as it does a user's folder under ``.runs`` (docs/outputs.md#whose-folder)."""
     (tmp_path / RUNS / "legacy-4242" / "test").mkdir(parents=True)
     (tmp_path / RUNS / "legacy-4242" / "test" / "table2.csv").write_text("ranker,strict\nold,1\n")
     os.symlink(f"{RUNS}/legacy-4242", tmp_path / ".current")
     os.symlink(".current/test", tmp_path / "test")
     (tmp_path / RUNS / "legacy-notes").mkdir()
-    run(tmp_path, "r1", 3)
+    kept: list[str] = []
+    run(tmp_path, "r1", 3, kept=kept)
     assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
-    assert sorted(p.name for p in (tmp_path / RUNS).iterdir() if p.is_dir()) == ["legacy-notes", "r1"]
+    assert sorted(p.name for p in (tmp_path / RUNS).iterdir() if p.is_dir()) == ["legacy-4242", "legacy-notes", "r1"]
+    assert sorted(kept) == [f"{RUNS}/legacy-4242/", f"{RUNS}/legacy-notes/"]
+    again: list[str] = []
+    run(tmp_path, "r2", 4, kept=again)
+    assert again == [] and (tmp_path / RUNS / "legacy-4242" / "test" / "table2.csv").is_file()  # named once
 
 
 def test_a_history_folder_of_another_tool_does_not_make_a_folder_the_suites(tmp_path: Path) -> None:

@@ -176,9 +176,10 @@ def test_a_run_compared_with_an_edited_saved_run_names_the_file_and_compares_not
 
 def test_a_run_that_finds_what_a_killed_save_left_removes_it_and_says_so_in_one_line(tmp_path: Path) -> None:
     folder, results = fake.write(tmp_path / "project"), tmp_path / "results"
-    leftover = results / HISTORY / f"{STAGING}{KILLED}" / "test"
-    leftover.mkdir(parents=True)
-    (leftover / "table2.csv").write_text("ranker,strict\nfusion,3\n", encoding="utf-8")
+    proc, _ = _saving(tmp_path, results, "copying")  # a save killed while it copies: its staging stays behind
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert f"{STAGING}{KILLED}" in _listing(results)
     result = fake.run(folder, results, FAKE_STRICT="3")
     assert result.returncode == 0, result.stdout[-3000:]
     lines = [line for line in result.stdout.splitlines() if "history: removed" in line]

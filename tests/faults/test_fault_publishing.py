@@ -21,10 +21,7 @@ from tests.support.hold import Hold
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project with one complete run (strict = 3) published, made once per module."""
-    root = tmp_path_factory.mktemp("template")
-    first = fake.run(fake.write(root / "project"), root / "results", FAKE_STRICT="3")
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    return root
+    return fake.published_once(tmp_path_factory.mktemp("template"))
 
 
 @pytest.fixture

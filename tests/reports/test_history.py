@@ -210,9 +210,10 @@ def test_the_reviewed_run_is_the_newest_saved_run_reproducing_the_pins(tmp_path:
     assert reviewed_run(tmp_path / "none", "embedded", "full", "test", "abc", {}) is None
 
 
-def test_an_incomplete_run_is_never_listed_nor_used_and_the_next_save_removes_it(tmp_path: Path, base) -> None:
-    """A run folder without ``entry.json`` (cut by a killed save, or kept before the history kept typed records)
-    is not a saved run: ``--compare-to`` names it as incomplete, and the next save removes it and says so."""
+def test_an_incomplete_run_is_never_listed_nor_used_and_the_next_save_keeps_it(tmp_path: Path, base) -> None:
+    """A run folder without ``entry.json`` that the ledger does not list (kept before the history kept typed records,
+    or another tool's folder) is not a saved run: ``--compare-to`` names it as incomplete, and the next save keeps
+    it, since the suite did not write it, and names it once (docs/outputs.md#whose-folder)."""
     results = tmp_path / "results"
     strict = int(base["fusion__strict"].sum())
     cut = results / HISTORY / "20261101T000000Z-cut" / "test"
@@ -222,10 +223,11 @@ def test_an_incomplete_run_is_never_listed_nor_used_and_the_next_save_removes_it
     with pytest.raises(HistoryError, match="saved run 20261101T000000Z-cut is incomplete"):
         saved_split(results, "20261101T000000Z-cut", "test")
     saved = save(results, "20261102T000000Z-next", {"test": record(tmp_path / "a", strict, base)})
-    assert saved.healed == (f"history: removed 1 incomplete run(s) left by killed or failed saves in "
-                            f"{results / HISTORY} (20261101T000000Z-cut)")
-    assert sorted(p.name for p in (results / HISTORY).iterdir()) == ["20261102T000000Z-next"]
+    assert saved.healed is None and saved.kept == [f"{HISTORY}/20261101T000000Z-cut/"]
+    assert sorted(p.name for p in (results / HISTORY).iterdir()) == ["20261101T000000Z-cut", "20261102T000000Z-next"]
     assert (saved.path / ENTRY).is_file() and saved_runs(results) == ["20261102T000000Z-next"]
+    again = save(results, "20261103T000000Z-again", {"test": record(tmp_path / "b", strict, base)})
+    assert again.kept == [] and (cut / "table2.csv").is_file()  # named once, kept still
 
 
 def test_run_id_names_commit_profile_and_scope() -> None:

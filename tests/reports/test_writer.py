@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from filelock import FileLock
 
 from fixtures.artifacts import seal, sha256_file
 from fixtures.settings import PROJECT_ROOT
@@ -19,7 +18,7 @@ from reports import writer
 from reports.measures import TABLE2_ROW_COLUMNS
 from reports.record import Artifact, SplitRecord
 from reports.render import table2_latex, tex_escape, unavailable_lines
-from reports.transaction import RUNS
+from reports.transaction import RUNS, StagedRun
 from reports.writer import PublishError, PublishInterrupted, current_run, publish
 
 SPLITS = ("confirmation", "test")
@@ -52,12 +51,16 @@ def test_every_split_is_swapped_in_together(tmp_path: Path) -> None:
     first = run(tmp_path, "r1", 3)
     assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
     assert all(p.is_symlink() for p in first.values())
-    (first["test"] / "stray.txt").write_text("left by an older run")
-    run(tmp_path, "r2", 4)
+    (first["test"] / "stray.txt").write_text("a user's file put into the published split")
+    kept: list[str] = []
+    run(tmp_path, "r2", 4, kept=kept)
     assert published(tmp_path) == {s: ("r2", [4]) for s in SPLITS}
-    assert not (tmp_path / "test" / "stray.txt").exists()  # nothing of the old run survives beside the new
+    assert not (tmp_path / "test" / "stray.txt").exists()  # nothing of the old run shows beside the new
     assert current_run(tmp_path) == "r2"
-    assert [p.name for p in (tmp_path / RUNS).iterdir() if p.is_dir()] == ["r2"]  # the old run is gone
+    # the old run's own files are gone; the file the suite did not write is kept where it was, and named
+    assert sorted(p.relative_to(tmp_path / RUNS / "r1").as_posix() for p in (tmp_path / RUNS / "r1").rglob("*")) == \
+        ["test", "test/stray.txt"]
+    assert kept == [f"{RUNS}/r1/test/stray.txt"]
 
 
 def test_a_run_with_fewer_splits_leaves_no_split_of_the_previous_run(tmp_path: Path) -> None:
@@ -137,22 +140,27 @@ def test_sigkill_during_staging_leaves_the_previous_run_and_the_next_run_cleans_
 
 def test_a_run_being_staged_by_a_live_process_is_not_removed(tmp_path: Path) -> None:
     run(tmp_path, "r1", 3)
-    other = tmp_path / RUNS / "other"
-    (other / "test").mkdir(parents=True)
-    with FileLock(str(other) + ".lock"):
-        run(tmp_path, "r2", 4)
-        assert other.is_dir()
-    run(tmp_path, "r3", 5)  # its owner is gone now
-    assert not other.exists()
+    staged = StagedRun(tmp_path, "other", None)  # recorded in the ledger, its lock held as a live stager holds it
+    (staged.folder / "test").mkdir()
+    run(tmp_path, "r2", 4)
+    assert staged.folder.is_dir()
+    staged._own.release()  # its owner is gone now (killed: it never closed)
+    run(tmp_path, "r3", 5)
+    assert not staged.folder.exists()
 
 
 def test_results_of_the_older_layout_are_replaced_like_a_run(tmp_path: Path) -> None:
+    """Split folders of the layout before transactions are replaced by the run's links; what they held was not
+    written under this ledger, so it is kept (moved under ``.runs/``) and named, never deleted."""
     for split in SPLITS:
         (tmp_path / split).mkdir()
         (tmp_path / split / "table2.csv").write_text("ranker,strict\nold,1\n")
-    run(tmp_path, "r1", 3)
+    kept: list[str] = []
+    run(tmp_path, "r1", 3, kept=kept)
     assert published(tmp_path) == {s: ("r1", [3]) for s in SPLITS}
-    assert [p.name for p in (tmp_path / RUNS).iterdir() if p.is_dir()] == ["r1"]
+    [legacy] = [p for p in (tmp_path / RUNS).iterdir() if p.is_dir() and p.name != "r1"]
+    assert all((legacy / s / "table2.csv").read_text() == "ranker,strict\nold,1\n" for s in SPLITS)
+    assert kept == [f"{RUNS}/{legacy.name}/"]
 
 
 def _sealed(path: Path, text: str) -> Path:
