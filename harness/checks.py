@@ -29,10 +29,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from fixtures.datasets.study import build_dataset_study
 from fixtures.settings import Settings
+from harness.claims import definitions
 from harness.profile_file import shown
 from harness.profile_records import Expectation, Gate, Pin, Profile
 from harness.profile_terms import PROFILE_DIR
+from harness.sequential import family_sizes
 from reports.comparisons import group_labels
 from reports.changes import ChangeVerdict, paired_change, tolerance_change
 from reports.columns import POINTS
@@ -204,17 +207,14 @@ def subset_gate(result: ClaimResult, expectation: Expectation, recorded: Recorde
 
 
 def subset_notice(settings: Settings, profile: Profile) -> list[str]:
-    """Said once, before any work, on a subset run under ``--gate-expectations`` (docs/statistics.md#subset-gate):
+    """Said once, before any work (both entry points print it after ``resolve_before_work``), on a subset run under
+    ``--gate-expectations`` (docs/statistics.md#subset-gate):
     the user's full-run expectations on a measure no subset interval can gate whose verdict no saved full run of the
     profile records (the gate cannot hold them: they are reported, not gated), and what would gate each: a saved
     full run, or a subset large enough to decide a change of the subset margin under every outcome model of the plan
     (``reports.outcome_models.directions_to_decide``, at the claim's Holm first-step level)."""
     if not (settings.subset_pairs and settings.gate_expectations):
         return []
-    from fixtures.datasets.study import build_dataset_study  # read only when such a run starts
-    from harness.claims import definitions
-    from harness.sequential import family_sizes
-
     families, lines = family_sizes(profile), []
     study = functools.cache(lambda: build_dataset_study(profile.data, settings.data_dir))
     for name, definition in definitions(profile).items():

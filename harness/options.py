@@ -264,8 +264,7 @@ def resolve_before_work(settings: Settings, profile: Profile,
     The route models (every pool needs them), then each ranker the run computes — those ``selected``
     (e.g. by ``-m``) and every ranker they read — whose requirements this machine meets (a ranker it
     cannot run is skipped with its reason instead): its kind's ``preflight`` (models, files, factory), then what
-    its files hold against the data (``preflight_data``: a run file's qids). On a gated subset run it then says
-    which expectations the subset gate cannot hold and what would (``harness.checks.subset_notice``).
+    its files hold against the data (``preflight_data``: a run file's qids).
     """
     use_pythonpath(profile)
     problems = [p for p in (_route_problem(profile, role) for role in ("dense", "sparse")) if p]
@@ -279,9 +278,3 @@ def resolve_before_work(settings: Settings, profile: Profile,
         problems += [f"{profile.path} [rankers.{decl.name}]: {p}" for p in found]
     if problems:
         raise OptionError("cannot start, nothing was computed:\n  " + "\n  ".join(problems))
-    if settings.subset_pairs and settings.gate_expectations:  # what this subset's gate cannot hold, said once
-        from fixtures import progress
-        from harness.checks import subset_notice
-
-        for line in subset_notice(settings, profile):
-            progress.note(line)

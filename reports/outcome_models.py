@@ -46,6 +46,14 @@ BASELINE_BLIND = 0.6
 DISCORDANT, BLIND = 0.45, 0.3
 
 
+def pair_outcomes(rng: np.random.Generator, shape: tuple[int, ...], blind: float, p_right: float) -> np.ndarray:
+    """(*shape, 2) strict outcomes of one ranker on pairs: query-blind with probability ``blind`` (one direction
+    right, which one at random), otherwise each direction right with probability ``p_right``."""
+    first = rng.random(shape) < 0.5
+    is_blind = (rng.random(shape) < blind)[..., None]
+    return np.where(is_blind, np.stack([first, ~first], axis=-1), rng.random((*shape, 2)) < p_right)
+
+
 @dataclass(frozen=True)
 class PlanModel:
     """The plan's own model (``direction_differences``)."""
@@ -100,13 +108,9 @@ class TwoBlindModel:
         most = max(1, int(pairs.max()))
         shape = (*pairs.shape, most)
 
-        def outcomes(blind: float, p_right: float) -> np.ndarray:
-            first = rng.random(shape) < 0.5
-            is_blind = (rng.random(shape) < blind)[..., None]
-            return np.where(is_blind, np.stack([first, ~first], axis=-1), rng.random((*shape, 2)) < p_right)
-
         differ = (rng.random(shape) < independent)[..., None]
-        d = np.where(differ, outcomes(self.blind, right).astype(float) - outcomes(self.baseline_blind, 0.5), 0.0)
+        d = np.where(differ, pair_outcomes(rng, shape, self.blind, right).astype(float)
+                     - pair_outcomes(rng, shape, self.baseline_blind, 0.5), 0.0)
         per_pair = d.sum(axis=-1) * (np.arange(most) < pairs[..., None])
         lone = np.where(rng.random(pairs.shape) < independent,
                         (rng.random(pairs.shape) < 0.5 + effect / independent).astype(float)
@@ -149,9 +153,7 @@ class WholeUnitModel:
         shape = (*pairs.shape, most)
         decided = rng.random(pairs.shape) < self.share
         whole = (rng.random(pairs.shape) < right).astype(float)
-        first = rng.random(shape) < 0.5
-        baseline = np.where((rng.random(shape) < self.baseline_blind)[..., None], np.stack([first, ~first], axis=-1),
-                            rng.random((*shape, 2)) < 0.5)
+        baseline = pair_outcomes(rng, shape, self.baseline_blind, 0.5)
         d = (whole[..., None, None] - baseline) * (np.arange(most) < pairs[..., None])[..., None]
         lone = (whole - (rng.random(pairs.shape) < 0.5)) * (sizes % 2)  # a lone direction: the baseline's coin
         return sizes, np.where(decided, d.sum(axis=(-2, -1)) + lone, 0.0)
