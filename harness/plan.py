@@ -26,7 +26,6 @@ from collections.abc import Sequence
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from fixtures.settings import EVALUABLE_SPLITS, Settings

@@ -24,7 +24,6 @@ the calibration tests run thousands of sequential samples at once.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
