@@ -5,10 +5,11 @@ The power of the decision test (``reports.group_tests.mean_test``) at an effect 
 spread over a sample's units, not only on its size: with the same share of discordant directions, two rankers that
 decide pairs query-blind at different rates make more units differ than the plan's model, whose query-blind pairs
 never differ. A number printed from one model over-promises under another, so the plan prints each model's MDE and
-power and the worst case (``python -m harness.plan``). Each model draws per-unit summed differences D_u for a
-matrix of unit sizes (runs × units, in a random order per run); the fixed sample is each run's first units within
-its size, and the test is the decision test's own parts (``mean_test_rows``), as the plan's fixed-design numbers
-(``reports.sequential.fixed_mde``) are:
+power, each power with its simulation SE, and its first line is the worst case (``python -m harness.plan``). Each
+model draws per-unit summed differences D_u for a matrix of unit sizes (runs × units, in a random order per run);
+the fixed sample is each run's first units within its size, and the test is the decision test's own parts
+(``mean_test_rows``, which decide every simulated sample as the shipped ``mean_test`` does, up to the sign-flip
+part's Monte Carlo draws):
 
 - **plan**: ``reports.sequential.direction_differences``: a share ``blind`` of pairs decided query-blind (d₂ = −d₁,
   the pair's sum 0), the others' directions differing independently by ±1 with the whole effect;
