@@ -31,6 +31,7 @@ import pytest  # noqa: E402
 
 from fixtures import progress  # noqa: E402
 from fixtures.settings import Settings  # noqa: E402
+from harness.checks import subset_notice  # noqa: E402
 from harness.claims import check_claim_names  # noqa: E402
 from harness.options import (OptionError, add_options, fit_to_data, needed, read_profile,  # noqa: E402
                              read_settings, resolve_before_work, use_pythonpath)
@@ -70,6 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
         use_pythonpath(profile)
         if not hasattr(config, "workerinput"):  # the controller resolves models, files and factories once
             resolve_before_work(settings, profile, _selected_by_marks(config))
+            for line in subset_notice(settings, profile):  # what this subset's gate cannot hold, said once
+                progress.note(line)
             limit = config.getoption("max_stage_minutes")
             if config.getoption("explain") or limit is not None:  # what the run would compute, before any work
                 from harness.explain import explain, over_limit, render

@@ -10,8 +10,9 @@ and the ``Check``s it implies, which the run record keeps and the specs turn int
   numbers and n and never asserted or expected-failed; on a subset run a full-run ``expect``
   the subset leaves undecided is reported as not decidable on this subset
   (docs/statistics.md#expectations), unless ``--gate-expectations``: then the subset gate fails it when the saved
-  full run of the profile recorded another verdict, when its interval lies wholly beyond the non-inferiority margin
-  against it, or when the interval cannot gate its measure and no full run is saved (docs/statistics.md#subset-gate);
+  full run of the profile recorded another verdict, or when its interval lies wholly beyond the non-inferiority
+  margin against it; one whose measure no interval can gate, with no saved full run, is said before any work
+  (``subset_notice``) and reported as not gateable (docs/statistics.md#subset-gate);
 - a pin fails the run only when its value *changed* beyond its margin (docs/statistics.md#pins), a gate when a
   measured value is past its limit (docs/statistics.md#gates);
 - expectations, gates and pins fail only the runs of the profile whose file declares them (or with
@@ -20,6 +21,7 @@ and the ``Check``s it implies, which the run record keeps and the specs turn int
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -27,17 +29,23 @@ from pathlib import Path
 
 import pandas as pd
 
+from fixtures.datasets.study import build_dataset_study
+from fixtures.settings import Settings
+from harness.claims import definitions
 from harness.profile_file import shown
 from harness.profile_records import Expectation, Gate, Pin, Profile
 from harness.profile_terms import PROFILE_DIR
+from harness.sequential import family_sizes
 from reports.comparisons import group_labels
 from reports.changes import ChangeVerdict, paired_change, tolerance_change
 from reports.columns import POINTS
 from reports.history import HISTORY, MANIFEST_FILE, SavedSplit, UnsealedEntry, open_saved, reviewed_run, saved_runs
 from reports.hypotheses import ClaimResult, check_verdict
 from reports.measures import paired_measure
+from reports.outcome_models import directions_to_decide
 from reports.record import profile_of
 from reports.run_record import Check
+from reports.stats import ALPHA
 
 # ``ev: Evaluation`` below is the session (harness.session), passed in and never imported.
 
@@ -176,20 +184,62 @@ def full_run_verdict(ev: Evaluation, split: str, claim: str) -> RecordedVerdict 
         ev.settings.results_dir, ev.profile.name, split, claim))
 
 
+def interval_blind(expectation: Expectation, measure: str) -> bool:
+    """A user's expectation on a measure no subset interval can gate (a shipped profile's are reviewed on the
+    project's full runs: docs/reference-results.md)."""
+    shipped = Path(expectation.declared_in).resolve().parent == PROFILE_DIR.resolve()
+    return measure in INTERVAL_BLIND and not shipped
+
+
 def subset_gate(result: ClaimResult, expectation: Expectation, recorded: RecordedVerdict | None) -> str:
     """What the subset gate makes of a full-run expectation the subset leaves undecided
     (docs/statistics.md#subset-gate): against the saved full run's verdict when it differs; contradicted when the
-    interval lies beyond the margin against it; not gateable when the interval is blind to the claim's measure,
-    no full run is saved and the expectation is the user's own (a shipped profile's are reviewed on the project's
-    full runs: docs/reference-results.md); else not decidable (a warning)."""
+    interval lies beyond the margin against it; not gateable (a warning, said before the run's work:
+    ``subset_notice``) when the interval is blind to the claim's measure and no full run is saved; else not
+    decidable (a warning)."""
     if recorded is not None and recorded.status != expectation.expect:
         return AGAINST_FULL_RUN
     if contradicts(result, expectation.expect):
         return CONTRADICTED
-    shipped = Path(expectation.declared_in).resolve().parent == PROFILE_DIR.resolve()
-    if recorded is None and result.definition.measure in INTERVAL_BLIND and not shipped:
+    if recorded is None and interval_blind(expectation, result.definition.measure):
         return NOT_GATEABLE
     return NOT_DECIDABLE
+
+
+def subset_notice(settings: Settings, profile: Profile) -> list[str]:
+    """Said once, before any work (both entry points print it after ``resolve_before_work``), on a subset run under
+    ``--gate-expectations`` (docs/statistics.md#subset-gate):
+    the user's full-run expectations on a measure no subset interval can gate whose verdict no saved full run of the
+    profile records (the gate cannot hold them: they are reported, not gated), and what would gate each: a saved
+    full run, or a subset large enough to decide a change of the subset margin under every outcome model of the plan
+    (``reports.outcome_models.directions_to_decide``, at the claim's Holm first-step level)."""
+    if not (settings.subset_pairs and settings.gate_expectations):
+        return []
+    families, lines = family_sizes(profile), []
+    study = functools.cache(lambda: build_dataset_study(profile.data, settings.data_dir))
+    for name, definition in definitions(profile).items():
+        for split in settings.splits:
+            declared = profile.claim(name, split)
+            expectation = declared.expectation(True) if declared is not None else None
+            if expectation is None or expectation.scope != "full" or not interval_blind(expectation, definition.measure) \
+                    or recorded_verdict(settings.results_dir, profile.name, split, name) is not None:
+                continue
+            sizes = study().split(split).groupby("group").size()
+            needed = directions_to_decide(tuple(sizes.tolist()), ALPHA / families.get(definition.family, 2),
+                                          SUBSET_MARGIN)
+            pairs = (f", or a subset of about {math.ceil(needed / 2)} pairs (--subset-pairs {math.ceil(needed / 2)})"
+                     if needed else f" (not even all {len(sizes)} groups of {split} decide it in 80% of samples)")
+            lines.append(f"  [{split}] {name}: {shown(expectation.declared_in)} expects {expectation.expect!r}; what "
+                         f"would gate it: a saved full run{pairs}")
+    if not lines:
+        return []
+    return [f"--gate-expectations: this {settings.subset_pairs}-pair subset cannot decide these expectations, no "
+            f"interval on it can gate their measure, and no full run of {profile.name} saved in "
+            f"{settings.results_dir} records their verdict: they are reported as not gateable, not gated "
+            "(docs/statistics.md#subset-gate).", *lines,
+            f"  A saved full run: README command 1 with --results-dir {settings.results_dir}, whose verdict the gate "
+            f"then holds. A subset of the pairs named decides a {subset_margin(POINTS):g}-point change of strict "
+            "preference in 80% of subsets under every outcome model of python -m harness.plan."]
 
 
 def claim_check(profile: Profile, split: str, result: ClaimResult, subset: bool, estimand: str = "",
@@ -214,23 +264,21 @@ def claim_check(profile: Profile, split: str, result: ClaimResult, subset: bool,
     where = f"[{profile.name}{' subset' if subset else ''} / {split}] {result.name}"
     source = shown(expectation.declared_in)
     enforced = profile.enforces(expectation.declared_in)
-    if check in (CONTRADICTED, AGAINST_FULL_RUN, NOT_GATEABLE):  # the subset gate fails it (declared) or warns
+    if check == NOT_GATEABLE:  # said before the run's work (``subset_notice``), with what would gate it
+        return row, (Check("warn", f"{where}: {source} expects {expected!r} (reviewed on the full run); this subset "
+                                   f"cannot decide it, no interval on it can gate {result.definition.measure} and no "
+                                   "full run is saved: not gated (docs/statistics.md#subset-gate; what would gate it "
+                                   f"was said before the run's work): {result.summary()}", NotDecidableOnSubset),)
+    if check in (CONTRADICTED, AGAINST_FULL_RUN):  # the subset gate fails it (declared) or warns
         if check == CONTRADICTED:
             message = (f"{where}: {source} expects {expected!r} (reviewed on the full run); not decidable on this "
                        f"subset, but its interval lies wholly beyond the {subset_margin(result.unit):g} {result.unit} "
                        f"non-inferiority margin against it (the subset gate, docs/statistics.md#subset-gate): "
                        f"{result.summary()}")
-        elif check == AGAINST_FULL_RUN:
+        else:
             message = (f"{where}: {source} expects {expected!r}, but {recorded.summary()}; this subset cannot decide "
                        f"it, and the subset gate holds the full run's verdict (docs/statistics.md#subset-gate): "
                        f"{result.summary()}")
-        else:
-            message = (f"{where}: {source} expects {expected!r} (reviewed on the full run); this subset cannot decide "
-                       f"it and no interval on it can gate {result.definition.measure}: a random reranker's is its "
-                       f"reference's within about 2 points (docs/statistics.md#subset-gate). What gates it: a full run "
-                       f"of this profile saved in this results folder's history (README command 1 with the same "
-                       f"--results-dir), whose verdict the gate then holds; or a subset_expect reviewed on a subset "
-                       f"that decides it: {result.summary()}")
         if enforced:
             return row, (Check("fail", f"{message}; review {source}"),)
         return row, (Check("warn", message + not_gating(profile, expectation.declared_in), InheritedCheckMissed),)

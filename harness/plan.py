@@ -6,16 +6,17 @@ For each assumed effect (points of strict preference, or MRR units with ``--mrr-
 sample's design is simulated (``reports.sequential.plan``): the split's real source groups in
 random orders, the sample's batch and budget (a fixed sample: 4 groups a look up to twice its
 size), Holm over its largest family of claims, and a look after every batch. It prints the
-share of simulated samples decided within the budget, the mean directions and judgments to the
-verdict, and the fixed design's MDE and power (docs/statistics.md#sequential-samples).
+share of simulated samples decided within the budget and the mean directions and judgments to the
+verdict (docs/statistics.md#sequential-samples).
 Group sizes are the split's planned directions (before pool coverage), so they are known now; a sample of
 complete pairs (``design = "pairs"``) draws units of a pair's directions, one of single directions
 (``design = "directions"``) units of one direction each.
 
-A fixed design's power depends on how an effect spreads over the units, so for strict preference the plan also
-prints the MDE and power under each outcome model of ``reports.outcome_models`` (the plan's, two rankers deciding
-pairs query-blind at different rates, and units resampled from a previous run of the profile when ``--previous``'s
-history holds one) and the worst case (docs/statistics.md#outcome-models).
+A fixed design's power depends on how an effect spreads over the units, so for strict preference the plan prints
+the MDE and power under each outcome model of ``reports.outcome_models`` (the plan's, two rankers deciding pairs
+query-blind at different rates, two correlated rankers of which the candidate decides whole units, and units
+resampled from a previous run of the profile when ``--previous``'s history holds one), each power with its
+simulation standard error, and its first line is the worst case over them (docs/statistics.md#outcome-models).
 """
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from collections.abc import Sequence
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from fixtures.settings import EVALUABLE_SPLITS, Settings
@@ -36,7 +36,8 @@ from harness.profile_records import ProfileError
 from harness.sequential import family_sizes, sample_claims
 from rankers.window import WINDOW_K
 from reports.history import HISTORY, HistoryError, open_saved, saved_runs
-from reports.outcome_models import PlanModel, ResampledModel, TwoBlindModel, family_power
+from reports.outcome_models import (BLIND, DISCORDANT, MDE_RUNS, POWER_RUNS, ResampledModel, family_power,
+                                    outcome_family)
 from reports.sequential import plan
 from reports.stats import ALPHA
 
@@ -79,21 +80,32 @@ def previous_model(results_dir: Path, profile, sample: str, split: str, units: p
     return None
 
 
-def model_lines(models, sizes: np.ndarray, fixed: int, level: float, effects: list[float], runs: int) -> list[str]:
-    """Each outcome model's MDE and power at each assumed effect on the fixed design, and the worst case."""
-    lines = [f"the fixed {fixed}-direction sample under each outcome model (one-sided level {level:.4g}, {runs} "
-             "simulated samples a point; docs/statistics.md#outcome-models):"]
-    results = [family_power(models, sizes, fixed, level, effect, runs, 0, 100.0) for effect in effects]
-    for i, model in enumerate(models):
-        mde = results[0][i].mde
-        powers = ", ".join(f"{'—' if math.isnan(r[i].power) else f'{100 * r[i].power:.0f}%'} at {e:+.3g} pts"
-                           for e, r in zip(effects, results))
-        lines.append(f"  {model.words}: MDE {f'{mde:.2f} pts' if math.isfinite(mde) else 'beyond what it allows'}; "
-                     f"power {powers}")
-    worst = [min((x.power for x in r if not math.isnan(x.power)), default=math.nan) for r in results]
-    lines.append(f"worst case over the {len(models)} models: MDE {max(x.mde for x in results[0]):.2f} pts; power "
-                 + ", ".join(f"{100 * p:.0f}% at {e:+.3g} pts" for e, p in zip(effects, worst)))
-    return lines
+def model_lines(results, fixed: int, level: float, effects: list[float]) -> tuple[str, list[str]]:
+    """The worst case over the outcome models (the plan's first line) and each model's row: MDE, the power there
+    and at each assumed effect, each power with its simulation standard error."""
+    runs = results[0].runs
+
+    def power(row, p: float) -> str:
+        return "—" if math.isnan(p) else f"{100 * p:.1f} ± {100 * row.se(p):.1f}%"
+
+    def mde(value: float) -> str:
+        return f"{value:.2f} pts" if math.isfinite(value) else "beyond what it allows"
+
+    rows = [f"the fixed {fixed}-direction sample under each outcome model (decision test at one-sided level "
+            f"{level:.4g}; each power from {runs:,} simulated samples, SE at most {50 / math.sqrt(runs):.2g} points; "
+            "docs/statistics.md#outcome-models):"]
+    for row in results:
+        rows.append(f"  {row.words}: MDE {mde(row.mde)}"
+                    + (f" (power there {power(row, row.power_at_mde)})" if math.isfinite(row.mde) else "")
+                    + "; power " + ", ".join(f"{power(row, p)} at {e:+.3g} pts" for e, p in zip(effects, row.powers)))
+    hardest = max(results, key=lambda r: r.mde)
+    worst = [min((r for r in results if not math.isnan(r.powers[k])), key=lambda r: r.powers[k], default=None)
+             for k in range(len(effects))]
+    head = (f"worst case over {len(results)} outcome models, the fixed {fixed}-direction sample (decision test at "
+            f"one-sided level {level:.4g}): MDE {mde(hardest.mde)} ({hardest.model}); power "
+            + ", ".join("—" if w is None else f"{power(w, w.powers[k])} at {e:+.3g} pts ({w.model})"
+                        for k, (e, w) in enumerate(zip(effects, worst))))
+    return head, rows
 
 
 def main(argv: Sequence[str] | None = None) -> list[str]:
@@ -104,10 +116,16 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
                         help="split whose source groups are drawn (default: %(default)s)")
     parser.add_argument("--effect", type=float, action="append", required=True,
                         help="assumed effect: points of strict preference (or MRR with --mrr-sd); repeatable")
-    parser.add_argument("--discordant", type=float, default=0.45, help="share of directions the rankers differ on")
-    parser.add_argument("--blind", type=float, default=0.3, help="share of query-blind pairs (d2 = -d1)")
+    parser.add_argument("--discordant", type=float, default=DISCORDANT,
+                        help="share of directions the rankers differ on (default: %(default)s)")
+    parser.add_argument("--blind", type=float, default=BLIND,
+                        help="share of query-blind pairs (d2 = -d1; default: %(default)s)")
     parser.add_argument("--mrr-sd", type=float, default=None, help="plan an MRR claim: SD of per-direction Δ")
-    parser.add_argument("--runs", type=int, default=400, help="simulated samples per effect (default: %(default)s)")
+    parser.add_argument("--runs", type=int, default=400,
+                        help="simulated samples per effect of the sequential plan (default: %(default)s)")
+    parser.add_argument("--model-runs", type=int, default=POWER_RUNS,
+                        help="simulated fixed samples behind each printed power of the outcome models (default: "
+                             "%(default)s, SE at most 0.5 points)")
     parser.add_argument("--previous", default=str(Settings().results_dir),
                         help="results folder whose history may hold a previous run of the profile, to resample its "
                              "per-unit outcomes (default: %(default)s)")
@@ -130,19 +148,26 @@ def main(argv: Sequence[str] | None = None) -> list[str]:
     lines = [f"{profile.name} [samples.{args.sample}] on {args.split}: {len(sizes)} {UNITS[spec.design]}, "
              f"{batch} a look, up to {limit} directions; Holm over {hypotheses} hypotheses; {per_direction} judgments "
              "a direction"]
-    for effect in args.effect:
-        result = plan(sizes, effect, batch, int(limit), int(fixed), hypotheses, args.discordant, args.blind,
-                      args.mrr_sd, scale, args.runs)
-        lines.append(result.line(unit, per_direction))
+    plans = [plan(sizes, effect, batch, int(limit), int(fixed), hypotheses, args.discordant, args.blind,
+                  args.mrr_sd, scale, args.runs) for effect in args.effect]
+    lines += [result.line(unit, per_direction) for result in plans]
     if args.mrr_sd is None:
-        models = [PlanModel(args.discordant, args.blind), TwoBlindModel(args.discordant, args.blind, 0.0),
-                  TwoBlindModel(args.discordant, args.blind)]
+        models = outcome_family(args.discordant, args.blind)
         previous = previous_model(Path(args.previous), profile, args.sample, args.split, directions)
         models += [previous] if previous is not None else []
-        lines += model_lines(models, sizes, int(fixed), ALPHA / hypotheses, args.effect, min(args.runs, 400))
+        results = family_power(models, sizes, int(fixed), ALPHA / hypotheses, args.effect, scale,
+                               mde_runs=min(MDE_RUNS, args.model_runs), power_runs=args.model_runs)
+        head, rows = model_lines(results, int(fixed), ALPHA / hypotheses, args.effect)
+        lines = [head, *lines, *rows]
         if previous is None:
             lines.append(f"(no saved run of {profile.name} in {args.previous} holds the sample's rankers: no resampled "
                          "model)")
+    else:  # one outcome model for a mean measure: its fixed design is the whole family
+        lines.insert(0, f"the fixed {fixed}-direction sample under the one MRR outcome model (per-direction "
+                        f"differences of SD {args.mrr_sd:g}; decision test at one-sided level "
+                        f"{ALPHA / hypotheses:.4g}): MDE {plans[0].fixed_mde:.3g} MRR; power " + ", ".join(
+                            f"{100 * p.fixed_power:.0f} ± {100 * math.sqrt(p.fixed_power * (1 - p.fixed_power) / p.runs):.1f}%"
+                            f" at {p.effect:+.3g} MRR" for p in plans))
     print("\n".join(lines))
     return lines
 

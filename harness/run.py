@@ -37,6 +37,7 @@ from typing import Any  # noqa: E402
 
 from fixtures import progress  # noqa: E402
 from fixtures.settings import CPU_KERNELS, SPLITS, Settings  # noqa: E402
+from harness.checks import subset_notice  # noqa: E402
 from harness.claims import ClaimBook, check_claim_names, h3_claims  # noqa: E402
 from harness.options import (OPTIONS, OptionError, fit_to_data, key_problem, needed,  # noqa: E402
                              resolve_before_work, settings_from, use_pythonpath)
@@ -320,6 +321,8 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, add: Mapping[str, 
 
     use_pythonpath(loaded)
     resolve_before_work(settings, loaded, selected)
+    for line in subset_notice(settings, loaded):  # what this subset's gate cannot hold, said once before any work
+        progress.note(line)
     ev = Evaluation(settings, loaded)
     for name, obj in (add or {}).items():
         from rankers.scorers.python_scorer import load_python_object  # user code: only when handed over

@@ -1,20 +1,19 @@
 """Whether a measure changed between two runs: changed, unchanged or undetermined, direction by direction.
 
 Two runs that share the pool snapshot evaluated the same directions, so a measure is compared as
-a paired experiment (docs/statistics.md#comparisons):
+a paired experiment (docs/statistics.md#comparisons). With a margin declared in the profile (``[margins]``: e.g.
+1 point of strict preference, 0.01 MRR) each answer keeps its own rate (docs/statistics.md#tost):
 
-- **changed**: the two-sided test of the per-direction differences (``reports.group_tests.mean_test``)
-  rejects at α 0.05 and the TOST does not show the change within the margin, or the shifted tests with every
-  direction its own unit show Δ beyond the margin (``p_beyond``; a change beyond the margin smaller than
-  ``catches``, what they catch in 95% of reruns, is said to be so);
-- **changed within margin**: both reject: a real change smaller than the margin (passes a pin);
-- **unchanged**: only the two one-sided tests (TOST) reject: |Δ| within the measure's margin
-  declared in the profile (``[margins]``: e.g. 1 point of strict preference, 0.01 MRR);
-- **margin unreachable**: none of these, the margin is below the smallest one the TOST can certify
-  at this sample (``certifiable``), and the observed |Δ| is within the margin: said once, in the row, and not a
-  warning (a larger observed change is *undetermined*: never passed silently);
-- **undetermined**: neither, with a margin the sample could certify.
+- **changed**: only when the tests of Δ beyond the margin, every direction its own unit, decide it (``p_beyond``
+  ≤ α): a true change inside the margin is called changed in at most α of reruns, whatever the rerun churn; a
+  change beyond the margin smaller than ``catches``, what they catch in 95% of reruns, is said to be so;
+- **unchanged**: the two one-sided tests (TOST) certify |Δ| within the margin; **changed within margin** when the
+  two-sided paired test (``reports.group_tests.mean_test``) also rejects: a real change smaller than the margin;
+- **undetermined**: neither, with the smallest margin the sample could certify (``certifiable``); when the
+  declared margin is below it and the observed |Δ| is within the margin, **margin unreachable**: said once, in
+  the row, and not a warning (a larger observed change stays *undetermined*: never passed silently).
 
+Without a margin any change is beyond it: the two-sided paired test decides *changed*, else *undetermined*.
 Without per-direction outcomes a pin falls back to its tolerance (``tolerance_change``).
 """
 from __future__ import annotations
@@ -82,15 +81,14 @@ class ChangeVerdict:
 
 
 def decide_change(p_changed: float, p_unchanged: float, alpha: float = ALPHA, reachable: bool = True,
-                  p_beyond: float = 1.0, within: bool = True) -> Decision:
-    """The decision of the module doc from the paired p, the TOST p, the p that Δ lies beyond the margin, whether
-    the margin is certifiable here and whether the observed |Δ| is within it."""
-    if p_changed <= alpha:
-        return "changed within margin" if p_unchanged <= alpha else "changed"
-    if p_beyond <= alpha:
+                  p_beyond: float | None = None, within: bool = True) -> Decision:
+    """The decision of the module doc from the paired p, the TOST p, the p that Δ lies beyond the margin (None: no
+    margin declared, so the paired test is the test of any change), whether the margin is certifiable here and
+    whether the observed |Δ| is within it."""
+    if (p_changed if p_beyond is None else p_beyond) <= alpha:
         return "changed"
     if p_unchanged <= alpha:
-        return "unchanged"
+        return "changed within margin" if p_changed <= alpha else "unchanged"
     return "margin unreachable" if not reachable and within else "undetermined"
 
 
@@ -115,7 +113,7 @@ def paired_change(column: str, now: pd.DataFrame, then: pd.DataFrame, labels: np
     n = len(now)
     catches = smallest_caught(x, y, margin, measure.scale) if margin else float("nan")
     decision = decide_change(diff.test.p_two_sided, p_unchanged if margin else 1.0,
-                             reachable=not margin or not margin < certifiable, p_beyond=p_beyond if margin else 1.0,
+                             reachable=not margin or not margin < certifiable, p_beyond=p_beyond if margin else None,
                              within=not margin or abs(diff.effect) <= margin)
     return ChangeVerdict(decision, "paired", aggregate(column, a), aggregate(column, b),
                          *(measure.in_column(column, v, n) for v in (diff.effect, diff.lo, diff.hi)),

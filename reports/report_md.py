@@ -103,14 +103,16 @@ def undecidable_on_subset(claims: pd.DataFrame) -> list[str]:
     """Full-run expectations a subset run cannot decide, one line each (docs/statistics.md#expectations), those
     the subset gate fails first (docs/statistics.md#subset-gate)."""
     why = {"contradicted on this subset": "its interval lies wholly beyond the subset gate's margin against it",
-           "contradicted by the full run": "the profile's saved full run recorded another verdict",
-           "not gateable on this subset": "no interval on this subset can gate its measure and no full run is saved"}
+           "contradicted by the full run": "the profile's saved full run recorded another verdict"}
     gated = [f"{md_code(r['claim'])}: {md_code(r['declared_in'])} expects **{r['expected']}** (reviewed on the full "
              f"run); not decidable on this subset, and {reason} (**fails the gate**): {measured_text(r)}"
              for check, reason in why.items() for r in _rows_checked(claims, check)]
+    blind = {"not gateable on this subset": ", and no interval on it can gate its measure nor is a full run saved (not "
+                                            "gated; the run said what would gate it before its work)",
+             "not decidable on this subset": ""}
     return gated + [f"{md_code(r['claim'])}: {md_code(r['declared_in'])} expects **{r['expected']}** (reviewed on "
-                    f"the full run); not decidable on this subset: {measured_text(r)}"
-                    for r in _rows_checked(claims, "not decidable on this subset")]
+                    f"the full run); not decidable on this subset{reason}: {measured_text(r)}"
+                    for check, reason in blind.items() for r in _rows_checked(claims, check)]
 
 
 def inherited_misses(claims: pd.DataFrame) -> list[str]:

@@ -24,7 +24,6 @@ the calibration tests run thousands of sequential samples at once.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,6 @@ import numpy as np
 import pandas as pd
 
 from reports.group_tests import mean_test_rows
-from reports.power import DECISION_TEST
 from reports.stats import ALPHA, POWER, holm
 from reports.table_registry import STOP_COLUMNS
 
@@ -313,11 +311,9 @@ class Plan:
                      f"{self.mean_directions:.0f} on average (median {self.median_directions:.0f})")
         else:
             spent = f"every sample spends its budget ({self.mean_directions:.0f} directions on average)"
-        mde = f"{self.fixed_mde:.2f} {unit}" if math.isfinite(self.fixed_mde) else "beyond any effect simulated"
         return (f"assumed effect {self.effect:+.3g} {unit}: sequential decides in {100 * self.decided_share:.0f}% of "
-                f"{self.runs} simulated samples within {self.max_directions} directions, {spent}; the fixed "
-                f"{self.fixed_directions}-direction sample has MDE {mde} and power {100 * self.fixed_power:.0f}% at "
-                f"this effect ({DECISION_TEST})")
+                f"{self.runs} simulated samples within {self.max_directions} directions, {spent} (the plan's model; "
+                f"the fixed {self.fixed_directions}-direction sample: the first line)")
 
 
 def simulated_differences(sizes: np.ndarray, runs: int, seed: int, effect: float, discordant: float, blind: float,

@@ -4,7 +4,7 @@ Claims only check directions; a pin notices when a code change silently moves a 
 (fusion strict from 1,387 to 1,360 of 2,735 keeps every claim's direction). Pins live in the
 profile per run scope (the full run, or one seeded subset with its grader sample). Where the
 run history holds the reviewed run's per-direction outcomes on the same pool snapshot, a pin
-is a paired comparison: *changed* (the paired test rejects, not within the margin) fails the run;
+is a paired comparison: *changed* (the tests of a change beyond the margin decide it) fails the run;
 *unchanged* or *changed within margin* (within the profile's ``[margins]`` by TOST) and *margin
 unreachable* (the margin is below what the sample can certify, said in the row) pass;
 *undetermined* passes with a warning; otherwise the pin's tolerance decides

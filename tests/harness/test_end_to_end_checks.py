@@ -140,6 +140,8 @@ order = 47
 
 [claims.h2_random_window_mrr_gt_fusion]
 expect = "holds"
+[claims.h2_random_window_strict_gt_fusion]
+expect = "holds"
 [claims.h2_flat_window_mrr_gt_fusion]
 expect = "holds"
 """
@@ -152,7 +154,8 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     profile = root / "gated.toml"
     profile.write_text(GATED, encoding="utf-8")
     done = run_specs(profile, root / "results", "--gate-expectations", "-k", "random_window or flat_window", "-rA")
-    return {"done": done, "out": done.stdout, "profile": profile.resolve(), "results": root / "results" / "partial"}
+    return {"done": done, "out": done.stdout, "err": done.stderr, "profile": profile.resolve(),
+            "results": root / "results" / "partial"}
 
 
 def test_the_subset_gate_fails_a_random_reranker_and_passes_fusion_s_copy(gated) -> None:
@@ -171,3 +174,20 @@ def test_the_subset_gate_fails_a_random_reranker_and_passes_fusion_s_copy(gated)
             == ["inconclusive", "contradicted on this subset"])
     assert (claims.loc["h2_flat_window_mrr_gt_fusion", ["status", "check", "effect"]].tolist()
             == ["inconclusive", "not decidable on this subset", 0.0])
+
+
+def test_a_strict_expectation_the_subset_cannot_gate_is_said_once_before_work(gated) -> None:
+    """The random reranker's strict "holds": no interval on 12 groups can gate it and no full run is saved. The run
+    says so once, before any work, with what would gate it, and reports the row as not gateable (a warning): its
+    spec passes instead of being refused inside the results (docs/statistics.md#subset-gate)."""
+    err, seen = gated["err"], outcomes(gated["out"])
+    assert err.count("--gate-expectations: this 24-pair subset cannot decide these expectations") == 1, err[-3000:]
+    assert not err.split("--gate-expectations: this 24-pair subset")[0].strip(), err[:3000]  # before any work
+    assert f"[test] h2_random_window_strict_gt_fusion: {gated['profile']} expects 'holds'; what would gate it: a " \
+           "saved full run, or a subset of about" in err
+    for split in sorted(SPLITS):
+        assert seen[f"specs/test_h2_window_reranking.py::test_h2[{split}-h2_random_window_strict_gt_fusion]"] == \
+            "PASSED"
+    claims = pd.read_csv(gated["results"] / "test" / "claims.csv").set_index("claim")
+    assert (claims.loc["h2_random_window_strict_gt_fusion", ["status", "check"]].tolist()
+            == ["inconclusive", "not gateable on this subset"])

@@ -84,9 +84,10 @@ def test_a_samples_claims_and_the_plan() -> None:
     assert judgments_per_direction(profile, "grader_pairs") == 2  # three twins read one set of pair judgments
     assert judgments_per_direction(profile, "grader_windows") == 0  # its rankers are declared, not enabled
     assert judgments_per_direction(load_profile("paper"), "grader_windows") == 20
-    lines = main(["--sample", "grader_pairs", "--effect", "30", "--runs", "60"])
-    assert "grader_pairs" in lines[0] and "2 judgments a direction" in lines[0]
-    assert "+30 pts" in lines[1] and "fixed" in lines[1] and "MDE" in lines[1]
+    lines = main(["--sample", "grader_pairs", "--effect", "30", "--runs", "60", "--model-runs", "200"])
+    assert lines[0].startswith("worst case over 5 outcome models") and "MDE" in lines[0] and "+30 pts" in lines[0]
+    assert "grader_pairs" in lines[1] and "2 judgments a direction" in lines[1]
+    assert "+30 pts" in lines[2] and "sequential decides" in lines[2]
 
 
 def test_each_look_of_a_sequential_sample_reads_its_own_tie_branch_frame(monkeypatch) -> None:

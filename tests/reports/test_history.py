@@ -127,9 +127,10 @@ def test_a_pin_on_a_150_direction_sample_reports_its_certifiable_margin() -> Non
 
 
 def test_decision_words_and_the_tolerance_rule() -> None:
-    assert [decide_change(0.01, 0.2), decide_change(0.01, 0.01), decide_change(0.2, 0.01), decide_change(0.2, 0.2),
-            decide_change(0.2, 0.2, reachable=False)] == [
-        "changed", "changed within margin", "unchanged", "undetermined", "margin unreachable"]
+    assert [decide_change(0.01, 0.2, p_beyond=0.01), decide_change(0.01, 0.01, p_beyond=0.9),
+            decide_change(0.2, 0.01, p_beyond=0.9), decide_change(0.01, 0.2, p_beyond=0.9),
+            decide_change(0.2, 0.2, reachable=False, p_beyond=0.9), decide_change(0.01, 1.0)] == [
+        "changed", "changed within margin", "unchanged", "undetermined", "margin unreachable", "changed"]
     assert tolerance_change(1387, 1387, 0).decision == "unchanged"
     assert tolerance_change(1390, 1387, 3).decision == "unchanged"
     assert tolerance_change(1391, 1387, 3).decision == "changed"

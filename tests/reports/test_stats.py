@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 from scipy.stats import norm, permutation_test
+from scipy.stats import t as student_t
 
 from reports.bootstrap import Ratio, group_bootstrap
 from reports.group_tests import (BETS, MIN_DIFFERING, bounded_mean_p, mean_test, sign_flip_test, skew_corrected_p,
@@ -179,14 +180,19 @@ def test_bounded_mean_p_by_hand():
         bounded_mean_p(np.array([3.0]), 2.0)
 
 
-def test_skew_corrected_p_by_hand():
-    u = np.array([1.0, 1.0, 1.0, -3.0, 2.0, 0.0])
+@pytest.mark.parametrize("u", [[1.0, 1.0, 1.0, -3.0, 2.0, 0.0], [1.0, 0.0, 1.0, 1.0, -1.0, 2.0, 0.0, 1.0, -2.0, 1.0]])
+def test_skew_corrected_p_by_hand(u):
+    """Hall's transform of t, read against Student's t on G* − 1 degrees of freedom (at least 1), G* the groups
+    the variance rests on: (Σ c²)² / Σ c⁴."""
+    u = np.array(u)
     g, mean = len(u), u.mean()
     sd, skew = u.std(ddof=1), ((u - mean) ** 3).mean() / u.std() ** 3
     t = math.sqrt(g) * mean / sd
     a = skew / (3 * math.sqrt(g))
     z = t + a * t ** 2 + a ** 2 * t ** 3 / 3 + skew / (6 * math.sqrt(g))
-    assert skew_corrected_p(u) == (pytest.approx(norm.sf(z)), pytest.approx(norm.cdf(z)))
+    df = max(1.0, ((u - mean) ** 2).sum() ** 2 / ((u - mean) ** 4).sum() - 1)
+    assert df < g - 1
+    assert skew_corrected_p(u) == (pytest.approx(student_t.sf(z, df)), pytest.approx(student_t.cdf(z, df)))
     assert skew_corrected_p(np.full(4, 2.0)) == (0.0, 1.0)
 
 
