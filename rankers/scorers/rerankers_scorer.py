@@ -52,30 +52,45 @@ class RerankersScorer(DeclaredKey):
             raise RerankersUnavailable(
                 f"rerankers model {model!s}: the optional 'rerankers' package is not installed "
                 f"(pip install \"rerankers[transformers]\"): {exc}") from exc
-        self.model = str(model)
-        self.options = dict(options or {})
-        self.lang = lang
-        local = Path(self.model).expanduser().is_dir()
-        self.ranker = Reranker(self.model, lang=lang, model_type=model_type, verbose=0, **self.options)
-        if self.ranker is None:  # the library prints the missing extra and returns None instead of raising
+        ranker = Reranker(str(model), lang=lang, model_type=model_type, verbose=0, **dict(options or {}))
+        if ranker is None:  # the library prints the missing extra and returns None instead of raising
             raise RerankersUnavailable(
-                f"rerankers model {self.model!r} (model_type={model_type!r}): the dependencies of this model type "
+                f"rerankers model {str(model)!r} (model_type={model_type!r}): the dependencies of this model type "
                 f"are not installed; see the library's hint above (pip install \"rerankers[...]\")")
-        self.ranker_class = type(self.ranker).__name__
-        config = getattr(getattr(self.ranker, "model", None), "config", None)
-        num_labels = getattr(config, "num_labels", 1)
-        if num_labels != 1 and not getattr(self.ranker, "is_monobert", False):
-            # The library squeezes the logits: an n-logit head yields n "scores" per batch of one passage,
-            # and a query with a single passage would silently get its first logit as the score.
-            raise ValueError(f"rerankers model {self.model!r}: {self.ranker_class} reads one logit, but the model has "
-                             f"a {num_labels}-logit head; declare it as a cross_encoder ranker instead (it scores "
-                             "two-logit heads by log-odds)")
+        local = Path(str(model)).expanduser().is_dir()
         if revision is None:
-            fingerprint = model_fingerprint(self.model)
+            fingerprint = model_fingerprint(str(model))
             revision = (f"sha256:{str(fingerprint['files_sha256'])[:16]}" if local
                         else str(fingerprint.get("revision") or "unpinned"))
-        self.revision = revision
-        self.name = Path(self.model).name if local else self.model
+        self._adopt(ranker, Path(str(model)).name if local else str(model), revision, lang, options or {})
+
+    @classmethod
+    def of(cls, ranker: Any) -> RerankersScorer:
+        """A ranker object the library already made (``evaluate(add={"mine": Reranker(...)})``): its model's name and,
+        for a torch model, a digest of its weights as loaded stand in for the declared model and revision
+        (``rankers.scorers.objects.weights_key``); a ranker without one (an API client) needs a ``model_key``."""
+        from rankers.scorers.objects import Unkeyable, model_name, weights_key  # keys of objects handed over
+
+        model = getattr(ranker, "model", None)
+        if not callable(getattr(model, "state_dict", None)):
+            raise Unkeyable(f"a rerankers {type(ranker).__name__} whose model is not a torch model the suite can read")
+        scorer = cls.__new__(cls)
+        settings = {"dtype": str(getattr(ranker, "dtype", ""))}
+        scorer._adopt(ranker, model_name(model), weights_key(model), str(getattr(ranker, "lang", "en")), settings)
+        return scorer
+
+    def _adopt(self, ranker: Any, name: str, revision: str, lang: str, options: Mapping[str, Any]) -> None:
+        """Keep a made ranker, refusing a multi-logit head read as one logit."""
+        self.ranker, self.name, self.revision, self.lang, self.options = ranker, name, revision, lang, dict(options)
+        self.ranker_class = type(ranker).__name__
+        config = getattr(getattr(ranker, "model", None), "config", None)
+        num_labels = getattr(config, "num_labels", 1)
+        if num_labels != 1 and not getattr(ranker, "is_monobert", False):
+            # The library squeezes the logits: an n-logit head yields n "scores" per batch of one passage,
+            # and a query with a single passage would silently get its first logit as the score.
+            raise ValueError(f"rerankers model {name!r}: {self.ranker_class} reads one logit, but the model has "
+                             f"a {num_labels}-logit head; declare it as a cross_encoder ranker instead (it scores "
+                             "two-logit heads by log-odds)")
         self.library_version = metadata.version("rerankers")
 
     def key_parts(self) -> dict[str, str]:
