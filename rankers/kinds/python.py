@@ -73,7 +73,7 @@ class Python(PointwiseKind):
     def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
         """The declaration, its code and the loaded scorer's own ``model_key``, asked of it on every run: the factory
         is called (once per session) even when every score is cached, so a key that changed with the weights it
-        names re-scores (docs/kinds.md#python)."""
+        names re-scores (docs/kinds.md#what-keys-its-scores)."""
         from rankers.scorers.python_scorer import factory_code  # a source lookup; the factory is not run
 
         loaded = self.loaded(decl, ctx, window=self.is_window(decl.options))

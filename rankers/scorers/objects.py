@@ -89,7 +89,8 @@ def value_key(value: object, where: str, depth: int = DEPTH, seen: frozenset[int
     if value is None or isinstance(value, (bool, int, float)):
         return repr(value)
     if isinstance(value, (str, bytes)):
-        return repr(value) if len(value) <= 200 else f"sha256:{bytes_digest(value if isinstance(value, bytes) else value.encode())}"
+        raw = value if isinstance(value, bytes) else value.encode()
+        return repr(value) if len(value) <= 200 else f"sha256:{bytes_digest(raw)}"
     if id(value) in seen or depth < 0:
         return f"{type(value).__qualname__}:(reached again)" if id(value) in seen else _unkeyable(value, where)
     seen = seen | {id(value)}

@@ -134,7 +134,8 @@ class DeclaredTextScorer(DeclaredKey):
 
 def _numbers(out: object, label: str) -> np.ndarray:
     """What ``score()`` returned as floats: numbers only (NaN and None are unavailable scores, with a reason); text,
-    numeric ("59") or not, is refused, never parsed: a reply to parse is an LLM judge's (docs/kinds.md#python)."""
+    numeric ("59") or not, is refused, never parsed: a reply to parse is an LLM judge's
+    (docs/kinds.md#objects-as-they-come)."""
     try:
         values = np.asarray(out)
     except Exception as exc:  # noqa: BLE001 - whatever it is, the message says what it was
@@ -270,7 +271,8 @@ def object_spec(obj: object) -> str:
 def object_code(obj: object) -> str:
     """The code key of an object handed over in Python: its class's module (its source and what it imports from its
     folder, like a factory's) when that module is a file on ``sys.path``; else the class's own source (a notebook
-    cell); else its qualified name alone, so that ``model_key`` must then name every change (docs/kinds.md#python).
+    cell); else its qualified name alone, so that ``model_key`` must then name every change
+    (docs/kinds.md#what-keys-its-scores).
     A function's or a library object's derived ``model_key`` names its code already (``rankers.scorers.objects``)."""
     from rankers.scorers.objects import of_installed_library  # what an installed library's object is
 

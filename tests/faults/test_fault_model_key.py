@@ -3,7 +3,7 @@
 Failure: a ``python`` factory whose scorer's ``model_key`` names the weights file it reads; after the weights and the
 ``model_key`` both changed, a warm run scored nothing and republished the old row: the key was remembered against
 the factory's code and options and never asked of the scorer again. Now the factory is called on every run and its
-scorer's key is part of the scorer's identity (docs/kinds.md#python).
+scorer's key is part of the scorer's identity (docs/kinds.md#what-keys-its-scores).
 """
 from __future__ import annotations
 

@@ -25,8 +25,9 @@ def folder(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("objects") / "tiny-ce"
     torch.manual_seed(11)
     tok = AutoTokenizer.from_pretrained(splade_tiny_path())
-    BertForSequenceClassification(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                             num_attention_heads=2, intermediate_size=64, num_labels=1)).save_pretrained(path)
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(path)
     tok.save_pretrained(path)
     return path
 

@@ -43,12 +43,13 @@ def test_a_rerankers_reranker_scores_as_its_rank_does_keyed_by_its_weights(folde
 
     ranker = Reranker(str(folder), model_type="cross-encoder", verbose=0, device="cpu", dtype="float32")
     scorer = as_text_scorer(ranker, "test")
-    ranked = {r.document.text: r.score for r in ranker.rank("who wrote it", ["she wrote it in 1990",
-                                                                             "nobody wrote it"]).results}
+    results = ranker.rank("who wrote it", ["she wrote it in 1990", "nobody wrote it"]).results
+    ranked = {r.document.text: r.score for r in results}
     batch = scorer.score(INPUTS)
     assert batch.scores[0] == pytest.approx(ranked["she wrote it in 1990"]) and batch.scores[0] == batch.scores[3]
     assert batch.scores[1] == pytest.approx(ranked["nobody wrote it"]) and not any(batch.errors)
-    assert scorer.model_key.startswith("rerankers-") and "|tiny@BertForSequenceClassification@weights:" in scorer.model_key
+    assert scorer.model_key.startswith("rerankers-")
+    assert "|tiny@BertForSequenceClassification@weights:" in scorer.model_key
     with torch.no_grad():
         next(ranker.model.parameters())[0, 0] += 1.0
     assert as_text_scorer(ranker, "test").model_key != scorer.model_key
