@@ -267,7 +267,10 @@ def _library_scorer(obj: object) -> DeclaredKey | None:
     if _of_library(obj, "rerankers") and callable(getattr(obj, "rank", None)):
         from rankers.scorers.rerankers_scorer import RerankersScorer  # the rerankers kind's reading of a ranker
 
-        return RerankersScorer.of(obj)
+        model = getattr(obj, "model", None)
+        if not _is_module(model):  # an API client or FlashRank: nothing the suite can read
+            raise Unkeyable(f"a rerankers {type(obj).__name__}, whose model is no torch model the suite can read")
+        return RerankersScorer.of(obj, model_name(model), weights_key(model))
     return None
 
 
@@ -289,8 +292,8 @@ def as_text_scorer(obj: object, label: str) -> Any:
         raise TypeError(f"{label}: {obj.__qualname__} is a class; hand over an instance of it")
     own = getattr(obj, "model_key", None)
     score = getattr(obj, "score", None)
-    library = _library_scorer(obj) if not (callable(score) and _takes(score, 1) is not False) else None
     try:
+        library = _library_scorer(obj) if not (callable(score) and _takes(score, 1) is not False) else None
         if library is not None:
             return library
         if callable(score) and _takes(score, 1) is not False:

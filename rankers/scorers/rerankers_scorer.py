@@ -65,18 +65,12 @@ class RerankersScorer(DeclaredKey):
         self._adopt(ranker, Path(str(model)).name if local else str(model), revision, lang, options or {})
 
     @classmethod
-    def of(cls, ranker: Any) -> RerankersScorer:
-        """A ranker object the library already made (``evaluate(add={"mine": Reranker(...)})``): its model's name and,
-        for a torch model, a digest of its weights as loaded stand in for the declared model and revision
-        (``rankers.scorers.objects.weights_key``); a ranker without one (an API client) needs a ``model_key``."""
-        from rankers.scorers.objects import Unkeyable, model_name, weights_key  # keys of objects handed over
-
-        model = getattr(ranker, "model", None)
-        if not callable(getattr(model, "state_dict", None)):
-            raise Unkeyable(f"a rerankers {type(ranker).__name__} whose model is not a torch model the suite can read")
+    def of(cls, ranker: Any, name: str, revision: str) -> RerankersScorer:
+        """A ranker object the library already made (``evaluate(add={"mine": Reranker(...)})``), named and revised by
+        its caller (``rankers.scorers.objects``: its model's name and a digest of its weights as loaded)."""
         scorer = cls.__new__(cls)
         settings = {"dtype": str(getattr(ranker, "dtype", ""))}
-        scorer._adopt(ranker, model_name(model), weights_key(model), str(getattr(ranker, "lang", "en")), settings)
+        scorer._adopt(ranker, name, revision, str(getattr(ranker, "lang", "en")), settings)
         return scorer
 
     def _adopt(self, ranker: Any, name: str, revision: str, lang: str, options: Mapping[str, Any]) -> None:
