@@ -74,6 +74,8 @@ def test_the_nevir_format_holdout_runs_with_no_converter_and_its_report_carries_
     publish(record, tmp_path / "results")
     published = tmp_path / "results" / "partial" / "test"
     assert (published / "table2.csv").is_file()
+    directions = pd.read_csv(published / "directions.csv")  # the file's own field, carried
+    assert directions.set_index("qid").at["h05-3_q1", "data.topic"] == "transport"
     # pins are claims.csv rows (family "pin"); this run checked none, so it wrote no claims.csv at all
     claims = pd.read_csv(published / "claims.csv") if (published / "claims.csv").is_file() else pd.DataFrame(
         columns=["claim", "family"])
