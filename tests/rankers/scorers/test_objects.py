@@ -100,8 +100,9 @@ def test_an_object_with_score_inputs_and_no_model_key_is_keyed_by_its_class_and_
 
 
 def test_an_object_with_compute_score_is_read_as_flagembedding_reranks() -> None:
-    """FlagEmbedding's rerankers (FlagReranker, FlagLLMReranker) score by ``compute_score(pairs)``; the package is not
-    in the lock (it requires ir-datasets, peft, accelerate and datasets), so this object has its method's shape."""
+    """FlagEmbedding's rerankers (FlagReranker, FlagLLMReranker) score by ``compute_score(pairs)`` (one float for one
+    pair); FlagEmbedding 1.4.2 does not import with the locked transformers 5.24 (it imports
+    transformers.modeling_attn_mask_utils), so this object has its method's shape."""
     class LengthReranker:
         max_length = 512
 
