@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fixtures.settings import Settings, pin_cpu_kernels
+from rankers.kinds.lambdamart import LambdaMART
+from rankers.lambdamart_rows import variant_name
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,6 @@ def _training(evaluation) -> Iterator[tuple[object, list[int]]]:
 def study_models(evaluation, train: bool, say=print) -> list[StudyModel]:
     """Each study model's folder, trained now where ``train`` allows (its cost said first through ``say``)."""
     from harness.explain import DOCUMENTED_S, contention  # the documented costs, priced for this machine's load
-    from rankers.kinds.lambdamart import LambdaMART
-    from rankers.lambdamart_rows import variant_name
 
     ctx, out = evaluation.context, []
     for decl, seeds in _training(evaluation):
@@ -84,8 +84,6 @@ NOT_LOADED = "not loaded by this run (its rankings or judgments were read: the m
 def manifest_entry(evaluation, ranker: str) -> dict[str, dict[str, str]]:
     """``manifest.json``'s ``model:<ranker>``: the folder of each model ``ranker`` trains, where this run loaded or
     trained it, else how to get it; read from the session's loaded models only, so a warm run pays nothing for it."""
-    from rankers.lambdamart_rows import variant_name
-
     loaded = evaluation.loaded
     entry: dict[str, dict[str, str]] = {}
     for decl, seeds in (t for t in _training(evaluation) if t[0].name == ranker):
@@ -109,9 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-train", action="store_true", help="say what would be trained and its cost; train none")
     args = parser.parse_args(argv)
     pin_cpu_kernels()  # the same kernels as a run: a model trained here is the one a run would train
-    from harness.profile import load_profile
-    from harness.profile_records import ProfileError
-    from harness.session import Evaluation
+    from harness.profile import load_profile  # after the kernels are pinned: the session may load torch
+    from harness.profile_records import ProfileError  # after the kernels are pinned, with the profile
+    from harness.session import Evaluation  # after the kernels are pinned: the session may load torch
 
     try:
         profile = load_profile(args.profile)

@@ -9,27 +9,15 @@ import pytest
 
 from harness.run import evaluate
 from reports.run_record import RankerLost
+from tests.support.checkpoints import tiny_checkpoint
 
 SUBSET = {"splits": ["test"], "subset_pairs": 24, "grader_sample": 4}
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
-    """A cross-encoder folder as a user has one: a seeded tiny BERT classifier on the SPLADE-tiny package's
-    tokenizer (tests/rankers/scorers/conftest.py builds the same)."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    from fixtures.models import splade_tiny_path
-
-    path = tmp_path_factory.mktemp("objects") / "tiny-ce"
-    torch.manual_seed(11)
-    tok = AutoTokenizer.from_pretrained(splade_tiny_path())
-    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, num_labels=1)
-    BertForSequenceClassification(config).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    """A cross-encoder folder as a user has one (a seeded tiny BERT classifier on the SPLADE-tiny tokenizer)."""
+    return tiny_checkpoint(tmp_path_factory.mktemp("objects") / "tiny-ce", 1, 11)
 
 
 def overlap(query, passages):
