@@ -64,13 +64,16 @@ def _of_library(obj: object, package: str) -> bool:
 
 def weights_key(module: Any) -> str:
     """A torch module's class and a digest of every tensor of its state as loaded (names, dtypes, shapes, bytes)."""
-    import torch  # only for a torch model handed over, which has loaded it already
-
-    tensors = []
-    for name, tensor in sorted(module.state_dict().items()):
-        raw = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
-        tensors.append((name, str(tensor.dtype), list(tensor.shape), bytes_digest(memoryview(raw))))
+    tensors = [(name, *_tensor_key(tensor)) for name, tensor in sorted(module.state_dict().items())]
     return f"{type(module).__name__}@weights:{compact_json_digest(tensors)[:16]}"
+
+
+def _tensor_key(tensor: Any) -> tuple[str, list[int], str]:
+    """A torch tensor's dtype, shape and the digest of its bytes."""
+    import torch  # only for a tensor handed over, whose library is loaded already
+
+    raw = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+    return str(tensor.dtype), list(tensor.shape), bytes_digest(memoryview(raw))
 
 
 def model_name(model: Any) -> str:
@@ -115,6 +118,8 @@ def value_key(value: object, where: str, depth: int = DEPTH, seen: frozenset[int
         return adapted.model_key
     if _is_module(value):
         return weights_key(value)
+    if "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor):
+        return list(_tensor_key(value))
     own = getattr(value, "model_key", None)
     if isinstance(own, str) and own.strip():
         return own
