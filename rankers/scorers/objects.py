@@ -195,13 +195,13 @@ def function_key(f: Callable[..., Any], where: str, depth: int = DEPTH, seen: fr
 class CrossEncoderScorer(DeclaredKey):
     """A ``sentence_transformers.CrossEncoder`` as it is: ``predict`` on each batch."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, declared: str | None = None) -> None:
         self.model = model
         settings = {"max_length": model.max_length, "activation": repr(model.activation_fn)}
         #: Taken once, when the object is handed over: its weights are hashed once, and a later change in memory is
-        #: another object's business (hand it over again).
+        #: another object's business (hand it over again). A ``model_key`` the object carries stands for them.
         self._parts = {"judge": f"sentence-transformers-{_version('sentence-transformers')}",
-                       "model": f"{model_name(model)}|{weights_key(model)}",
+                       "model": f"declared:{declared}" if declared else f"{model_name(model)}|{weights_key(model)}",
                        "settings": json.dumps(settings, sort_keys=True, separators=(",", ":"))}
 
     def key_parts(self) -> dict[str, str]:
@@ -216,9 +216,9 @@ class ComputeScoreScorer(DeclaredKey):
     """A FlagEmbedding reranker (``FlagReranker``, ``FlagLLMReranker``, ...), or any object with
     ``compute_score(pairs)``: one call per batch."""
 
-    def __init__(self, model: Any, where: str) -> None:
+    def __init__(self, model: Any, where: str, declared: str | None = None) -> None:
         self.model = model
-        self._key = json.dumps(value_key(model, where), sort_keys=True, separators=(",", ":"))
+        self._key = declared or json.dumps(value_key(model, where), sort_keys=True, separators=(",", ":"))
 
     def key_parts(self) -> dict[str, str]:
         return {"judge": f"{type(self.model).__module__.split('.')[0]}-compute_score",
@@ -265,14 +265,19 @@ def one_per_input(out: object, n: int, what: str) -> np.ndarray:
 
 
 def _library_scorer(obj: object) -> DeclaredKey | None:
-    """The adapter of a library's reranker object (None: not one the suite knows)."""
+    """The adapter of a library's reranker object (None: not one the suite knows), keyed by the ``model_key`` the
+    object carries where it has one, else by its model's name and weights."""
+    declared = getattr(obj, "model_key", None)
+    declared = declared if isinstance(declared, str) and declared.strip() else None
     if _of_library(obj, "sentence_transformers") and callable(getattr(obj, "predict", None)) \
             and hasattr(obj, "activation_fn"):
-        return CrossEncoderScorer(obj)
+        return CrossEncoderScorer(obj, declared)
     if _of_library(obj, "rerankers") and callable(getattr(obj, "rank", None)):
         from rankers.scorers.rerankers_scorer import RerankersScorer  # the rerankers kind's reading of a ranker
 
         model = getattr(obj, "model", None)
+        if declared:
+            return RerankersScorer.of(obj, "declared", declared)
         if not _is_module(model):  # an API client or FlashRank: nothing the suite can read
             raise Unkeyable(f"a rerankers {type(obj).__name__}, whose model is no torch model the suite can read")
         return RerankersScorer.of(obj, model_name(model), weights_key(model))
@@ -306,7 +311,7 @@ def as_text_scorer(obj: object, label: str) -> Any:
                 return obj
             return _Keyed(obj, value_key(obj, label))
         if callable(getattr(obj, "compute_score", None)):
-            return ComputeScoreScorer(obj, label)
+            return ComputeScoreScorer(obj, label, own if isinstance(own, str) and own.strip() else None)
         if isinstance(obj, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)) or (
                 callable(obj) and _takes(obj, 2)):
             if _takes(obj, 2) is False:

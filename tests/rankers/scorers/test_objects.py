@@ -133,3 +133,15 @@ def test_a_score_that_is_text_is_refused_numeric_or_not(returned) -> None:
     loaded = load_python_object(Texts(), ranker="texts")
     with pytest.raises(ScorerDeclarationError, match="text is refused, numeric or not"):
         loaded.scorer.score(INPUTS)
+
+
+def test_a_library_object_the_suite_cannot_key_takes_the_model_key_it_is_given(folder: Path) -> None:
+    """An object the message asks a model_key of, once given one, is keyed by it (no loop of refusals)."""
+    from rerankers import Reranker
+
+    ranker = Reranker(str(folder), model_type="cross-encoder", verbose=0, device="cpu", dtype="float32")
+    ranker.model = object()  # as a client of a remote API holds no model the suite can read
+    with pytest.raises(Unkeyable, match="no torch model the suite can read; give it a model_key"):
+        as_text_scorer(ranker, "api")
+    ranker.model_key = "hosted-reranker-v3"
+    assert "declared@hosted-reranker-v3" in as_text_scorer(ranker, "api").model_key
