@@ -23,6 +23,7 @@ publishing are not listed: they are computed from the rankings (docs/benchmarks.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -67,6 +68,20 @@ def _missing() -> Any:
 DOCUMENTED_S = {("train_cross_encoder", "full budget"): 270.0, ("train_cross_encoder", "ci budget"): 90.0}
 
 
+def contention(load: float | None = None, cores: int | None = None) -> float:
+    """How many times slower than on quiet cores a CPU-bound stage runs now: the run queue per usable core (the
+    1-minute load average over the cores this process may use), at least 1. A documented cost was measured on quiet
+    cores; the own-data fine-tuning priced at 4.5 min took 12.6 at load 5-8 on 2 cores (docs/benchmarks.md)."""
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:  # no load average on this platform: priced as quiet
+            return 1.0
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1.0, float(load) / max(cores, 1))
+
+
 def measured_stages(settings: Settings) -> dict[tuple[str, str], float]:
     """(split, stage) -> seconds it took in the newest saved run of this run scope that computed it: nested stages
     included; a scoring stage's per judgment made (one whose judgments were all cached measured nothing)."""
@@ -100,11 +115,13 @@ def explain(settings: Settings, profile: Profile, selected: Callable[[RankerDecl
     measured = measured_stages(settings)
     stages = _stages(evaluation, [d for d in needed(profile, (d for d in profile.ordered() if selected(d)))
                                   if all(r.met() for r in d.requirements())])
-    return [_estimated(s, measured) for s in stages]
+    slower = contention()
+    return [_estimated(s, measured, slower) for s in stages]
 
 
-def _estimated(stage: PlannedStage, measured: Mapping[tuple[str, str], float]) -> PlannedStage:
-    """A stage to compute without its own estimate, estimated from its last run here or the documented cost."""
+def _estimated(stage: PlannedStage, measured: Mapping[tuple[str, str], float], slower: float = 1.0) -> PlannedStage:
+    """A stage to compute without its own estimate, estimated from its last run here or the documented cost (a quiet
+    machine's, times ``slower``: this machine's ``contention`` now)."""
     if stage.state != TO_COMPUTE or stage.estimate_s is not None:
         return stage
     rate = measured.get((stage.split, stage.stage))
@@ -115,7 +132,9 @@ def _estimated(stage: PlannedStage, measured: Mapping[tuple[str, str], float]) -
         return replace(stage, estimate_s=rate, basis=f"{stage.basis}; its last run here".lstrip("; "))
     documented = DOCUMENTED_S.get((stage.stage, stage.basis))
     if documented is not None:
-        return replace(stage, estimate_s=documented, basis=f"{stage.basis}; documented, quiet 2 cores")
+        busy = f", x{slower:.1f} for this machine's load" if slower > 1 else ""
+        return replace(stage, estimate_s=documented * slower,
+                       basis=f"{stage.basis}; documented, quiet 2 cores{busy}")
     return stage
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fixtures.data import NevIRDataError
-from fixtures.datasets.pairs import read_pair_set
+from fixtures.datasets.pairs import read_pair_set, too_few_groups
 from fixtures.freeze_pools import shipped_problems
 from fixtures.models import ModelNotFound, model_problem, resolve_dense_model, resolve_sparse_model
 from fixtures.settings import (DEFAULT_SPLITS, EVALUABLE_SPLITS, PROJECT_ROOT, SAMPLED_SPLITS, SPLITS, Settings,
@@ -222,10 +222,14 @@ def fit_to_data(settings: Settings, profile: Profile) -> Settings:
         raise OptionError(f"--data-dir {settings.data_dir} (or NEVIR_DATA_DIR) names NevIR files, but "
                           f"{profile.data.where} declares kind = 'pairs'; drop one of them")
     try:
-        held = read_pair_set(profile.data).splits
+        pair_set = read_pair_set(profile.data)
     except NevIRDataError as exc:
         raise OptionError(f"{profile.data.where}: {exc}; nothing was computed") from None
+    held = pair_set.splits
     splits = tuple(s for s in settings.splits if s in held)
+    problem = too_few_groups(pair_set, splits, f"{profile.data.where} ({profile.data.pairs})")
+    if problem:
+        raise OptionError(f"{problem}; nothing was computed")
     if not splits:
         raise OptionError(f"--splits {','.join(settings.splits)}: dataset {profile.data.name!r} "
                           f"({profile.data.pairs}) holds none of them; its splits: {list(held)}")

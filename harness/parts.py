@@ -29,6 +29,7 @@ from fixtures.populations import eligible_directions
 from fixtures.settings import PROJECT_ROOT
 from harness.checks import Check, claim_check, full_run_verdict, gate_checks, pin_check, single_seed_row
 from harness.claims import ClaimBook, expected_grade_counts, h3_claims, sample_estimand, seed_estimand, tie_twins
+from harness.models import manifest_entry as study_models_entry
 from harness.perturbation import perturbed_book, perturbed_evaluation, published_result
 from harness.provenance import scored_by
 from harness.profile_terms import QUALITY_GATES
@@ -92,6 +93,9 @@ def table2_row(ev: Evaluation, rec: RecordBuilder, split: str, ranker: str) -> N
     if decl.designated_only:
         return
     ranking = ev.ranking(split, ranker)
+    models = study_models_entry(ev, ranker)  # the trained folders it ranked with, or how to get them
+    if models:
+        rec.entry(split, f"model:{ranker}", models)
     if not decl.is_window:  # a window ranker's cost is its judgments' (the ``cost`` part)
         rec.add("cost", split, ranking_cost(f"{ranker}_rank", ranking), order=decl.order)
     if "coverage" in ranking.info:  # another system's run: what it ranked in the pool and what was dropped

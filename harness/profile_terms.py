@@ -18,8 +18,9 @@ TOP_LEVEL = ("profile", "data", "models", "samples", "rankers", "claims", "gates
 PROFILE_KEYS = ("name", "description", "extends", "pythonpath", "inherit_checks")
 MODEL_KEYS = ("dense", "sparse")
 #: ``[data]``: the dataset a run evaluates (docs/protocol.md#your-own-contrastive-pairs); ``dir`` is kind nevir's,
-#: ``pairs`` and ``corpus`` kind pairs' (files relative to the profile that sets them).
-DATA_KEYS = ("kind", "name", "description", "dir", "pairs", "corpus", "reference")
+#: ``pairs`` (a JSONL, CSV or Parquet file, or a saved Hugging Face dataset's folder), ``corpus`` and ``group_field``
+#: kind pairs' (files relative to the profile that sets them).
+DATA_KEYS = ("kind", "name", "description", "dir", "pairs", "corpus", "reference", "group_field")
 SAMPLE_KEYS = ("directions", "seed", "description", "design", "sequential", "batch", "budget")
 #: A sequential sample's budget (docs/statistics.md#sequential-samples): it stops when any one is spent.
 BUDGET_KEYS = ("judgments", "tokens", "seconds", "max_directions")

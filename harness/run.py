@@ -8,15 +8,16 @@
     >>> record.checks                                      # what the verdicts ask of the run (CI fails on "fail")
     >>> publish(record, "results")                         # the published files, the explorer, the history
 
-A ranker enters as a profile declaration or as a Python object (``add={"mine": obj}``: any object with a
-``model_key`` and ``score(inputs)``, or ``score_pool``). A run is a set of *parts* (``harness.parts``): one
-table's rows for one split and one declared parameter (a ranker, a claim, a population). ``RunBuilder`` plans them
-from the profile (``parameters``: the same lists the specs are parametrized over), computes each selected one once
-into one record and keeps what failed, what did not apply and why. This is the one engine: ``evaluate`` computes
-every part; a pytest session computes the parts its collected specs name, once, before the first spec runs
-(``conftest.py``), and the specs assert over the same ``RunRecord`` the report plugin publishes. A run is complete
-when every planned part was computed (or did not apply, with its reason) and none failed; anything else makes it
-partial (docs/protocol.md#publishing).
+A ranker enters as a profile declaration or as a Python object (``add={"mine": obj}``: an object with
+``score(inputs)`` or ``score_pool``, a ``sentence_transformers.CrossEncoder``, a ``rerankers`` Reranker, a
+FlagEmbedding reranker or a function ``f(query, passages)``: ``rankers.scorers.objects``). A run is a set of *parts*
+(``harness.parts``): one table's rows for one split and one declared parameter (a ranker, a claim, a population).
+``RunBuilder`` plans them from the profile (``parameters``: the same lists the specs are parametrized over),
+computes each selected one once into one record and keeps what failed, what did not apply and why. This is the one
+engine: ``evaluate`` computes every part; a pytest session computes the parts its collected specs name, once, before
+the first spec runs (``conftest.py``), and the specs assert over the same ``RunRecord`` the report plugin publishes.
+A run is complete when every planned part was computed (or did not apply, with its reason) and none failed; anything
+else makes it partial (docs/protocol.md#publishing).
 
 Importing this module pins the CPU kernel family before anything loads torch, as the command line does
 (``fixtures.settings.pin_cpu_kernels``), so a notebook computes the same scores under the same keys.
@@ -51,7 +52,7 @@ from rankers.kinds.base import MARKS  # noqa: E402
 from rankers.kinds.python import ADDED, added_declaration  # noqa: E402
 from reports.record import SessionEnd  # noqa: E402
 from reports.record_builder import RecordBuilder  # noqa: E402
-from reports.run_record import PartKey, PartOutcome, RunRecord, part_name  # noqa: E402
+from reports.run_record import PartKey, PartOutcome, RankerLost, RunRecord, part_name  # noqa: E402
 
 class RunBuilder:
     """A run's parts, each computed once into one record; what failed or did not apply is kept with its cause.
@@ -274,15 +275,17 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, add: Mapping[str, 
              retrain: bool = False) -> RunRecord:
     """Evaluate a profile (a shipped one by name, or a path to a TOML that may extend one) and return its record.
 
-    ``add`` puts rankers in as Python objects beside the profile's (``{"mine": WordOverlap()}``: a ``model_key`` and
-    ``score(inputs)``, or ``score_pool``); their scores are cached under their ``model_key`` and code, like a
-    ``python`` ranker's. The options are the command line's (README, "Options"); ``rankers`` computes only those
-    rankers (and what they read), ``exclude_marks`` leaves out rankers declared with any of those marks (like
-    ``-m "not llm"``); either makes the record partial. ``max_stage_minutes`` stops the run before any work when a
-    stage it must compute is estimated above that many minutes (the ``--explain`` plan); ``retrain`` trains the study's
-    models again instead of reading those the checkout ships (``--retrain``). Everything the run loads
-    is resolved before any work, and every expensive value is cached, so a second call is quick. Nothing is written
-    to the results folder: ``publish`` does that. Errors are ``OptionError`` naming the option, file or declaration.
+    ``add`` puts rankers in as Python objects beside the profile's (``{"mine": WordOverlap()}``: anything
+    ``rankers.scorers.objects`` reads, a library's reranker or a function included); their scores are cached under
+    their ``model_key`` (their own, or derived from their weights or code) like a ``python`` ranker's. The options
+    are the command line's (README, "Options"); ``rankers`` computes only those rankers (and what they read),
+    ``exclude_marks`` leaves out rankers declared with any of those marks (like ``-m "not llm"``); either makes the
+    record partial. ``max_stage_minutes`` stops the run before any work when a stage it must compute is estimated
+    above that many minutes (the ``--explain`` plan); ``retrain`` trains the study's models again instead of reading
+    those the checkout ships (``--retrain``). Everything the run loads is resolved before any work, and every
+    expensive value is cached, so a second call is quick. Nothing is written to the results folder: ``publish`` does
+    that. Errors are ``OptionError`` naming the option, file or declaration; a ranker that failed in every part
+    raises ``RankerLost`` with its first cause (the record on its ``record``).
     """
     problem = kernel_problem()
     if problem:
@@ -334,7 +337,11 @@ def evaluate(profile: str | os.PathLike[str] = "embedded", *, add: Mapping[str, 
         problem = over_limit(explain(settings, loaded, selected, ev), float(max_stage_minutes))
         if problem:
             raise OptionError(problem)
-    return RunBuilder(ev, selected=selected).run()
+    record = RunBuilder(ev, selected=selected).run()
+    lost = record.lost_rankers()
+    if lost:  # a notebook never gets a record silently missing a ranker's row
+        raise RankerLost(record, lost) from next(iter(lost.values()))[1].error
+    return record
 
 
 def publish(record: RunRecord, results_dir: str | os.PathLike[str] | None = None, *, compare_to: str | None = None,

@@ -12,11 +12,59 @@ from typing import Self
 
 import pandas as pd
 
-from fixtures.populations import eligible_directions
-from fixtures.samples import group_sample, sampling_units
+from fixtures.populations import annotate_population, eligible_directions
+from fixtures.samples import group_order, group_sample, groups_for, sampling_units
+from fixtures.settings import Settings
+from fixtures.study import Study, _subset
 from harness.memo import per_instance
 from harness.sequential import SequentialRun, run_sequential
+from harness.profile_records import Profile
 from rankers.declarations import ALL
+
+
+def nested_subset(study: Study, profile: Profile, settings: Settings) -> tuple[Study, dict[tuple[str, str], frozenset]]:
+    """The subset study with every capped sample's draw taken from the full run's own (docs/statistics.md#samples),
+    and those draws: (split, sample) -> the units it holds.
+
+    A ``--subset-pairs`` run with ``--grader-sample N`` takes, for each fixed-size sample, the first units of the full
+    run's seeded order (the prefix the full sample starts with), and adds their source groups to the subset, so the
+    subset's sample lies inside the full run's and a run after command 1 judges nothing new. The full order needs the
+    split's whole population, hence its whole pool: taken when it ships with the checkout (the embedded profile's
+    pools, and any profile extending them), so the subset is the same on every machine and cache; for other pools
+    the subset and its samples are drawn on their own, as before.
+    """
+    cap = settings.grader_sample
+    if not settings.subset_pairs or not cap or not study.subset:
+        return study, {}
+    from fixtures.pools import frozen_snapshot, make_routes, snapshot_identity  # the shipped pools' manifests
+
+    whole = dataclasses.replace(study, subset={})
+    model = {role: None if str(profile.models.get(role, "")).startswith("builtin:") else profile.models.get(role) or None
+             for role in ("dense", "sparse")}  # as the session names them (``Evaluation._model``)
+    routes = make_routes(settings, model["dense"], model["sparse"])
+    subset, nested = {split: list(pairs) for split, pairs in study.subset.items()}, {}
+    for split in [s for s in settings.splits if s in study.subset]:
+        fixed = {name: sample for name, sample in profile.samples.items()
+                 if not sample.sequential and sample.size_on(split)}
+        frozen = frozen_snapshot(split, snapshot_identity(whole, split, routes)) if fixed else None
+        if frozen is None:
+            continue
+        directions = whole.split(split)
+        eligible = eligible_directions(annotate_population(directions, frozen.frame))
+        groups: set[str] = set()
+        for name, sample in fixed.items():
+            units = sampling_units(eligible, sample.design)
+            seed = settings.seed if sample.seed is None else int(sample.seed)
+            first = group_order(units, seed)[:min(groups_for(units, min(cap, sample.size_on(split))),
+                                                  groups_for(units, sample.size_on(split)))]
+            nested[(split, name)] = frozenset(first)
+            groups |= set(directions.loc[directions["pair_id"].isin(units.loc[units["group"].astype(str).isin(first),
+                                                                               "pair_id"]), "group"])
+        taken = set(directions.loc[directions["group"].isin(groups), "pair_id"])
+        # the sampled groups first, then the subset's own seeded order (a prefix of it) up to about as many pairs
+        rest = _subset(whole.directions, max(1, settings.subset_pairs - len(taken)), settings.subset_seed)[split]
+        subset[split] = sorted(taken | set(rest))
+    return dataclasses.replace(study, subset=subset), nested
 
 
 class Sampling:
@@ -57,6 +105,9 @@ class Sampling:
             return self._prefix[(split, name)]
         if self.profile.samples[name].sequential:
             return self.sequential(split, name).qids
+        if (split, name) in self.nested:  # a subset's sample: the full run's first units (``nested_subset``)
+            units = sampling_units(eligible_directions(self.population(split)), self.profile.samples[name].design)
+            return tuple(sorted(units.loc[units["group"].astype(str).isin(self.nested[(split, name)]), "qid"]))
         q = self.sample_units(split, name)
         size = self.sample_size(name, split)
         if not size:

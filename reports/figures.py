@@ -93,6 +93,15 @@ def _save(fig: Figure, path: Path) -> None:
     _pyplot().close(fig)
 
 
+def _error_bar(value: float, lo: float, hi: float) -> list[list[float]] | None:
+    """An interval as matplotlib's error bar around ``value``: None without one (NaN), and no negative arm where the
+    estimate lies outside its percentile interval (a degenerate interval's rounding, or a skewed bootstrap):
+    that arm is drawn as zero, and the table beside the figure keeps the interval as computed."""
+    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(value)):
+        return None
+    return [[max(value - lo, 0.0)], [max(hi - value, 0.0)]]
+
+
 def draw_figure1(data: pd.DataFrame) -> Figure:
     """Strict preference vs MRR, each with its own 95% source-group interval and n; mean ranks of both passages.
 
@@ -107,11 +116,7 @@ def draw_figure1(data: pd.DataFrame) -> Figure:
     seen: dict[tuple[float, float], str] = {}
     (x, (x_lo, x_hi)), (y, (y_lo, y_hi)) = ((m.name, m.bounds) for m in (PREFERENCE, POSITION))
     for i, row in data.iterrows():
-        xerr = yerr = None
-        if np.isfinite(row[x_lo]):
-            xerr = [[row[x] - row[x_lo]], [row[x_hi] - row[x]]]
-        if np.isfinite(row[y_lo]):
-            yerr = [[row[y] - row[y_lo]], [row[y_hi] - row[y]]]
+        xerr, yerr = _error_bar(row[x], row[x_lo], row[x_hi]), _error_bar(row[y], row[y_lo], row[y_hi])
         style = {"mfc": "none", "mew": 1.5} if row["sampled"] else {}
         key = (round(float(row[x]), 6), round(float(row[y]), 6))
         text = ranker_tick(row["ranker"], row["label"], row["n"])

@@ -72,6 +72,19 @@ FAILURE_COLUMNS = ("split", "part", "ranker", "outcome", "cause")
 CHECK_COLUMNS = ("split", "part", "action", "category", "message")
 
 
+class RankerLost(RuntimeError):
+    """A ranker failed in every part of a run (``RunRecord.lost_rankers``): raised with the first cause, the
+    record kept on ``record`` (everything else the run computed is in it)."""
+
+    def __init__(self, record: RunRecord, lost: Mapping[str, tuple[PartKey, PartOutcome]]) -> None:
+        self.record = record
+        first = next(iter(lost.items()))
+        super().__init__(
+            f"ranker(s) {sorted(lost)} failed in every part of the run, so they have no row; the first cause, in "
+            f"{part_name(first[1][0])} of {first[0]!r}: {first[1][1].cause} (the rest of the run is on this error's "
+            f".record; .record.failures lists every failed part)")
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """A whole run: one ``SplitRecord`` per evaluated split, the outcome of every part it computed (with the checks
@@ -115,6 +128,16 @@ class RunRecord:
                  "category": check.category.__name__ if check.category is not None else "", "message": check.message}
                 for key, out in self.parts.items() for check in out.checks]
         return pd.DataFrame(rows, columns=list(CHECK_COLUMNS))
+
+    def lost_rankers(self) -> dict[str, tuple[PartKey, PartOutcome]]:
+        """Each ranker none of whose parts was computed and at least one failed, with its first failed part: a ranker
+        with no row anywhere, which ``harness.run.evaluate`` raises on instead of returning a record missing it."""
+        parts: dict[str, list[tuple[PartKey, PartOutcome]]] = {}
+        for key, outcome in self.parts.items():
+            for ranker in outcome.rankers:
+                parts.setdefault(ranker, []).append((key, outcome))
+        return {ranker: next(p for p in its if p[1].error is not None) for ranker, its in parts.items()
+                if any(o.error is not None for _, o in its) and not any(o.outcome == "computed" for _, o in its)}
 
     @property
     def not_evaluated(self) -> dict[str, tuple[NotEvaluated, ...]]:

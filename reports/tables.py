@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from fixtures.datasets.study import CARRIED
 from fixtures.populations import eligible_directions
 from reports.measures import TABLE3, TABLE3_COLUMNS, pair_only_row
 
@@ -41,11 +42,13 @@ def interval_note(n: object, lo: object, hi: object) -> str:
 
 
 def directions_table(directions_annotated: pd.DataFrame, outcomes_by_ranker: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per planned direction with each ranker's ``<ranker>__<field>`` outcome columns (NA if not eligible)."""
+    """One row per planned direction, the data set's own fields (``data.<field>``) and each ranker's
+    ``<ranker>__<field>`` outcome columns (NA if not eligible)."""
     missing = [c for c in DIRECTION_BASE_COLUMNS if c not in directions_annotated.columns]
     if missing:
         raise ValueError(f"directions frame lacks {missing}: annotate it with a pool first")
-    table = directions_annotated[list(DIRECTION_BASE_COLUMNS)].reset_index(drop=True)
+    carried = [c for c in directions_annotated.columns if str(c).startswith(CARRIED)]  # the data set's own fields
+    table = directions_annotated[[*DIRECTION_BASE_COLUMNS, *carried]].reset_index(drop=True)
     eligible = set(eligible_directions(directions_annotated)["qid"])
     for name, outcomes in outcomes_by_ranker.items():
         if "__" in name:

@@ -182,3 +182,48 @@ def test_the_reference_results_page_lists_every_published_number() -> None:
     for column, digits in (("strict_pct", 2), ("paired_pct", 2), ("mrr", 4)):
         for value in paper[column].dropna():
             assert f"{value:.{digits}f}" in page, f"the paper's {column} {value} is not on the page"
+
+
+# ---- times that hold, and no training step command 1 no longer takes ------------------------------------------------
+
+#: A time the README states: a number, a range or a sum of two, and its unit ("16.3 min", "10–20 s", "9.7 + 5.7 min").
+TIME = re.compile(r"(?<![\w.,])(\d+(?:\.\d+)?)(?:\s*[–-]\s*(\d+(?:\.\d+)?))?(?:\s*\+\s*(\d+(?:\.\d+)?))?"
+                  r"\s*(?:min|minutes?|s|seconds?|h|hours?)\b")
+#: What a stated time must name beside it: the machine it was measured on, and its load.
+MACHINE, LOAD = re.compile(r"AMD EPYC|Intel|Xeon|H100|H200"), re.compile(r"\bidle\b|\bload\b|\bquiet\b")
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+
+
+def test_every_time_the_readme_states_is_a_dated_measurement_named_with_its_machine_and_load() -> None:
+    """Each time in the README is one docs/benchmarks.md records on a dated line, and the README's paragraph names
+    the machine and the load it was measured at (a time without them read as a promise: "7 s" that took 75)."""
+    dated = [line for line in (PROJECT_ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8").splitlines()
+             if DATE.search(line)]
+    undated, unsourced = [], []
+    for paragraph in _prose(README.read_text(encoding="utf-8")).split("\n\n"):
+        stated = [n for found in TIME.findall(paragraph) for n in found if n]
+        if stated and not (MACHINE.search(paragraph) and LOAD.search(paragraph)):
+            unsourced.append(paragraph[:160])
+        undated += [n for n in stated
+                    if not any(re.search(rf"(?<![\d.,]){re.escape(n)}(?!\d)", line) for line in dated)]
+    assert not unsourced, f"README times without their machine and load: {unsourced}"
+    assert not undated, f"README times docs/benchmarks.md does not record on a dated line: {undated}"
+
+
+#: A sentence about what command 1, the first run or a subset run does, and a training verb in it.
+RUN_SENTENCE = re.compile(r"[^.!?;:]*\b(?:command 1|the first run|a subset run|subset runs|the CI subset)\b[^.!?;]*",
+                          re.I)
+TRAINS = re.compile(r"\b(?:trains|fine-tunes|is trained|are trained|training step)\b", re.I)
+NEGATED = re.compile(r"\b(?:nothing|not|no|never|neither|nor|retrain|instead of)\b", re.I)
+
+
+def test_no_doc_says_command_1_or_a_subset_run_trains_what_the_checkout_ships() -> None:
+    """Command 1 and the CI subset read LambdaMART's models and the cross-encoder's judgments from data/reference/:
+    a doc saying they train (the tutorial's "the first run trains E0, N=8 and the cross-encoder") is stale.
+    docs/benchmarks.md is a dated log of what runs did then, and is not read."""
+    stale = []
+    for path in [README, *sorted(p for p in (PROJECT_ROOT / "docs").glob("*.md") if p.name != "benchmarks.md")]:
+        text = re.sub(r"\s+", " ", _prose(path.read_text(encoding="utf-8")))
+        stale += [f"{path.name}: {m.group(0).strip()[:200]}" for m in RUN_SENTENCE.finditer(text)
+                  if TRAINS.search(m.group(0)) and not NEGATED.search(m.group(0))]
+    assert not stale, stale

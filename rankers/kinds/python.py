@@ -5,7 +5,9 @@ The factory, called with the declaration's ``options`` as keywords, returns a te
 (``window = false``). A full-pool ranking of user code is never memoized: its code may read anything.
 The scorer's identity, and so its score-cache key, names the factory module's code identity (its source and
 every module it imports from its folder, ``fixtures.code.own_code_identity``) beside the options, so an
-edit re-scores although ``model_key`` stayed (docs/protocol.md#caches). The factory's module is
+edit re-scores although ``model_key`` stayed (docs/protocol.md#caches), and the loaded scorer's own ``model_key``,
+asked of it on every run (the factory is called once per session even when every score is cached), so a key
+changed with the weights it names re-scores. The factory's module is
 found through ``sys.path``, which the profile's ``[profile] pythonpath`` folders lead; it is looked
 up (not run) before any work, so a missing module or factory stops the run at once.
 """
@@ -69,12 +71,14 @@ class Python(PointwiseKind):
         return self.loaded(decl, ctx, window=True).scorer
 
     def identity(self, decl: RankerDecl, ctx: Context) -> dict[str, Any]:
+        """The declaration, its code and the loaded scorer's own ``model_key``, asked of it on every run: the factory
+        is called (once per session) even when every score is cached, so a key that changed with the weights it
+        names re-scores (docs/kinds.md#what-keys-its-scores)."""
         from rankers.scorers.python_scorer import factory_code  # a source lookup; the factory is not run
 
-        if decl.options.get(ADDED):  # the object exists already: its own model_key keys it beside its code
-            loaded = self.loaded(decl, ctx, window=self.is_window(decl.options))
-            return {**super().identity(decl, ctx), "factory_code": loaded.code, "model_key": loaded.scorer.model_key}
-        return {**super().identity(decl, ctx), "factory_code": factory_code(decl.options["factory"])}
+        loaded = self.loaded(decl, ctx, window=self.is_window(decl.options))
+        code = loaded.code if decl.options.get(ADDED) else factory_code(decl.options["factory"])
+        return {**super().identity(decl, ctx), "factory_code": code, "model_key": loaded.scorer.model_key}
 
 
 def added_declaration(name: str, obj: object) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import importlib.util
 import inspect
 import json
 import re
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,14 +116,10 @@ class DeclaredTextScorer(DeclaredKey):
         except Exception as exc:
             raise ScorerDeclarationError(f"{self.label}: score() raised {type(exc).__name__}: {exc}") from exc
         if isinstance(out, ScoreBatch):
-            scores, errors, usage, raw = np.asarray(out.scores, dtype=float), list(out.errors), out.usage, out.raw
+            scores, errors, usage, raw = _numbers(out.scores, self.label), list(out.errors), out.usage, out.raw
         else:
-            try:
-                scores = np.asarray(out, dtype=float)
-            except (TypeError, ValueError) as exc:
-                raise ScorerDeclarationError(f"{self.label}: score() returned {type(out).__name__}, neither a "
-                                             "ScoreBatch nor a sequence of floats") from exc
-            errors, usage, raw = [None] * len(scores), [], []
+            scores = _numbers(out, self.label)
+            errors, usage, raw = [None] * (len(scores) if scores.ndim == 1 else 0), [], []
         if scores.shape != (len(pairs),) or len(errors) != len(pairs):
             raise ScorerDeclarationError(f"{self.label}: score() returned {scores.shape} scores and {len(errors)} "
                                          f"errors for {len(pairs)} inputs")
@@ -133,6 +130,25 @@ class DeclaredTextScorer(DeclaredKey):
                 errors[i] = f"non-finite score {float(s)!r} from {self.spec}"
                 usage[i] = {**usage[i], "cause": "non-finite score"}
         return ScoreBatch(scores, errors, usage, list(raw))
+
+
+def _numbers(out: object, label: str) -> np.ndarray:
+    """What ``score()`` returned as floats: numbers only (NaN and None are unavailable scores, with a reason); text,
+    numeric ("59") or not, is refused, never parsed: a reply to parse is an LLM judge's
+    (docs/kinds.md#objects-as-they-come)."""
+    try:
+        values = np.asarray(out)
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the message says what it was
+        raise ScorerDeclarationError(f"{label}: score() returned {type(out).__name__}, neither a ScoreBatch nor a "
+                                     "sequence of floats") from exc
+    numeric = values.dtype.kind in "biuf" or (values.dtype.kind == "O" and values.ndim == 1 and all(
+        v is None or isinstance(v, (int, float, np.number)) for v in values))
+    if not numeric:
+        raise ScorerDeclarationError(f"{label}: score() returned {type(out).__name__} of {values.dtype} values, "
+                                     "neither a ScoreBatch nor a sequence of floats (text is refused, numeric or "
+                                     "not: return numbers)")
+    return np.asarray(values, dtype=float) if values.dtype.kind != "O" else \
+        np.array([np.nan if v is None else float(v) for v in values])
 
 
 @dataclass(frozen=True)
@@ -246,15 +262,22 @@ def load_python_scorer(spec: str, options: Mapping[str, Any] | None = None, *, r
 
 
 def object_spec(obj: object) -> str:
-    """What names an object handed over in Python (``evaluate(add=...)``): its class as ``module:qualname``."""
-    cls = type(obj)
-    return f"{cls.__module__}:{cls.__qualname__.replace('.<locals>.', '.')}"
+    """What names an object handed over in Python (``evaluate(add=...)``): a function as ``module:qualname``, any
+    other object by its class."""
+    named = obj if isinstance(obj, (types.FunctionType, types.MethodType)) else type(obj)
+    return f"{named.__module__}:{named.__qualname__.replace('.<locals>.', '.')}"
 
 
 def object_code(obj: object) -> str:
     """The code key of an object handed over in Python: its class's module (its source and what it imports from its
     folder, like a factory's) when that module is a file on ``sys.path``; else the class's own source (a notebook
-    cell); else its qualified name alone, so that ``model_key`` must then name every change (docs/kinds.md#python)."""
+    cell); else its qualified name alone, so that ``model_key`` must then name every change
+    (docs/kinds.md#what-keys-its-scores).
+    A function's or a library object's derived ``model_key`` names its code already (``rankers.scorers.objects``)."""
+    from rankers.scorers.objects import of_installed_library  # what an installed library's object is
+
+    if isinstance(obj, (types.FunctionType, types.MethodType)) or of_installed_library(obj):
+        return "in-model-key"
     module = type(obj).__module__
     identity: object = own_code_identity(module) if module != "__main__" else None
     if identity is None:
@@ -278,26 +301,32 @@ def object_is_window(obj: object) -> bool:
 
 
 def _checked(obj: object, spec: str, options: Mapping[str, Any], label: str, code: str) -> LoadedScorer:
-    """A scorer of one of the two shapes, with a usable ``model_key``; refused naming ``label`` otherwise."""
-    is_text = callable(getattr(obj, "score", None))
-    is_pool = callable(getattr(obj, "score_pool", None))
-    if is_text and is_pool:
+    """A pool scorer, or anything ``rankers.scorers.objects`` reads as a text scorer, with a usable ``model_key``;
+    refused naming ``label`` and what is accepted otherwise."""
+    from rankers.scorers.objects import Unkeyable, as_text_scorer  # torch models handed over are keyed there
+
+    is_pool = not object_is_window(obj)
+    if is_pool and callable(getattr(obj, "score", None)):
         raise ScorerDeclarationError(f"{label}: the factory returned a {type(obj).__name__} with both score() and "
                                      "score_pool(); return one (a text scorer or a pool scorer)")
-    if not (is_text or is_pool):
-        raise ScorerDeclarationError(
-            f"{label}: the factory returned a {type(obj).__name__}, neither a text scorer (model_key and "
-            "score(inputs) -> ScoreBatch) nor a pool scorer (model_key and score_pool(pool, queries, corpus))")
+    scorer = obj
+    if not is_pool:
+        try:
+            scorer = as_text_scorer(obj, label)
+        except (TypeError, Unkeyable) as exc:
+            raise ScorerDeclarationError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - a library object that cannot be read (e.g. a multi-logit head)
+            raise ScorerDeclarationError(f"{label}: {type(exc).__name__}: {exc}") from exc
     try:
-        key = obj.model_key
+        key = scorer.model_key
     except Exception as exc:
         raise ScorerDeclarationError(f"{label}: reading model_key raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(key, str) or not key.strip():
         raise ScorerDeclarationError(f"{label}: model_key must be a non-empty string naming the model, its revision "
                                      f"and every setting that changes a score; got {key!r}")
-    if is_text:
-        return LoadedScorer(spec, True, DeclaredTextScorer(obj, spec, options, label, code), options, label, code)
-    return LoadedScorer(spec, False, obj, options, label, code)
+    if is_pool:
+        return LoadedScorer(spec, False, obj, options, label, code)
+    return LoadedScorer(spec, True, DeclaredTextScorer(scorer, spec, options, label, code), options, label, code)
 
 
 def pool_scores(loaded: LoadedScorer, pool: pd.DataFrame, queries: Mapping[str, str],

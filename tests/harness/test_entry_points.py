@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "harness.freeze_reference": (["--no-such-option"], "unrecognized arguments: --no-such-option"),
     "fixtures.datasets": (["--export-nevir", "unused", "--no-such-option"], "unrecognized arguments: --no-such-option"),
     "harness.stub_chat": (["--port", "0", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+    "harness.models": (["--no-train", "--no-such-option"], "unrecognized arguments: --no-such-option"),
 }
 #: Packages whose modules a user runs (tests/support holds test-only helpers).
 PACKAGES = ("fixtures", "rankers", "reports", "harness")

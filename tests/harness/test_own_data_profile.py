@@ -57,7 +57,7 @@ def test_a_dataset_on_own_data_plans_no_nevir_pin_or_expectation(tmp_path: Path,
 
 
 def test_the_nevir_format_holdout_runs_with_no_converter_and_its_report_carries_no_nevir_pin(tmp_path: Path) -> None:
-    """The example's NevIR-format file, declared as it is: fusion's row on its 16 directions and no pin checked or
+    """The example's NevIR-format file, declared as it is: fusion's row on its 24 directions and no pin checked or
     reported; the same file under embedded has NevIR's pins checked against it."""
     cache = tmp_path / "cache"
     on_embedded = evaluate(_profile_on(tmp_path, "embedded"), rankers=["fusion"], cache_dir=cache,
@@ -67,13 +67,15 @@ def test_the_nevir_format_holdout_runs_with_no_converter_and_its_report_carries_
     record = evaluate(HOLDOUT, rankers=["fusion"], cache_dir=cache, results_dir=tmp_path / "results")
     assert list(record.splits) == ["test"]
     t2 = record["test"].tables["table2"].set_index("ranker")
-    assert int(t2.loc["fusion", "n"]) == 16
+    assert int(t2.loc["fusion", "n"]) == 24
     assert not [key for key in record.parts if key[0] == "pin"]
     assert not record.checks["message"].str.contains("pinned", regex=False).any()
     assert record.failures.empty
     publish(record, tmp_path / "results")
     published = tmp_path / "results" / "partial" / "test"
     assert (published / "table2.csv").is_file()
+    directions = pd.read_csv(published / "directions.csv")  # the file's own field, carried
+    assert directions.set_index("qid").at["h05-3_q1", "data.topic"] == "transport"
     # pins are claims.csv rows (family "pin"); this run checked none, so it wrote no claims.csv at all
     claims = pd.read_csv(published / "claims.csv") if (published / "claims.csv").is_file() else pd.DataFrame(
         columns=["claim", "family"])

@@ -117,7 +117,7 @@ def test_options_are_checked_as_the_command_line_checks_them(tmp_path: Path) -> 
     ({"grader_sample": True}, "grader_sample must be a whole number >= 0, got True"),
     ({"exclude_marks": ["llm", "fast"]}, "exclude_marks \\['fast'\\] are no ranker marks"),
     ({"add": {"fusion": object()}}, "declares a ranker named 'fusion' already"),
-    ({"add": {"mine": object()}}, "neither a text scorer"),
+    ({"add": {"mine": object()}}, "none of what is accepted: an object with score"),
     ({"add": {"bad name": object()}}, "must be a portable identifier"),
 ])
 def test_evaluate_refuses_a_bad_argument_by_name_before_any_work(tmp_path: Path, options, message) -> None:

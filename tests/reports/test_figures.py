@@ -108,3 +108,18 @@ def test_figure2_without_claims_or_labels_names_the_scorer(missing: str) -> None
     data = figure2_data(tables)
     assert data["label"].tolist() == (["g"] if missing == "table2" else ["grader G"])
     assert data["h3_effect"].isna().all() and data["h3_interval_note"].tolist() == [""]
+
+
+def test_an_estimate_outside_its_interval_draws_a_zero_arm_instead_of_failing_the_publication() -> None:
+    """One source group: the interval is the estimate itself, and its rounding put the estimate a hair outside it
+    (−16.67 [−16.67, −16.67] failed publishing with matplotlib's "'yerr' must not contain negative values")."""
+    table = table2().head(1).assign(strict_pct=-16.666666666666668, strict_pct_lo=-16.666666666666664,
+                                    strict_pct_hi=-16.666666666666664, mrr=0.25, mrr_lo=0.2500000000000001,
+                                    mrr_hi=0.2500000000000001, n=36)
+    data = figure1_data({"table2": table})
+    assert data["interval_note"].tolist() == ["(n=36: interval unreliable)"]  # the sentence beside it
+    fig = draw_figure1(data)
+    try:
+        fig.canvas.draw()
+    finally:
+        plt.close(fig)

@@ -6,27 +6,13 @@ from pathlib import Path
 
 import pytest
 
-
-def _tiny_checkpoint(path: Path, num_labels: int, seed: int) -> Path:
-    """A seeded 2-layer BERT sequence classifier on the SPLADE-tiny tokenizer, saved like any local model."""
-    import torch  # heavy: only for the scorer tests that need a checkpoint
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    from fixtures.models import splade_tiny_path
-
-    torch.manual_seed(seed)
-    tok = AutoTokenizer.from_pretrained(splade_tiny_path())
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, num_labels=num_labels)
-    BertForSequenceClassification(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+from tests.support.checkpoints import tiny_checkpoint as tiny_checkpoint_folder
 
 
 @pytest.fixture(scope="session")
 def tiny_checkpoint() -> Callable[[Path, int, int], Path]:
     """``tiny_checkpoint(path, num_labels, seed)`` saves a tiny classifier folder at ``path``."""
-    return _tiny_checkpoint
+    return tiny_checkpoint_folder
 
 
 @pytest.fixture(scope="session")

@@ -185,7 +185,7 @@ def test_factory_errors_keep_the_original_exception(module):
 
 
 @pytest.mark.parametrize("factory, words", [
-    ("make_nothing", "returned a int, neither a text scorer"),
+    ("make_nothing", "a builtins.int is none of what is accepted: an object with score"),
     ("Both", r"with both score\(\) and score_pool\(\)"),
     ("NoKey", "model_key must be a non-empty string"),
 ])

@@ -56,7 +56,7 @@ def test_model_key_names_library_weights_and_score_settings(tiny_checkpoint, ckp
     assert RerankersScorer(ckpt, model_type="cross-encoder", options={"dtype": "bfloat16"}).model_key != a.model_key
     other = tiny_checkpoint(tmp_path / "tiny-ce", 1, 7)  # same folder name, other weights
     assert RerankersScorer(other, model_type="cross-encoder").model_key != a.model_key
-    assert RerankersScorer(ckpt, model_type="cross-encoder", revision="v2").model_key.endswith('@v2|{"lang":"en"}')
+    assert RerankersScorer(ckpt, model_type="cross-encoder", revision="v2").model_key.endswith('@v2|{"batched":true,"lang":"en"}')
 
 
 def test_two_logit_heads_are_refused_at_construction(tiny_checkpoint, tmp_path):
@@ -65,11 +65,17 @@ def test_two_logit_heads_are_refused_at_construction(tiny_checkpoint, tmp_path):
         RerankersScorer(tiny_checkpoint(tmp_path / "two", 2, 1), model_type="cross-encoder")
 
 
-def test_listwise_and_non_scalar_results_are_unavailable_with_reasons(ckpt):
+def query_by_query(monkeypatch, scorer: RerankersScorer) -> RerankersScorer:
+    """The scorer read as the library's rankers other than its pointwise transformer one are: ``rank`` per query."""
+    monkeypatch.setattr(type(scorer), "batched", property(lambda self: False))
+    return scorer
+
+
+def test_listwise_and_non_scalar_results_are_unavailable_with_reasons(ckpt, monkeypatch):
     from rerankers.documents import Document  # the library's own result types
     from rerankers.results import RankedResults, Result
 
-    scorer = RerankersScorer(ckpt, model_type="cross-encoder")
+    scorer = query_by_query(monkeypatch, RerankersScorer(ckpt, model_type="cross-encoder"))
     scorer.ranker.rank = lambda query, docs, doc_ids: RankedResults(
         [Result(Document(d, doc_id=i), rank=i + 1) for i, d in zip(doc_ids, docs)], query, has_scores=False)
     batch = scorer.score(INPUTS[:2])
@@ -83,8 +89,8 @@ def test_listwise_and_non_scalar_results_are_unavailable_with_reasons(ckpt):
     assert batch.errors[1] is None and batch.scores[1] == 0.5
 
 
-def test_a_failing_query_loses_only_its_inputs(ckpt):
-    scorer = RerankersScorer(ckpt, model_type="cross-encoder")
+def test_a_failing_query_loses_only_its_inputs(ckpt, monkeypatch):
+    scorer = query_by_query(monkeypatch, RerankersScorer(ckpt, model_type="cross-encoder"))
     real_rank = scorer.ranker.rank
 
     def rank(query, docs, doc_ids):
@@ -112,3 +118,27 @@ def test_plugs_into_the_window_procedure(ckpt, tmp_path):
     ranking = window_rerank(fusion, scored.scores, k=2, name="rerankers")
     expected_head = ["a", "b"] if logits[0] > logits[1] else ["b", "a"]
     assert ranking.frame["pid"].tolist() == [*expected_head, "c"] and not ranking.fallback
+
+
+def test_the_transformer_ranker_is_scored_across_queries_as_rank_scores_it(ckpt, monkeypatch):
+    """Batched across queries (the library's tokenize and model, at its batch size): the logits rank gives query by
+    query; a failing batch loses only its own inputs."""
+    scorer = RerankersScorer(ckpt, model_type="cross-encoder", options={"batch_size": 2})
+    assert scorer.batched and scorer.chunk_size == 2048
+    batched = scorer.score(INPUTS)
+    np.testing.assert_allclose(batched.scores, reference_logits(ckpt, INPUTS), atol=1e-5)
+    real = scorer.ranker.model.forward
+
+    def forward(*args, **kwargs):
+        if kwargs["input_ids"].shape[0] == 2 and forward.calls == 0:
+            forward.calls += 1
+            raise RuntimeError("out of memory")
+        return real(*args, **kwargs)
+
+    forward.calls = 0
+    monkeypatch.setattr(scorer.ranker.model, "forward", forward)
+    failed = scorer.score(INPUTS)
+    lost = np.isnan(failed.scores)
+    assert len({INPUTS[i] for i in np.flatnonzero(lost)}) == 2  # the failing batch's two distinct inputs
+    assert all("out of memory" in failed.errors[i] for i in np.flatnonzero(lost))
+    np.testing.assert_allclose(failed.scores[~lost], batched.scores[~lost])
