@@ -8,6 +8,14 @@ the checkout ships is copied into the cache (seconds); a model that is neither c
 cost stated first (the documented cost for this machine's load, ``harness.explain.contention``); ``--no-train``
 only says what would be trained and at what cost. The run manifest names the same folders
 (``manifest.json`` ``model:<ranker>``; docs/tutorial.md#the-studys-models).
+
+The same entry says which model scored a row, and why not the shipped one (docs/protocol.md#shipped-reference):
+where the cross-encoder's shipped judgments fail their seal (an edited file), the run refuses them and computes in
+their place, and a subset run whose cache lacks the full model trains the smaller CI-budget one, whose row differs
+(MRR 0.229 against 0.401 in a probe). So the cross-encoder's entry carries the model's budget, its score-cache key,
+where its judgments came from and, when the shipped ones were refused, why; the report's bottom line and the
+terminal name such a row (``reports.bottom_line.substitutions``). A refused LambdaMART file is retrained from the
+same inputs, byte for byte the shipped one (``tests/rankers/test_shipped.py``), so no other model scores its rows.
 """
 from __future__ import annotations
 
@@ -17,9 +25,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fixtures.artifacts import ArtifactCorrupt, check_seal
 from fixtures.settings import Settings, pin_cpu_kernels
 from rankers.kinds.lambdamart import LambdaMART
 from rankers.lambdamart_rows import variant_name
+from rankers.shipped import judgments_path
 
 
 @dataclass(frozen=True)
@@ -81,11 +91,44 @@ NOT_LOADED = "not loaded by this run (its rankings or judgments were read: the m
              "python -m harness.models gives its folder"
 
 
-def manifest_entry(evaluation, ranker: str) -> dict[str, dict[str, str]]:
-    """``manifest.json``'s ``model:<ranker>``: the folder of each model ``ranker`` trains, where this run loaded or
-    trained it, else how to get it; read from the session's loaded models only, so a warm run pays nothing for it."""
+def shipped_refusal(identity: dict) -> str | None:
+    """Why the judgments shipped for this judge identity are not used: a file fails its plain seal (None: none ship
+    for it, or they verify), as ``rankers.shipped.ShippedJudgments.find`` refuses them."""
+    manifest = judgments_path(identity)
+    if not manifest.is_file() or not manifest.with_suffix(".parquet").is_file():
+        return None
+    for path, what in ((manifest, "judgments manifest"), (manifest.with_suffix(".parquet"), "judgments table")):
+        try:
+            check_seal(path, what, keyed=False)
+        except ArtifactCorrupt as exc:  # it names the file
+            return f"shipped {exc} (restore it with git checkout -- data/reference)"
+        except OSError as exc:
+            return f"shipped {what} {path}: {exc}"
+    return None
+
+
+def _cross_encoder(evaluation, decl) -> dict[str, str | None]:
+    """The trained cross-encoder's entry: which model scored the ranker (its budget: the full one's judgments ship,
+    a subset run without them trains the CI budget's), its score-cache key, where its judgments came from, and why
+    the shipped ones were refused (None: they were used, or none ship for these inputs)."""
+    ctx, kind = evaluation.context, decl.ranker_kind
+    state = kind.trained_state(decl, ctx)
+    whose = "NevIR's" if decl.options.get("train_on") == "nevir" else "the dataset's"
+    model = evaluation.loaded(("trained-cross-encoder", decl.options.get("train_on", "dataset")))
+    return {"model": f"the cross-encoder fine-tuned on {whose} Train pools, {state.budget} budget",
+            "path": str(model.path) if model is not None else NOT_LOADED,
+            "model_key": kind.scorer(decl, ctx).model_key,
+            "source": ("its judgments shipped in data/reference/judgments/" if state.shipped
+                       else "fine-tuned by this suite (the cache's models/cross-encoder/)"),
+            "refused": shipped_refusal(kind.identity(decl, ctx, "full")) if ctx.shipped else None}
+
+
+def manifest_entry(evaluation, ranker: str) -> dict[str, dict[str, str | None]]:
+    """``manifest.json``'s ``model:<ranker>``: each model ``ranker`` trains, its folder where this run loaded or
+    trained it (else how to get it) and, for the cross-encoder, which model scored it (``_cross_encoder``); read
+    from the session's loaded models and the kinds' keys, so a warm run loads nothing for it."""
     loaded = evaluation.loaded
-    entry: dict[str, dict[str, str]] = {}
+    entry: dict[str, dict[str, str | None]] = {}
     for decl, seeds in (t for t in _training(evaluation) if t[0].name == ranker):
         if decl.kind == "lambdamart":
             background = int(decl.options["background"])
@@ -94,9 +137,7 @@ def manifest_entry(evaluation, ranker: str) -> dict[str, dict[str, str]]:
                 entry[f"{decl.name}@seed{seed}"] = {"model": f"LambdaMART {variant_name(background)}",
                                                     "path": str(model.path) if model is not None else NOT_LOADED}
         else:
-            model = loaded(("trained-cross-encoder", decl.options.get("train_on", "dataset")))
-            entry[decl.name] = {"model": "fine-tuned cross-encoder",
-                                "path": str(model.path) if model is not None else NOT_LOADED}
+            entry[decl.name] = _cross_encoder(evaluation, decl)
     return entry
 
 

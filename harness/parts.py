@@ -31,7 +31,6 @@ from harness.checks import Check, claim_check, full_run_verdict, gate_checks, pi
 from harness.claims import ClaimBook, expected_grade_counts, h3_claims, sample_estimand, seed_estimand, tie_twins
 from harness.models import manifest_entry as study_models_entry
 from harness.perturbation import perturbed_book, perturbed_evaluation, published_result
-from harness.provenance import scored_by
 from harness.profile_terms import QUALITY_GATES
 from harness.session import Evaluation
 from rankers.trec import write_qrels
@@ -79,9 +78,9 @@ def table2_row(ev: Evaluation, rec: RecordBuilder, split: str, ranker: str) -> N
     decl = ev.decl(ranker)
     row = ev.row(split, ranker)
     rec.add("table2", split, row, order=decl.order)
-    model = scored_by(decl, ev.context)  # which model scored it (a trained one's), docs/protocol.md#shipped-reference
-    if model is not None:
-        rec.entry(split, f"scored_by:{ranker}", model.entry())
+    models = study_models_entry(ev, ranker)  # the models it trains: their folders, which one scored it, and why
+    if models:
+        rec.entry(split, f"model:{ranker}", models)
     directions = ev.directions_for(split, ranker)
     rec.artifact(split, Artifact("outcomes", stash_frame(ev.settings.cache_dir, f"outcomes-{ranker}",
                                                          ev.outcomes(split, ranker)), ranker))
@@ -93,9 +92,6 @@ def table2_row(ev: Evaluation, rec: RecordBuilder, split: str, ranker: str) -> N
     if decl.designated_only:
         return
     ranking = ev.ranking(split, ranker)
-    models = study_models_entry(ev, ranker)  # the trained folders it ranked with, or how to get them
-    if models:
-        rec.entry(split, f"model:{ranker}", models)
     if not decl.is_window:  # a window ranker's cost is its judgments' (the ``cost`` part)
         rec.add("cost", split, ranking_cost(f"{ranker}_rank", ranking), order=decl.order)
     if "coverage" in ranking.info:  # another system's run: what it ranked in the pool and what was dropped

@@ -27,21 +27,24 @@ HYPOTHESES = {"H1": "training moves preference and position apart",
               "beyond": "beyond the paper"}
 #: Where the published values the bottom line compares with are listed, with their sources.
 REFERENCE_PAGE = "docs/reference-results.md"
-#: A manifest entry naming the model that scored a ranker (``harness.provenance.ScoredBy``): ``scored_by:<ranker>``.
-SCORED_BY = "scored_by:"
+#: The manifest entries naming the models a ranker trains (``harness.models.manifest_entry``): ``model:<ranker>``.
+MODEL = "model:"
 
 
 def substitutions(entries: Mapping[str, Any], markdown: bool = True) -> list[str]:
-    """One sentence per ranker that another model scored because the study's shipped judgments were refused (its
-    manifest entry ``scored_by:<ranker>`` has ``refused``): the model used, its key, and why (markdown, or plain
-    text for the terminal)."""
+    """One sentence per ranker that another model scored because the study's shipped judgments were refused (a
+    model of its manifest entry ``model:<ranker>`` has ``refused``): the model used, its key, and why (markdown, or
+    plain text for the terminal)."""
     text, code = (md_escape, md_code) if markdown else (str, str)
     out = []
-    for key, value in sorted(entries.items()):
-        if str(key).startswith(SCORED_BY) and isinstance(value, Mapping) and value.get("refused"):
-            out.append(f"{code(str(key)[len(SCORED_BY):])} was scored by {text(value.get('model'))} (model key "
-                       f"{code(value.get('model_key'))}; {text(value.get('source'))}), not by the study's shipped "
-                       f"judgments, which were refused: {text(value['refused'])}")
+    for key, models in sorted(entries.items()):
+        if not str(key).startswith(MODEL) or not isinstance(models, Mapping):
+            continue
+        for value in models.values():
+            if isinstance(value, Mapping) and value.get("refused"):
+                out.append(f"{code(str(key)[len(MODEL):])} was scored by {text(value.get('model'))} (model key "
+                           f"{code(value.get('model_key'))}; {text(value.get('source'))}), not by the study's "
+                           f"shipped judgments, which were refused: {text(value['refused'])}")
     return out
 
 

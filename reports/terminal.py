@@ -92,7 +92,7 @@ def write_summary(terminalreporter: Any, frames: Sequence[tuple[str, str, pd.Dat
             stops += [f"[{split}] {line}" for line in stop_lines(frame, tables[split].get("claims"))]
     notes = (
         (list(substituted), "ANOTHER MODEL SCORED THESE ROWS (the shipped one was refused; manifest.json "
-                            "scored_by:<ranker>):", {"red": True}),
+                            "model:<ranker>):", {"red": True}),
         (stops, "SEQUENTIAL CLAIMS: where each one's sample stopped (sequential.csv; "
                 "docs/statistics.md#sequential-samples):", {}),
         ([line.replace("**", "") for line in moved], "INHERITED CHECKS MISSED (reported, not failed; [profile] "

@@ -84,9 +84,10 @@ def test_manifest(report, split, pytestconfig):
     report.entry(split, "code_commit", "fake")
     report.entry(split, "profile", {"name": "fake", "rankers": {r: {} for r in RANKERS}})
     if os.environ.get("FAKE_SCORED_BY"):
-        report.entry(split, "scored_by:ce", {"model": "the cross-encoder fine-tuned on the dataset's Train pools, ci "
-                                             "budget", "model_key": "ce-ci-key", "source": "fine-tuned by this suite",
-                                             "refused": "shipped judgments table x.parquet: sha256 differs"})
+        report.entry(split, "model:ce", {"ce": {
+            "model": "the cross-encoder fine-tuned on the dataset's Train pools, ci budget", "path": "ce-ci",
+            "model_key": "ce-ci-key", "source": "fine-tuned by this suite",
+            "refused": "shipped judgments table x.parquet: sha256 differs"}})
     report.artifact(split, Artifact("pool", sealed(pytestconfig, f"pool-{split}.parquet", f"pool of {split}, {STRICT}")))
 
 

@@ -3,7 +3,7 @@
 The probe edited the shipped cross-encoder judgment file in ``data/reference/judgments/``: the subset run refused it
 (a warning), trained the smaller CI-budget cross-encoder instead, and its ``ce`` row changed (MRR 0.229 against
 0.401) while neither the report nor the manifest said another model scored it. Now the manifest's
-``scored_by:<ranker>`` names the model, its key and where it came from, and why the shipped judgments were refused;
+``model:<ranker>`` names the model, its key and where it came from, and why the shipped judgments were refused;
 the report's bottom line and the terminal say it (docs/protocol.md#shipped-reference).
 
 The run here is the CI subset's on an empty cache with the shipped judgments edited (a copy: the checkout's files are
@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 import fake_project as fake
-import harness.provenance
+import harness.models
 import rankers.scorers.ce_training
 import rankers.shipped
 from harness.run import evaluate, publish
@@ -54,7 +54,7 @@ def edited_judgments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     frame.loc[0, "score"] += 1.0
     frame.to_parquet(table, index=False)
     real = rankers.shipped.judgments_path
-    for module in (rankers.shipped, harness.provenance):  # where the run and its record look for them
+    for module in (rankers.shipped, harness.models):  # where the run and its record look for them
         monkeypatch.setattr(module, "judgments_path", lambda identity, shipped_dir=copy: real(identity, copy))
     return table
 
@@ -72,14 +72,14 @@ def test_a_row_another_model_scored_names_it_and_why_the_shipped_one_was_not_use
         record = evaluate("embedded", splits=["test"], subset_pairs=24, rankers=["ce"], cache_dir=tmp_path / "cache",
                           results_dir=tmp_path / "results")
     assert budgets == ["ci"] and record.failures.empty, record.failures
-    scored = record.splits["test"].entries["scored_by:ce"]
+    scored = record.splits["test"].entries["model:ce"]["ce"]
     assert scored["model"] == "the cross-encoder fine-tuned on the dataset's Train pools, ci budget"
     assert scored["model_key"] == StandIn.model_key and "fine-tuned by this suite" in scored["source"]
     assert str(edited_judgments) in scored["refused"] and "judgments table" in scored["refused"]
 
     publish(record, tmp_path / "results")
     folder = tmp_path / "results" / "partial" / "test"  # a run of one ranker is partial
-    assert json.loads((folder / "manifest.json").read_text())["scored_by:ce"] == scored
+    assert json.loads((folder / "manifest.json").read_text())["model:ce"]["ce"] == scored
     report = (folder / "report.md").read_text()
     bottom = report.split("## Bottom line", 1)[1].split("\n## ", 1)[0]
     assert "**Another model scored this row**: `ce` was scored by the cross-encoder fine" in bottom
