@@ -52,6 +52,8 @@ DECLARED = pytest.StashKey[dict]()
 PART_KEYS = pytest.StashKey[dict[str, tuple[str, str, str]]]()
 #: The session's run record, once computed (the ``record`` fixture).
 RECORD = pytest.StashKey[RunRecord]()
+#: Per spec whose part this run does not compute, the rankers it needs that the run's selection leaves out.
+LEFT_OUT = pytest.StashKey[dict[str, tuple[str, ...]]]()
 #: Specs parametrized over something the profile declares none of (node id of the function): deselected.
 UNDECLARED = pytest.StashKey[set[str]]()
 
@@ -128,6 +130,7 @@ def record(request: pytest.FixtureRequest, evaluation) -> RunRecord:
             name, params = mark.args[0], getattr(getattr(item, "callspec", None), "params", {})
             value = params[parameter[name]] if parameter[name] else None
             keys[item.nodeid] = builder.key(name, value.split if parameter[name] == "pin" else params["split"], value)
+    request.config.stash[LEFT_OUT] = {node: builder.left_out(key) for node, key in keys.items() if builder.left_out(key)}
     computed["record"] = request.config.stash[RECORD] = builder.run(set(keys.values()))
     return computed["record"]
 
@@ -148,6 +151,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
         return
     from reports.plugin import enforce  # registered by pytest_plugins; an early import blocks its rewrite
 
+    left_out = pyfuncitem.config.stash[LEFT_OUT].get(pyfuncitem.nodeid)
+    if left_out:  # e.g. -m llm keeps the grader's claims but not the baseline they compare with
+        pytest.skip(f"needs {', '.join(left_out)}, which this run's selection (-m) does not compute")
     outcome = pyfuncitem.config.stash[RECORD].part(*key)
     if outcome.error is not None:
         raise outcome.error

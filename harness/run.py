@@ -80,6 +80,13 @@ class RunBuilder:
                             if call.part.parameter == "graded_ranker" else name))
         self.book: ClaimBook = ev.shared(("claim-book",), lambda: ClaimBook(ev, frozenset(claims)))
 
+    def left_out(self, key: PartKey) -> tuple[str, ...]:
+        """The rankers a part needs that this run does not compute (empty: the run selects them all), so a spec
+        over it can say why it was not computed."""
+        if key not in self.deselected:
+            return ()
+        return tuple(sorted({d.name for d in self.calls[key].param.decls if not self.selected(d)}))
+
     def unmet(self, call: PartCall) -> tuple[str, ...]:
         """Why this machine cannot run a ranker the part computes (empty: it can), each ranker checked once."""
         reasons: list[str] = []

@@ -367,3 +367,13 @@ def test_a_check_carries_the_marks_of_every_ranker_it_computes(tmp_path: Path) -
     assert cheap.returncode == 0, cheap.stderr[-3000:]
     assert "test_table2_row[test-cheap]" not in cheap.stdout and "server_pairs-vs-grader" not in cheap.stdout
     assert "test_table2_row[test-fusion]" in cheap.stdout
+
+
+def test_a_spec_whose_baseline_the_marks_leave_out_is_skipped_naming_it(tmp_path: Path) -> None:
+    """-m llm keeps the grader's H2 claims (marked llm) but not fusion, their baseline: each is skipped naming the
+    ranker it needs (it failed with a KeyError about an uncomputed part)."""
+    done, _ = run_specs(["-m", "llm", "-k", "h2_grader_pairs_strict", "-rs"], tmp_path / "cache",
+                        tmp_path / "results")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "2 skipped" in done.stdout and "needs fusion, which this run's selection (-m) does not compute" \
+        in done.stdout and "KeyError" not in done.stdout
