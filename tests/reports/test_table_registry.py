@@ -76,7 +76,7 @@ def test_every_published_table_is_one_record() -> None:
 
 def test_measure_tables_take_columns_and_intervals_from_their_measure_records() -> None:
     table2 = TABLES["table2"]
-    assert table2.columns == (*TABLE2_ROW_COLUMNS, *CHANGE_COLUMNS, "label", "compare_to")
+    assert table2.columns == (*TABLE2_ROW_COLUMNS, *CHANGE_COLUMNS, "label", "compare_to", "seeds")
     assert {(i.name, i.lo, i.hi) for i in table2.intervals} == {(m.name, *m.bounds) for m in TABLE2 if m.bounds}
     assert {"strict_pct", "mrr", "delta_pts", "paired_pct"} <= {i.name for i in table2.intervals}
     assert TABLES["table3"].columns == TABLE3_COLUMNS
