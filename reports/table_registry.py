@@ -90,8 +90,8 @@ _TABLES = (
           "before and after", ("subject", "measure"), False,
           ("subject", "measure", "unperturbed", "perturbed", "change", "relative_noise")),
     Table("table3", "Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",), True, TABLE3_COLUMNS),
-    Table("nevir_paired", "NevIR paired accuracy on the given pair (L1), ties as failures and in random order; "
-          "published figures in report.md", ("scorer",), True, NEVIR_PAIRED_COLUMNS, _intervals(NEVIR_PAIRED)),
+    Table("nevir_paired", "NevIR paired accuracy on the given pair (L1), ties as failures and ordered by passage id "
+          "(trec_eval, as MTEB's NevIR task); published figures in report.md", ("scorer",), True, NEVIR_PAIRED_COLUMNS, _intervals(NEVIR_PAIRED)),
     Table("tie_branch", "Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch"),
           True, ("scorer", "branch", "parent", "directions", "of_directions", "directions_pct", "non_successes",
                  "of_non_successes", "non_successes_pct", "accuracy_pct", "tie_break_accuracy_pct", "double_max",
