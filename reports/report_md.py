@@ -327,7 +327,8 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
               "`unavailable.csv` (unavailable judgments by cause, when there are any); `endpoints.csv` (server "
               "endpoints per ranker, when there are any); `coverage.csv` (TREC runs); "
               "`judgments.csv` (every text judgment); `comparison.csv` (--compare-to)",
-              "- `qrels.txt`, `runs/<ranker>.trec` (full pool, final order), `pool.parquet`, `directions.csv` "
+              "- `qrels.txt`, `runs/<ranker>.trec` (full pool, final order, the ranker's score keys: equal scores "
+              "are ties, the rank column the list position), `pool.parquet`, `directions.csv` "
               "(one row per planned direction, per-ranker outcomes)",
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
               "models, seeds, samples, stage wall-clock, the sha256 of every other file)", ""]
