@@ -153,3 +153,15 @@ def test_a_route_run_keeps_the_routes_own_scores_as_python_prints_them(tmp_path)
     assert path.read_text(encoding="utf-8") == ("Q1_q1 Q0 pb 1 0.30000000000000004 bm25\n"
                                                 "Q1_q1 Q0 pa 2 12.0 bm25\nQ2_q1 Q0 pd 1 -1e-20 bm25\n")
     assert read_run(path)["score"].tolist() == [0.1 + 0.2, 12.0, -1e-20]
+
+
+def test_a_stashed_run_is_named_by_its_keys_and_the_writers_code(tmp_path):
+    """Two rankings in the same order with other scores are two files: a run the cache holds from other keys (or
+    another version of the writer) is never published for this one."""
+    from reports.outputs import stash_run
+
+    other = single_score_ranking(POOL, POOL["score"].to_numpy() * 2, "fusion")
+    assert other.frame["rank"].tolist() == fusion().frame["rank"].tolist()
+    first, second = stash_run(tmp_path, fusion()), stash_run(tmp_path, other)
+    assert first != second and stash_run(tmp_path, fusion()) == first
+    assert "1.8" in second.read_text() and "1.8" not in first.read_text()
