@@ -164,8 +164,8 @@ def seed_note(ev: Evaluation, d: ClaimDefinition, single_seed: bool) -> str:
     if single_seed:
         return (f"{seed_words([ev.settings.seed])} (the paper's protocol), reported beside the verdict on the "
                 f"{seed_estimand(ev, d)}")
-    return f"outcomes: {seed_estimand(ev, d)} (" + ", ".join(n for n in (d.ranker, d.versus)
-                                                            if n and len(ev.seeds(n)) > 1) + ")"
+    trained = ", ".join(n for n in (d.ranker, d.versus) if n and len(ev.seeds(n)) > 1)
+    return f"each direction's outcome the {seed_estimand(ev, d)} ({trained})"
 
 
 def _tested(ev: Evaluation, d: ClaimDefinition, test: Callable[..., ClaimTest], *args: object) -> ClaimTest:
