@@ -199,6 +199,7 @@ def verdict_table(claims: pd.DataFrame) -> list[str]:
     for r in rows:
         families.setdefault(r["family"], r)
     listed = [f"- {md_escape(f)} ({_count(r, 'family_hypotheses')} hypotheses): {md_escape(r.get('family_members'))}"
+              if num(r, "family_hypotheses") else f"- {md_escape(f)}: no claim its sample can decide (0 hypotheses)"
               for f, r in families.items() if isinstance(r.get("family_members"), str) and r["family_members"]]
     return ["## Verdicts", "", DECIDES, "",
             pd.DataFrame(table, columns=list(VERDICT_COLUMNS)).to_markdown(index=False, disable_numparse=True), "",
@@ -217,7 +218,8 @@ def _sample_words(row: Mapping[str, Any]) -> str:
         return ""
     if units == "directions" or pd.isna(groups):
         return f"{int(n):,}" + (" (single directions)" if units == "directions" else "")
-    return f"{int(n):,} ({int(groups):,} {units if isinstance(units, str) and units else 'groups'})"
+    unit = units if isinstance(units, str) and units else "groups"
+    return f"{int(n):,} ({int(groups):,} {unit[:-1] if groups == 1 else unit})"
 
 
 def reference_lines(claims: pd.DataFrame, reference: ReferenceRows | None, dataset: Mapping[str, Any] | None = None

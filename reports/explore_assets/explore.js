@@ -227,8 +227,10 @@
       (s.decided_look ? `<br>decided at look ${fmtInt(s.decided_look)}: ${held(s.decided_groups, s.decided_directions, s.decided_judgments)}`
         : '<br><span class="muted">not decided by any look</span>') + "</td>";
   }
+  // The verdicts first: the hypotheses' claims, then the single-seed twins (a "@seed" claim), then gates and pins.
+  const claimOrder = (c) => (c.family === "gate" || c.family === "pin" ? 2 : String(c.claim).includes("@") ? 1 : 0);
   function claims() {
-    const rows = D.claims;
+    const rows = D.claims.map((c, k) => [claimOrder(c), k, c]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map((x) => x[2]);
     const sequential = D.sequential || {};
     const stopped = rows.some((c) => sequential[c.claim]);
     if (!rows.length) { $("claims").innerHTML = "<tbody><tr><td class='muted'>no claims in this run</td></tr></tbody>"; return; }
@@ -260,7 +262,7 @@
         `<td class="num ci">${c.lo === null || c.lo === undefined ? "–" : `[${signed(c.lo, claimDigits(c))}, ${signed(c.hi, claimDigits(c))}]`}</td>` +
         rest.map((k) => `<td class="num">${claimNumber(k, c[k])}</td>`).join("") +
         `<td>${esc(c.family || "")}</td>${compared ? `<td>${compares}</td>` : ""}<td>${claimLink(c)}</td>` +
-        `<td class="wrap muted">${esc(c.reason || "")}</td></tr>`;
+        `<td class="wrap muted"><div class="clamp" title="${esc(c.reason || "")}">${esc(c.reason || "")}</div></td></tr>`;
     }
     $("claims").innerHTML = h + "</tbody>";
   }
