@@ -58,6 +58,7 @@ NOT_TABLES = {
     ("reports/run_record.py", "FAILURE_COLUMNS"): "RunRecord.failures, a frame the specs read",
     ("reports/run_record.py", "CHECK_COLUMNS"): "RunRecord.checks, a frame the specs read",
     ("reports/report_md.py", "COMPARISON_BRIEF_COLUMNS"): "what report.md shows of comparison.csv (checked below)",
+    ("reports/bottom_line.py", "VERDICT_COLUMNS"): "report.md's verdict table, headings of rendered claims.csv cells",
     ("reports/measures.py", "TABLE2_COLUMNS"): "Table II's contract, derived from its measure records",
     ("reports/measures.py", "TABLE3_COLUMNS"): "Table III's columns, derived from its measure records",
     ("reports/measures.py", "NEVIR_PAIRED_COLUMNS"): "nevir_paired's columns, derived from its measure records",
