@@ -38,6 +38,7 @@ from harness.profile_terms import PROFILE_DIR
 from harness.sequential import family_sizes
 from reports.comparisons import group_labels
 from reports.changes import ChangeVerdict, paired_change, tolerance_change
+from reports.claim_families import seed_words
 from reports.columns import POINTS
 from reports.history import HISTORY, MANIFEST_FILE, SavedSplit, UnsealedEntry, open_saved, reviewed_run, saved_runs
 from reports.hypotheses import ClaimResult, check_verdict
@@ -86,7 +87,9 @@ def single_seed_row(ev: Evaluation, result: ClaimResult) -> dict:
     """The single-seed twin of a seed-averaged claim as its own claims row (``<claim>@seed<k>``), never asserted."""
     row = result.row()
     check_verdict(row["status"], row["p_adjusted"], row["p_opposite_adjusted"], result.alpha, result.name)
-    return {**row, "claim": f"{result.name}@seed{ev.settings.seed}", "estimand": f"single seed {ev.settings.seed}",
+    seed = seed_words([ev.settings.seed])
+    return {**row, "claim": f"{result.name}@seed{ev.settings.seed}", "seeds": seed,
+            "estimand": f"{seed} (the paper's protocol)",
             "expected": "", "profile": ev.profile.name, "scope": "subset" if ev.is_subset else "full",
             **declaration(ev.profile, None, "")}
 

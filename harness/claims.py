@@ -29,8 +29,9 @@ from harness.profile_terms import PROFILE_DIR
 from rankers.declarations import ALL
 from rankers.window import WINDOW_K
 from reports import claim_families
-from reports.claim_families import ClaimDefinition, DeclaredComparison
+from reports.claim_families import ClaimDefinition, DeclaredComparison, seed_words
 from reports.claim_measures import ClaimTest, measure_comparison, measure_tie_branch, not_measured
+from reports.decision_intervals import ShiftedTest, kept_bound
 from reports.hypotheses import DIGITS, ClaimResult, decidable, decide_family, format_interval
 from reports.tie_branch import expected_grade_splits, tie_branches
 
@@ -132,11 +133,11 @@ def seeded(ev: Evaluation, d: ClaimDefinition) -> bool:
 
 
 def seed_estimand(ev: Evaluation, d: ClaimDefinition) -> str:
-    """claims.csv's ``estimand`` of a seed-averaged comparison ("" for the others: one ranking per ranker)."""
+    """claims.csv's ``seeds`` (and ``estimand``) of a seed-averaged comparison, in the words every output uses
+    (``reports.claim_families.seed_words``: ``mean of seeds 13–17``); "" for the others (one ranking per ranker)."""
     if not seeded(ev, d):
         return ""
-    seeds = sorted({s for name in (d.ranker, d.versus) if name for s in ev.seeds(name)})
-    return f"mean over training seeds {seeds[0]}-{seeds[-1]} ({len(seeds)} seeds)"
+    return seed_words({s for name in (d.ranker, d.versus) if name for s in ev.seeds(name)})
 
 
 def claim_units(ev: Evaluation, d: ClaimDefinition) -> str:
@@ -161,9 +162,10 @@ def sample_estimand(ev: Evaluation, d: ClaimDefinition) -> str:
 def seed_note(ev: Evaluation, d: ClaimDefinition, single_seed: bool) -> str:
     """What a comparison's outcomes are: the seed average (its estimand) or the run's single seed."""
     if single_seed:
-        return f"single seed {ev.settings.seed} (the paper's protocol), reported beside the seed-averaged verdict"
-    counts = {name: len(ev.seeds(name)) for name in (d.ranker, d.versus) if name and len(ev.seeds(name)) > 1}
-    return "outcomes averaged over training seeds (" + ", ".join(f"{n}: {k} seeds" for n, k in counts.items()) + ")"
+        return (f"{seed_words([ev.settings.seed])} (the paper's protocol), reported beside the verdict on the "
+                f"{seed_estimand(ev, d)}")
+    trained = ", ".join(n for n in (d.ranker, d.versus) if n and len(ev.seeds(n)) > 1)
+    return f"each direction's outcome the {seed_estimand(ev, d)} ({trained})"
 
 
 def _tested(ev: Evaluation, d: ClaimDefinition, test: Callable[..., ClaimTest], *args: object) -> ClaimTest:
@@ -172,6 +174,16 @@ def _tested(ev: Evaluation, d: ClaimDefinition, test: Callable[..., ClaimTest], 
     parts = {"claim": dataclasses.asdict(d), "test": test.__name__, "inputs": [content(a) for a in args],
              **code_identity(test.__module__)}
     return ev.memo.get("claim-test", parts, lambda: test(d, *args))
+
+
+def memo_bound(ev: Evaluation) -> Callable[[ShiftedTest, str, float], float]:
+    """``reports.decision_intervals.kept_bound`` memoized under the test, the side, the level and the code
+    (docs/protocol.md#caches): a warm run reads its decision intervals instead of inverting the tests again."""
+    def bound(test: ShiftedTest, side: str, level: float) -> float:
+        parts = {"test": dataclasses.asdict(test), "side": side, "level": level,
+                 **code_identity(kept_bound.__module__)}
+        return ev.memo.get("decision-bound", parts, lambda: kept_bound(test, side, level))
+    return bound
 
 
 def measure(ev: Evaluation, split: str, d: ClaimDefinition, single_seed: bool = False) -> ClaimTest:
@@ -211,11 +223,15 @@ def anytime(ev: Evaluation, split: str, d: ClaimDefinition, test: ClaimTest) -> 
                                    units=test.units)
     p_greater, p_less = run.p_values(d.name)
     sequence = run.tests[d.name]
-    note = (f"{run.note(d.name)}; the interval shown is that 95% confidence sequence, valid at this data-dependent "
-            f"stop (the fixed-sample bootstrap interval {format_interval(test.lo, test.hi, DIGITS.get(test.unit, 4))} "
-            "is not)")
+    note = (f"{run.note(d.name)}; the descriptive interval shown is that 95% confidence sequence, valid at this "
+            f"data-dependent stop (the fixed-sample bootstrap interval "
+            f"{format_interval(test.lo, test.hi, DIGITS.get(test.unit, 4))} is not)")
+    shifted = None
+    if test.shifted is not None and sequence.sums:  # the decision interval inverts the betting test at the stop
+        shifted = ShiftedTest(sequence.sums, sequence.sizes, sequence.scale / sum(sequence.sizes), 1.0,
+                              sequence.bound, False, test.shifted.resolution, anytime=True)
     return dataclasses.replace(test, p_greater=p_greater, p_less=p_less, lo=sequence.lo, hi=sequence.hi,
-                               bootstrap=(test.lo, test.hi), anytime=True,
+                               bootstrap=(test.lo, test.hi), anytime=True, shifted=shifted,
                                measured=f"{test.measured}; {note}" if test.measured else note)
 
 
@@ -251,7 +267,7 @@ class ClaimBook:
             except Exception as exc:  # noqa: BLE001 - a broken ranker: its own claims only
                 errors[d.name] = exc
                 unmeasured += 1
-        return {**errors, **{r.name: r for r in decide_family(tests, unmeasured)}}
+        return {**errors, **{r.name: r for r in decide_family(tests, unmeasured, bound=memo_bound(self.ev))}}
 
     def result(self, split: str, name: str) -> ClaimResult:
         if name not in self.definitions:

@@ -12,8 +12,8 @@ run with those options evaluates; a missing pool is built first. Per split, unde
 - ``qrels.txt`` (TREC: ``qid 0 pid relevance``): one line per eligible direction, its preferred
   passage 1; ``directions.tsv``: every direction with its pair, group, designated passages and
   whether it is eligible (counted in the suite's tables);
-- ``candidates.trec``: the whole pool per query in fusion order (score = pool size − rank + 1), the
-  candidates to rerank; ``runs/<route>.trec``: each route's own results (its raw score and rank);
+- ``candidates.trec``: the whole pool per query in fusion order (fusion's own score; equal scores are ties, in
+  passage id order along the rank column: docs/protocol.md#trec-runs), the candidates to rerank; ``runs/<route>.trec``: each route's own results (its raw score and rank);
 - ``rank_llm.jsonl``: rank_llm's retrieve-results requests (``{"query": {"text", "qid"}, "candidates":
   [{"docid", "score", "doc": {"contents"}}]}``), the top ``--rank-llm-depth`` candidates per query;
 - ``manifest.json``: the contract (qid and passage-id formats, corpora), the pool snapshot and its

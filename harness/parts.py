@@ -219,14 +219,15 @@ def _recorded(rec: RecordBuilder, split: str, rows: list[dict], checks: Checks) 
 
 # ---- claims -------------------------------------------------------------------------------------------------------
 
-def _claim(ev: Evaluation, rec: RecordBuilder, split: str, book: ClaimBook, name: str, estimand: str = "",
+def _claim(ev: Evaluation, rec: RecordBuilder, split: str, book: ClaimBook, name: str, seeds: str = "",
            result=None) -> Checks:
-    """A claim's verdict from its family, its row recorded; the checks its reviewed expectation implies."""
+    """A claim's verdict from its family, its row recorded (``seeds``: the seed average it is decided on, in the words
+    every output uses); the checks its reviewed expectation implies."""
     result = result if result is not None else book.result(split, name)
-    estimand = "; ".join(e for e in (estimand, sample_estimand(ev, book.definitions[name])) if e)
+    estimand = "; ".join(e for e in (seeds, sample_estimand(ev, book.definitions[name])) if e)
     row, checks = claim_check(ev.profile, split, result, subset=ev.is_subset, estimand=estimand,
                               gate=ev.settings.gate_expectations, recorded=full_run_verdict(ev, split, result.name))
-    rec.add("claims", split, row)
+    rec.add("claims", split, {**row, "seeds": seeds})
     return checks
 
 

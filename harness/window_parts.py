@@ -61,7 +61,7 @@ def pair_only(ev: Evaluation, rec: RecordBuilder, split: str, window_ranker: str
     rec.add("table3", split, row, order=order)
     paired = nevir_paired_row(window_ranker, given_pair_paired(outcomes, directions, seed=ev.settings.seed))
     rec.add("nevir_paired", split, paired, order=order)
-    assert paired["paired"] <= paired["pairs"] and paired["paired_pct"] <= paired["paired_random_pct"]
+    assert paired["paired"] <= paired["pairs"] and paired["paired_pct"] <= paired["paired_trec_pct"]
     assert row["n"] == l2["n"]
     if not ev.decl(window_ranker).ranker_kind.pointwise:
         return  # a listwise or pairwise judgment of the pair alone is not its judgment within the window

@@ -5,14 +5,16 @@ Every TREC file the suite writes (published ``runs/<ranker>.trec`` and ``qrels.t
 ranker's file, the files the MRR recheck reads back) goes through here. It sits at the rankers layer
 because a ``trec_run`` ranker reads runs and rankers never import reports.
 
-Run scores are written as ``pool_size - rank + 1`` rather than the ranker's own
-score. trec_eval and ir_measures re-sort each query by score (breaking equal scores
-by document id, descending in trec_eval), so writing raw fusion scores would let
-them reorder our tied passages (which we order by id ascending) and report a
-different MRR. A score strictly decreasing with rank makes the file's order
-unambiguous: any tool reproduces exactly our list positions. A route's own results
-(the export's ``runs/<route>.trec``) keep the route's score instead: they are what it
-retrieved, not a list to reproduce.
+A run's score is the ranker's own score key (docs/protocol.md#trec-runs): its score, written exactly, for a ranker
+with one score (fusion, LambdaMART, a TREC run's single score: the key is (score, 0, 0)), else the dense rank of its
+key (k0, k1, k2) within the query (1 the lowest: a window ranker's (1, text score, tie-breaker score) above (0, 0,
+reference score)). Equal scores are exactly the ranker's ties, which fail strict preference, so NevIR's rule read
+from the file (the preferred passage's score strictly above its counterpart's) gives Table II's strict preference,
+ties and paired accuracy. The ``rank`` column is the list position (Table II's ranks: ties in the ranker's own
+order, passage id ascending for the suite's rankers): trec_eval and ir_measures ignore it and break equal scores by
+document id descending, so a tool reproducing MRR, Pref@k or nDCG@10 orders each query by the rank column (or by
+score descending, then passage id ascending). A route's own results (the export's ``runs/<route>.trec``) keep the
+route's score as it stands: they are what it retrieved.
 
 A file is read strictly: whitespace-separated fields, a fixed number per non-blank line, an
 integer rank or relevance, a finite score, each (qid, pid) at most once, at least one line; any
@@ -27,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from fixtures.populations import eligible_directions
-from rankers.base import Ranking
+from rankers.base import KEY_COLUMNS, Ranking
 
 RUN_FIELDS = ("qid", "q0", "pid", "rank", "score", "tag")
 QRELS_FIELDS = ("qid", "iteration", "pid", "relevance")
@@ -54,12 +56,29 @@ def write_qrels(directions_annotated: pd.DataFrame, path: Path) -> Path:
     return _write_lines(path, q["qid"].astype(str) + " 0 " + q["preferred_pid"].astype(str) + " 1\n")
 
 
+def score_keys(frame: pd.DataFrame) -> pd.Series:
+    """The run file's score of each row of a ranking frame: the score itself, exactly as a Python float prints, when
+    every key is (score, 0, 0); else the dense rank of the key (k0, k1, k2) within its query, 1 the lowest, equal keys
+    equal (the module doc)."""
+    keys = frame[list(KEY_COLUMNS)].to_numpy(dtype=float)
+    if not keys[:, 1:].any():
+        return frame["k0"].astype(float).map(repr)
+    query = pd.factorize(frame["qid"])[0]
+    order = np.lexsort((keys[:, 2], keys[:, 1], keys[:, 0], query))  # by query, then key ascending
+    q, k = query[order], keys[order]
+    first = np.r_[True, q[1:] != q[:-1]]
+    step = first | np.r_[True, (k[1:] != k[:-1]).any(axis=1)]
+    dense = np.empty(len(order), dtype=np.int64)
+    dense[order] = pd.Series(step.astype(np.int64)).groupby(q).cumsum().to_numpy()
+    return pd.Series(dense, index=frame.index).astype(str)
+
+
 def write_run(ranking: Ranking, path: Path, tag: str | None = None, own_scores: bool = False) -> Path:
     """``qid Q0 pid rank score tag`` per row of the ranking.
 
-    By default the full pool of every query in final order with score = pool_size - rank + 1 (ranks must
-    be 1..pool_size). ``own_scores`` writes the rows as they stand with the ranking's own score (``k0``,
-    exactly as a Python float prints), for a route's results.
+    By default the full pool of every query in final order (ranks must be 1..pool_size) with the ranker's score key
+    (``score_keys``: ties stay ties). ``own_scores`` writes the rows as they stand with the ranking's own score
+    (``k0``, exactly as a Python float prints), for a route's results.
     """
     tag = ranking.name if tag is None else tag
     if not tag or any(ch.isspace() for ch in tag):
@@ -69,15 +88,13 @@ def write_run(ranking: Ranking, path: Path, tag: str | None = None, own_scores: 
         return _write_lines(path, [f"{q} Q0 {p} {r} {s!r} {tag}\n" for q, p, r, s in
                                    zip(f["qid"], f["pid"], f["rank"], f["k0"].astype(float))])
     f = f.sort_values(["qid", "rank"], kind="mergesort")
-    size = f.groupby("qid", sort=False)["pid"].transform("size").to_numpy()
     rank = f["rank"].to_numpy(dtype=np.int64)
     expected = f.groupby("qid", sort=False).cumcount().to_numpy() + 1
     if not np.array_equal(rank, expected):
         bad = f.loc[rank != expected, "qid"].iloc[0]
         raise ValueError(f"ranking {ranking.name!r}: ranks of qid {bad} are not 1..pool_size")
     return _write_lines(path, f["qid"].astype(str) + " Q0 " + f["pid"].astype(str) + " "
-                        + pd.Series(rank, index=f.index).astype(str) + " "
-                        + pd.Series(size - rank + 1, index=f.index).astype(str) + " " + tag + "\n")
+                        + pd.Series(rank, index=f.index).astype(str) + " " + score_keys(f) + " " + tag + "\n")
 
 
 def read_run(path: str | Path) -> pd.DataFrame:

@@ -30,14 +30,11 @@ The file is read by ``rankers.trec.read_run``: six fields per non-blank line, an
 rank, a finite score, each (qid, pid) at most once; any violation is an error naming the
 file and line.
 
-**Round trip of the suite's own runs.** ``rankers.trec.write_run`` writes the score
-``pool_size - rank + 1``, strictly decreasing along each query's list. Read back, a run
-exported from a ranking reproduces its list positions exactly (ranks, MRR, Pref@k, mean
-ranks), and its strict keys decrease strictly along the list. So for fusion the strict
-outcomes equal fusion's exactly whenever fusion has no tied designated pair. Where fusion
-does tie a pair (equal fused scores: a failure for fusion), the export has already turned
-the tie into the pid order used for list positions, so the read-back run counts a strict
-success when the preferred passage's id sorts first, and reports no tie there.
+**Round trip of the suite's own runs.** ``rankers.trec.write_run`` writes the ranker's score keys
+(its own score, exactly, or its keys' dense rank within the query): equal keys are equal scores.
+Read back, a run exported from a ranking reproduces its strict outcomes and its ties exactly, and its
+list positions too (equal scores in passage id order, as the suite's rankers order their ties): ranks,
+MRR, Pref@k and mean ranks.
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""report.md's bottom line: each hypothesis in one sentence from its claims, and where the run departs from the
-reference rows of its dataset (``reports.paper.reference_rows``): the NevIR paper's on NevIR, a ``[data]`` set's own
-declared rows, or none, which it says (docs/reference-results.md). Computed from the claims, never written in.
+"""report.md's first screen: each hypothesis in one sentence from its claims, then one verdict table (every claim with
+its effect, decision interval, Holm p, verdict and n; each family's hypotheses listed once), and where the run departs
+from the reference rows of its dataset (``reports.paper.reference_rows``): the NevIR paper's on NevIR, a ``[data]``
+set's own declared rows, or none, which it says (docs/reference-results.md). Computed from the claims, never written
+in.
 """
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from reports.hypotheses import DIGITS, format_interval
+from reports.claim_families import single_seed
+from reports.decision_intervals import published
+from reports.hypotheses import DIGITS, format_p
 from reports.measures import PAIRED_MEASURES, paired_measure
 from reports.paper import PAPER, ReferenceRows
 from reports.render import md_code, md_escape
@@ -48,6 +52,17 @@ def substitutions(entries: Mapping[str, Any], markdown: bool = True) -> list[str
     return out
 
 
+#: The verdict table's columns: report.md's first screen (docs/outputs.md#reportmd).
+VERDICT_COLUMNS = ("claim", "ranker vs baseline", "measure", "effect, decision interval", "Holm p (claimed / other)",
+                   "verdict", "n")
+#: What decides a verdict, said once above the verdict table (docs/statistics.md#decision-intervals).
+DECIDES = ("What decides: each claim's decision test, one-sided on each side of 0 and Holm-corrected over both sides "
+           "of every claim in its family (α = 0.05); its decision interval inverts that test at Holm's levels, so a "
+           "claim holds exactly when the interval lies on its claimed side of 0, fails when it lies on the other and "
+           "is inconclusive when it holds 0, while the bootstrap intervals elsewhere in this report describe the "
+           "effects and decide nothing.")
+
+
 def num(row: dict[str, Any], key: str) -> float:
     """A claims row's number, NaN where the row has none (claims.csv leaves cells empty)."""
     value = row.get(key)
@@ -70,7 +85,7 @@ def _study_claims(claims: pd.DataFrame) -> list[dict[str, Any]]:
     rows = []
     for r in claims.to_dict("records"):
         family = "" if r.get("family") is None or pd.isna(r.get("family")) else str(r["family"])
-        if family in ("gate", "pin") or str(r.get("estimand") or "").startswith("single seed"):
+        if family in ("gate", "pin") or single_seed(r):
             continue
         rows.append({**r, "family": family})
     return rows
@@ -81,29 +96,42 @@ def _versus(row: dict[str, Any]) -> str:
     return "" if versus is None or pd.isna(versus) else str(versus)
 
 
-def _effect_words(row: dict[str, Any]) -> str:
-    """``-4.64 pts [-6.36, -2.91]``, or what was measured when the claim has no effect."""
+def seeds_of(row: Mapping[str, Any]) -> str:
+    """Which training seeds a claim's numbers are from (``mean of seeds 13–17``, ``seed 13``), "" for the others."""
+    seeds = row.get("seeds")
+    return seeds if isinstance(seeds, str) else ""
+
+
+def effect_words(row: Mapping[str, Any], decision: bool = False) -> str:
+    """``-4.64 pts``, with the seeds it is from beside it (``-0.48 pts, mean of seeds 13–17``) and, with
+    ``decision``, its decision interval; what was measured when the claim has no effect."""
     effect = num(row, "effect")
     if pd.isna(effect):
         return measured_text(row) or "not measured"
     unit = str(row.get("unit") or "")
     digits = DIGITS.get(unit, 2)
-    return f"{effect:+.{digits}f} {unit} {format_interval(num(row, 'lo'), num(row, 'hi'), digits)}"
+    words = f"{effect:+.{digits}f} {unit}" + (f", {seeds_of(row)}" if seeds_of(row) else "")
+    return words + (f" {published(row).text(digits)}" if decision and published(row).defined else "")
 
 
-def _claim_brief(row: dict[str, Any]) -> str:
-    """A claim in a clause: who vs whom, on what, its status and its effect with the interval."""
+def subject_of(row: Mapping[str, Any]) -> tuple[str, str]:
+    """(who vs whom, on what) of a claim: ``(`e0` vs `fusion`, strict preference)``; a claim naming no ranker is
+    named by itself."""
     measure = MEASURE_WORDS.get(str(row.get("measure")), str(row.get("measure")))
     versus = _versus(row)
     if str(row.get("family", "")).startswith("H3x"):
         measure += f" on the equal-grade directions of {md_code(versus)}"
     ranker = row.get("ranker")
     if ranker is None or pd.isna(ranker) or not str(ranker):
-        subject = md_code(str(row.get("claim", "")))  # a claim that names no ranker is named by itself
-    else:
-        subject = f"{md_code(str(ranker))} vs {md_code(versus)}, {measure}" if versus else \
-            f"{md_code(str(ranker))}, {measure}"
-    return f"{subject} **{md_escape(str(row.get('status', '')))}** ({_effect_words(row)})"
+        return md_code(str(row.get("claim", ""))), ""
+    return (f"{md_code(str(ranker))} vs {md_code(versus)}" if versus else md_code(str(ranker))), measure
+
+
+def _claim_brief(row: dict[str, Any]) -> str:
+    """A claim in a clause: who vs whom, on what, its status and its effect (with the seeds it is from)."""
+    who, measure = subject_of(row)
+    subject = f"{who}, {measure}" if measure else who
+    return f"{subject} **{md_escape(str(row.get('status', '')))}** ({effect_words(row)})"
 
 
 def _measured_side(row: dict[str, Any]) -> str | None:
@@ -156,12 +184,10 @@ def paper_contrast(claims: pd.DataFrame, reference: ReferenceRows | None) -> Pap
     return PaperContrast(tuple(departs), tuple(undecided), agrees)
 
 
-def bottom_line(claims: pd.DataFrame, reference: ReferenceRows | None, dataset: Mapping[str, Any] | None = None,
-                substituted: Sequence[str] = ()) -> list[str]:
+def bottom_line(claims: pd.DataFrame, substituted: Sequence[str] = ()) -> list[str]:
     """report.md's first section: which rows another model scored because a shipped one was refused
-    (``substitutions``), per hypothesis one sentence from its claims (status, effect, interval), then where the
-    run departs from its dataset's reference rows (``reports.paper.reference_rows``: the paper's on NevIR, a
-    ``[data]`` set's own declared rows, or none, which it says), computed, never written in."""
+    (``substitutions``), then per hypothesis one sentence from its claims (who vs whom, status, effect with the seeds
+    it is from); the verdict table below holds their intervals and p-values."""
     rows = _study_claims(claims)
     if not rows and not substituted:
         return []
@@ -173,21 +199,74 @@ def bottom_line(claims: pd.DataFrame, reference: ReferenceRows | None, dataset: 
         if members:
             name = "Beyond the paper" if section == "beyond" else f"{section} ({words})"
             lines.append(f"- **{name}**: " + "; ".join(_claim_brief(r) for r in members) + ".")
+    return lines + [""]
+
+
+def verdict_table(claims: pd.DataFrame) -> list[str]:
+    """report.md's verdict table: one row per claim (claim, ranker vs baseline, measure, effect with its decision
+    interval, Holm p on each side, verdict, n), under the one sentence saying what decides, and each family's
+    hypotheses listed once beneath it."""
+    rows = _study_claims(claims)
+    if not rows:
+        return []
+    table = []
+    for r in rows:
+        who, measure = subject_of(r)
+        p, q = num(r, "p_adjusted"), num(r, "p_opposite_adjusted")
+        table.append({
+            "claim": md_code(str(r.get("claim", ""))), "ranker vs baseline": who,
+            "measure": f"{measure} ({md_escape(str(r.get('claimed') or ''))})" if measure else "",
+            "effect, decision interval": effect_words(r, decision=True),
+            "Holm p (claimed / other)": "— (unable to decide)" if pd.isna(p) else f"{format_p(p)} / {format_p(q)}",
+            "verdict": f"**{md_escape(str(r.get('status', '')))}**", "n": _sample_words(r)})
+    families: dict[str, Mapping[str, Any]] = {}
+    for r in rows:
+        families.setdefault(r["family"], r)
+    listed = [f"- {md_escape(f)} ({_count(r, 'family_hypotheses')} hypotheses): {md_escape(r.get('family_members'))}"
+              if num(r, "family_hypotheses") else f"- {md_escape(f)}: no claim its sample can decide (0 hypotheses)"
+              for f, r in families.items() if isinstance(r.get("family_members"), str) and r["family_members"]]
+    return ["## Verdicts", "", DECIDES, "",
+            pd.DataFrame(table, columns=list(VERDICT_COLUMNS)).to_markdown(index=False, disable_numparse=True), "",
+            *(["Holm families (both sides of every claim in each):", "", *listed, ""] if listed else [])]
+
+
+def _count(row: Mapping[str, Any], key: str) -> str:
+    value = num(row, key)
+    return "?" if pd.isna(value) else f"{int(value):,}"
+
+
+def _sample_words(row: Mapping[str, Any]) -> str:
+    """``2,735 (699 groups)``, ``150 (75 pairs)``, ``150 (single directions)``: n in the design's units."""
+    n, groups, units = num(row, "n"), num(row, "n_groups"), row.get("units")
+    if pd.isna(n):
+        return ""
+    if units == "directions" or pd.isna(groups):
+        return f"{int(n):,}" + (" (single directions)" if units == "directions" else "")
+    unit = units if isinstance(units, str) and units else "groups"
+    return f"{int(n):,} ({int(groups):,} {unit[:-1] if groups == 1 else unit})"
+
+
+def reference_lines(claims: pd.DataFrame, reference: ReferenceRows | None, dataset: Mapping[str, Any] | None = None
+                    ) -> list[str]:
+    """Where the run departs from its dataset's reference rows (``reports.paper.reference_rows``: the paper's on
+    NevIR, a ``[data]`` set's own declared rows, or none, which it says), computed, never written in."""
+    if not _study_claims(claims):
+        return []
     dataset = dict(dataset or {})
     if dataset.get("kind", "nevir") != "nevir" and not dataset.get("reference"):
         name = md_code(str(dataset.get("name", "this dataset")))
-        return lines + ["", f"No reference results: the dataset {name} declares none (`[data] reference`), and the "
-                        "NevIR paper's values are about NevIR, so this run is compared with none.", ""]
+        return [f"No reference results: the dataset {name} declares none (`[data] reference`), and the NevIR paper's "
+                "values are about NevIR, so this run is compared with none.", ""]
     contrast = paper_contrast(claims, reference)
     if contrast is None or not (contrast.departs or contrast.undecided or contrast.agrees):
-        return lines + [""]
+        return []
     total = contrast.agrees + len(contrast.departs) + len(contrast.undecided)
     source = md_escape(reference.source) + (f"; sources and why the measures differ: {md_code(REFERENCE_PAGE)}"
                                             if reference.source == PAPER else "")
     if not (contrast.departs or contrast.undecided):
-        return lines + ["", f"Against {reference.short} ({source}): all {total} claims its values give a direction "
-                        "for are decided its way.", ""]
-    return lines + ["", f"Against {reference.short} ({source}): of the {total} claims its values give a direction "
-                    f"for, this run decides {contrast.agrees} its way, {len(contrast.departs)} the other way and "
-                    f"{len(contrast.undecided)} not at all. {reference.caveat}", "",
-                    *[f"- {line}" for line in (*contrast.departs, *contrast.undecided)], ""]
+        return [f"Against {reference.short} ({source}): all {total} claims its values give a direction for are "
+                "decided its way.", ""]
+    return [f"Against {reference.short} ({source}): of the {total} claims its values give a direction for, this run "
+            f"decides {contrast.agrees} its way, {len(contrast.departs)} the other way and {len(contrast.undecided)} "
+            f"not at all. {reference.caveat}", "", *[f"- {line}" for line in (*contrast.departs, *contrast.undecided)],
+            ""]

@@ -16,9 +16,8 @@ from pathlib import Path
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--hide-scrollbars", "--mute-audio")
-#: The state the published screenshot shows: the directions a window ranker gets wrong and its baseline right,
-#: the first one open (``demo`` in explore.js).
-SCREENSHOT_STATE = "#view=directions&demo=1&first=1"
+#: The state the published screenshot shows: the overview, its verdicts first (docs/outputs.md#the-explorer-page).
+SCREENSHOT_STATE = "#view=overview"
 SCREENSHOT_SIZE = (1440, 1000)
 
 

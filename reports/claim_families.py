@@ -64,6 +64,25 @@ FAMILY_RULE = ("Each claim is decided in its family, Holm-corrected over both si
 SAME_NUMBERS = ("measure", "versus", "n", "effect")
 
 
+def seed_words(seeds: Sequence[int]) -> str:
+    """Which training seeds a number is from, in the words every output uses beside it (docs/statistics.md#seeds):
+    ``seed 13`` for one model (Table II's row of a seeded ranker, a claim's single-seed twin), ``mean of seeds 13–17``
+    for the seed average a claim is decided on; "" without seeds."""
+    seeds = sorted(set(int(s) for s in seeds))
+    if not seeds:
+        return ""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    run = seeds == list(range(seeds[0], seeds[-1] + 1))
+    return f"mean of seeds {seeds[0]}–{seeds[-1]}" if run else "mean of seeds " + ", ".join(map(str, seeds))
+
+
+def single_seed(row: Mapping[str, Any]) -> bool:
+    """A claims row that is a seed-averaged claim's single-seed twin (``<claim>@seed<k>``: one seed's ``seeds``)."""
+    seeds = row.get("seeds")
+    return isinstance(seeds, str) and seeds.startswith("seed ")
+
+
 def decided_in(family: object, hypotheses: object) -> str:
     """The family that decided a claim and its size, ``H2 (10 hypotheses)``; a gate's or pin's family alone."""
     family = "" if family is None or (isinstance(family, float) and math.isnan(family)) else str(family)

@@ -17,10 +17,12 @@ from fixtures.settings import SEED
 from reports.bootstrap import N_RESAMPLES, Ratio, RatioDifference, group_bootstrap
 from reports.claim_families import ClaimDefinition
 from reports.comparisons import compare_on
+from reports.decision_intervals import ShiftedTest
+from reports.group_tests import N_PERMUTATIONS
 from reports.measures import paired_measure
 from reports.outcomes import outcome_columns
 from reports.power import PowerDesign
-from reports.stats import group_effect
+from reports.stats import PairedDifference, group_effect
 
 #: H3: a claim whose rarest branch × outcome cell expects fewer directions than this is flagged (chosen by
 #: simulation, docs/statistics.md#h3).
@@ -38,7 +40,9 @@ class ClaimTest:
     cell), empty when it can; ``null_sd`` is the effect's sign-flip null SD, in the effect's unit; ``design``
     is what the decision test's power is simulated on (``reports.power``; None for H3, whose MDE is the normal
     one of its sign-flip statistic); ``units`` names what ``n_groups`` counts, the sample design's units
-    (``fixtures.samples.DESIGNS``: source groups, complete pairs or single directions).
+    (``fixtures.samples.DESIGNS``: source groups, complete pairs or single directions); ``shifted`` is the same test
+    read at any boundary, what the claim's decision interval inverts (``reports.decision_intervals``; None where no
+    test decides it).
     """
 
     definition: ClaimDefinition
@@ -60,6 +64,7 @@ class ClaimTest:
     bootstrap: tuple[float, float] | None = None
     anytime: bool = False
     units: str = "groups"
+    shifted: ShiftedTest | None = None
 
     @property
     def p_claimed(self) -> float:
@@ -88,9 +93,22 @@ def measure_comparison(definition: ClaimDefinition, first: pd.DataFrame, second:
         return not_measured(definition, f"{measure.name} needs full-pool ranks of both rankers", measure.unit)
     measured = (f"{definition.ranker}: {_rates(first)}; {definition.versus} on the same {len(second)} directions: "
                 f"{_rates(second)}" + (f"; {note}" if note else ""))
+    return comparison_test(definition, diff, measure.unit, measure.digits, measured, seed)
+
+
+def comparison_test(definition: ClaimDefinition, diff: PairedDifference, unit: str, digits: int, measured: str = "",
+                    seed: int = SEED, n_permutations: int = N_PERMUTATIONS) -> ClaimTest:
+    """A comparison claim measured by one paired difference (``reports.stats.paired_difference``, ``seed`` and
+    ``n_permutations`` its test's), with the shifted test its decision interval inverts: the groups' summed
+    differences D_g moved by t n_g."""
+    shifted = None
+    if diff.group_sums and diff.design is not None:
+        sizes = tuple(float(s) for s in diff.design.sizes)
+        shifted = ShiftedTest(diff.group_sums, sizes, diff.design.scale / diff.n, 1.0, max(sizes), diff.test.guarded,
+                              0.5 * 10.0 ** -digits, seed=seed, n_permutations=n_permutations)
     return ClaimTest(definition, diff.effect, diff.lo, diff.hi, diff.null_sd, diff.test.p_greater, diff.test.p_less,
-                     diff.n, diff.n_groups, measure.unit, measured, diff.differing_groups, diff.discordant,
-                     diff.test.guarded, design=diff.design)
+                     diff.n, diff.n_groups, unit, measured, diff.differing_groups, diff.discordant,
+                     diff.test.guarded, design=diff.design, shifted=shifted)
 
 
 def measure_tie_branch(definition: ClaimDefinition, per_direction: pd.DataFrame, groups: np.ndarray,
@@ -130,8 +148,13 @@ def measure_tie_branch(definition: ClaimDefinition, per_direction: pd.DataFrame,
     measured = (f"{definition.ranker}: equal-score branch {n_eq}/{n} directions ({100 * n_eq / n:.2f}%), "
                 f"{int((equal * failed).sum())}/{int(n_fail)} non-successes "
                 f"({100 * (equal * failed).sum() / n_fail:.2f}%)")
+    codes = pd.factorize(labels, sort=True)[0]
+    # θ = θ₀ moves each group's estimating-equation sum u_g by θ₀ F_g (F_g its non-successes): Σ_g (u_g − θ₀ F_g) = 0.
+    shifted = ShiftedTest(tuple(np.bincount(codes, weights=u).tolist()),
+                          tuple(np.bincount(codes, weights=failed).tolist()), 100.0 / n_fail, 1.0,
+                          float(np.bincount(codes).max()), False, 0.005, seed=seed)
     return ClaimTest(definition, tested.effect, lo, hi, tested.null_sd, tested.test.p_greater, tested.test.p_less, n,
-                     tested.n_groups, "pts", measured, tested.differing, min(cells), False, flag)
+                     tested.n_groups, "pts", measured, tested.differing, min(cells), False, flag, shifted=shifted)
 
 
 def not_measured(definition: ClaimDefinition, why: str, unit: str, n: int = 0, n_groups: int = 0) -> ClaimTest:

@@ -14,7 +14,10 @@ What the claims are is ``reports.claim_families``; how each is measured, ``repor
   (docs/statistics.md#weak-null); a flagged claim (H3's rare cell) cannot reach a verdict;
 - power is reported beside the verdict, never mixed into it: the MDE at the level
   Holm's first step applies, α / (2 m) for m decidable claims, and the directions that
-  would give 80% power at the observed effect (docs/statistics.md#power).
+  would give 80% power at the observed effect (docs/statistics.md#power);
+- the verdict is read from the claim's **decision interval**, its decision test inverted at the levels Holm leaves
+  it (``reports.decision_intervals``): the two never disagree, and a row that would is refused (``check_verdict``).
+  The bootstrap interval beside it describes the effect and decides nothing.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from typing import Literal, get_args
 
 from reports.claim_families import ClaimDefinition
 from reports.claim_measures import ClaimTest
+from reports.decision_intervals import DecisionInterval, agrees, holm_interval, kept_bound
 from reports.measures import PAIRED_MEASURES
 from reports.group_tests import MIN_DIFFERING, smallest_decision_p
 from reports.power import DECISION_TEST, decision_directions_needed, decision_mde
@@ -57,6 +61,12 @@ def design_sizes(t: ClaimTest) -> tuple[tuple[int, ...], bool]:
     not known: the bound-aware part then sees equal groups)."""
     sizes = t.design.sizes if t.design is not None else (1,) * t.n_groups
     return sizes, t.definition.kind != "tie_branch"
+
+
+#: What the bootstrap interval beside a verdict is: it describes the effect and decides nothing
+#: (docs/statistics.md#decision-intervals).
+DESCRIPTIVE = "descriptive 95% bootstrap interval (unadjusted)"
+SEQUENCE = "descriptive 95% confidence sequence (unadjusted)"
 
 
 def format_interval(lo: float, hi: float, digits: int = 2) -> str:
@@ -102,9 +112,13 @@ class ClaimResult:
     mde_test: str = ""
     family_members: str = ""
     test: ClaimTest | None = field(default=None, repr=False, compare=False)
+    decision: DecisionInterval = field(default_factory=DecisionInterval.none)
 
     def __post_init__(self) -> None:
         check_verdict(self.status, self.p_adjusted, self.p_opposite_adjusted, self.alpha, self.name)
+        if self.decision.defined and not agrees(self.status, self.definition.side, self.decision):
+            raise ValueError(f"claim {self.name!r}: status {self.status!r} disagrees with its decision interval "
+                             f"{self.decision.text(DIGITS.get(self.unit, 4))} (claimed {self.claimed})")
 
     @property
     def name(self) -> str:
@@ -119,6 +133,12 @@ class ClaimResult:
         return self.lo, self.hi
 
     @property
+    def descriptive(self) -> str:
+        """What ``lo``/``hi`` are: the unadjusted bootstrap interval, or at a sequential stop the confidence
+        sequence; neither decides."""
+        return SEQUENCE if self.test is not None and self.test.anytime else DESCRIPTIVE
+
+    @property
     def family(self) -> str:
         return self.definition.family
 
@@ -127,10 +147,12 @@ class ClaimResult:
         return self.definition.claimed
 
     def summary(self) -> str:
-        """One line for the terminal and report: status, effect, interval, p-values, MDE, n, and why."""
+        """One line for the terminal and report: status, effect, decision interval, the descriptive interval,
+        p-values, MDE, n, and why."""
         digits = DIGITS.get(self.unit, 4)
-        return (f"{self.status}: {self.effect:+.{digits}f} {self.unit} {format_interval(self.lo, self.hi, digits)} "
-                f"(claimed {self.claimed}; {self.sample()}); {self.reason}")
+        decision = f" decision interval {self.decision.text(digits)}," if self.decision.defined else ""
+        return (f"{self.status}: {self.effect:+.{digits}f} {self.unit},{decision} {self.descriptive} "
+                f"{format_interval(self.lo, self.hi, digits)} (claimed {self.claimed}; {self.sample()}); {self.reason}")
 
     @property
     def units(self) -> str:
@@ -149,7 +171,9 @@ class ClaimResult:
         d = self.definition
         return {"claim": d.name, "family": d.family, "ranker": d.ranker, "versus": d.versus, "measure": d.measure,
                 "claimed": d.claimed, "status": self.status, "reason": self.reason, "effect": self.effect,
-                "lo": self.lo, "hi": self.hi, "unit": self.unit, "p_value": self.p_value,
+                "decision_lo": self.decision.lo, "decision_hi": self.decision.hi,
+                "decision_level": self.decision.level, "lo": self.lo, "hi": self.hi, "unit": self.unit,
+                "p_value": self.p_value,
                 "p_adjusted": self.p_adjusted, "p_opposite": self.p_opposite,
                 "p_opposite_adjusted": self.p_opposite_adjusted, "mde": self.mde, "mde_level": self.mde_level,
                 "mde_test": self.mde_test, "directions_needed": self.directions_needed, "n": self.n,
@@ -232,12 +256,13 @@ def power_numbers(t: ClaimTest, level: float, power: float = POWER) -> tuple[flo
 
 
 def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float = ALPHA,
-                  power: float = POWER) -> list[ClaimResult]:
-    """Verdicts of one family's claims (see the module doc), in the order given.
+                  power: float = POWER, bound=kept_bound) -> list[ClaimResult]:
+    """Verdicts of one family's claims (see the module doc), in the order given, each with its decision interval.
 
     ``unmeasured`` counts the family's decidable claims not measured in this run (deselected
     or skipped): each enters Holm as two hypotheses with p = 1, so the family stays the
-    declared one and a partial run is never more decisive than a full one.
+    declared one and a partial run is never more decisive than a full one. ``bound`` locates a kept side's end of a
+    decision interval (``reports.decision_intervals.kept_bound``, or a memoized twin of it).
     """
     families = {t.definition.family for t in tests}
     if len(families) > 1:
@@ -250,6 +275,8 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
     m = len(claimed) + unmeasured
     adjusted = holm([*claimed, *opposite, *[1.0] * (2 * unmeasured)])
     level = alpha / (2 * m) if m else float("nan")
+    # Holm's simultaneous bounds: the sides it keeps are inverted at α / (hypotheses it keeps) (decision_intervals).
+    kept_level = alpha / max(1, int((adjusted > alpha).sum()))
     members = family_members([t.definition.name for t, ok in zip(tests, usable) if ok], unmeasured)
     out: list[ClaimResult] = []
     k = 0
@@ -260,10 +287,13 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
         k += ok
         status: Status = "holds" if p_adj <= alpha else "fails" if q_adj <= alpha else "inconclusive"
         mde, needed, mde_test = power_numbers(t, level, power) if ok else (nan, nan, "")
+        decided = ok and not t.flag and not math.isnan(t.effect)
+        decision = holm_interval(t.shifted if decided else None, t.definition.side, p_adj <= alpha, q_adj <= alpha,
+                                 kept_level, bound)
         out.append(ClaimResult(t.definition, status, t.effect, t.lo, t.hi, t.unit, p, p_adj, q, q_adj, mde, level,
                                needed, t.n, t.n_groups, 2 * m, _reason(t, status, p, p_adj, q, q_adj, 2 * m, mde,
                                                                        needed, alpha, mde_test, members),
-                               t.measured, alpha, t.differing_groups, t.discordant, mde_test, members, t))
+                               t.measured, alpha, t.differing_groups, t.discordant, mde_test, members, t, decision))
     return out
 
 
@@ -300,5 +330,7 @@ def robust_to_noise(exact: ClaimResult, noisy: ClaimResult, noise: str) -> Claim
     reason = published if noisy.status == exact.status else (
         f"inconclusive: {exact.status} on the exact inputs but {seen}, so the verdict hinges on floating-point noise; "
         f"published: {published}")
+    # Decisive only where both families are: the interval is what either keeps (their hull).
     return replace(exact, status=status, p_adjusted=p_adj, p_opposite_adjusted=q_adj, reason=reason,
-                   measured=f"{exact.measured}; {seen}" if exact.measured else seen)
+                   measured=f"{exact.measured}; {seen}" if exact.measured else seen,
+                   decision=exact.decision.hull(noisy.decision))

@@ -254,9 +254,10 @@ NEVIR_PAIRED: tuple[Measure, ...] = checked("nevir_paired", (
     *_rate(GivenPairMeasure("paired_pct", "given-pair paired accuracy, a tied direction failing, % of complete pairs",
                             rule="fail", interval=("paired_lo", "paired_hi"), unit=PERCENT, digits=2)),
     GivenPairMeasure("tied_pairs", "complete pairs with a tied direction: where the two tie rules differ"),
-    *_rate(GivenPairMeasure("paired_random_pct", "given-pair paired accuracy, a tied direction right with "
-                            "probability 1/2, % of complete pairs", rule="random",
-                            interval=("paired_random_lo", "paired_random_hi"), unit=PERCENT, digits=2)),
+    *_rate(GivenPairMeasure("paired_trec_pct", "given-pair paired accuracy, a tied direction's passages ordered by "
+                            "passage id descending as trec_eval orders equal scores (MTEB's NevIR task: recall@1 by "
+                            "pytrec_eval), % of complete pairs", rule="trec",
+                            interval=("paired_trec_lo", "paired_trec_hi"), unit=PERCENT, digits=2)),
 ))
 NEVIR_PAIRED_COLUMNS: tuple[str, ...] = ("scorer", *(m.name for m in NEVIR_PAIRED))
 

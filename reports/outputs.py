@@ -17,7 +17,7 @@ import pandas as pd
 from fixtures.artifacts import ArtifactCorrupt, check_seal, write_sealed
 from fixtures.code import code_digest
 from fixtures.identity import labeled_frame_digest, parts_digest
-from rankers.base import Ranking
+from rankers.base import RANKING_COLUMNS, Ranking
 from rankers.trec import write_run
 
 
@@ -38,13 +38,10 @@ def stash_frame(cache_dir: Path, stem: str, frame: pd.DataFrame) -> Path:
 
 
 def stash_run(cache_dir: Path, ranking: Ranking) -> Path:
-    """The ranking's TREC run (full pool, final order, tagged with its name), written once per content and writer.
-
-    The name covers the writer's code (``rankers.trec``) beside the ranking: a file is its bytes, and another
-    version of the writer (a checkout of another commit sharing this cache) writes other bytes for the same
-    ranking, which must not be published as this version's."""
-    digest = parts_digest({"ranking": labeled_frame_digest(ranking.frame[["qid", "pid", "rank"]]),
-                           "writer": code_digest(write_run.__module__)})
+    """The ranking's TREC run (full pool, final order, its score keys, tagged with its name), written once per content:
+    the name digests the rows the file writes (positions and keys) and the writer's code, so a file another version
+    wrote is never taken for this one's."""
+    digest = parts_digest([labeled_frame_digest(ranking.frame[list(RANKING_COLUMNS)]), code_digest(write_run.__module__)])
     path = Path(cache_dir) / "results" / f"run-{ranking.name}-{digest}.trec"
     if not _intact(path):
         write_sealed(path, lambda p: write_run(ranking, p, tag=ranking.name))

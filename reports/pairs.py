@@ -75,10 +75,12 @@ def paired_accuracy(dirs: pd.DataFrame, strict: np.ndarray, groups: str, n_resam
 
 
 #: NevIR's paired accuracy on the given pair (docs/protocol.md#given-pair-paired), under each tie rule: ``fail``, a
-#: tied direction is wrong (this suite's strict rule); ``random``, a tied direction is right with probability 1/2 and
-#: the pair's credit is the product of its two directions' (the expectation over uniformly random tie orders, each
-#: query ranked on its own: MTEB's recall@1 over the two passages leaves a tie in arbitrary order).
-GIVEN_PAIR_TIE_RULES = ("fail", "random")
+#: tied direction is wrong (this suite's strict rule); ``trec``, a tied direction is right when its preferred passage's
+#: id sorts after the counterpart's: trec_eval (and pytrec_eval) rank equal scores by document id descending, and
+#: MTEB's NevIR task scores recall@1 on the two passages with pytrec_eval, so this is MTEB's own computation on these
+#: passage ids (tests/reports/test_given_pair.py checks it against mteb's evaluator). A pair tied in both directions
+#: always fails under it: the same passage comes first for both queries.
+GIVEN_PAIR_TIE_RULES = ("fail", "trec")
 
 
 @dataclass(frozen=True)
@@ -109,11 +111,13 @@ def given_pair_paired(pair_outcomes: pd.DataFrame, directions_annotated: pd.Data
     complete = dirs["complete"].to_numpy(dtype=bool)
     strict = frame["strict"].to_numpy(dtype=bool)
     tie = frame["tie"].to_numpy(dtype=bool)
+    first = dirs["preferred_pid"].astype(str).to_numpy() > dirs["counterpart_pid"].astype(str).to_numpy()
     per = pd.DataFrame({"pair_id": dirs["pair_id"].to_numpy(), "group": dirs[pair_unit(dirs, groups)].to_numpy(),
-                        "fail": strict.astype(float), "random": strict + 0.5 * tie, "tie": tie})[complete]
+                        "fail": strict.astype(float), "trec": (strict | (tie & first)).astype(float),
+                        "tie": tie})[complete]
     held = q.loc[q["complete"].to_numpy(dtype=bool), "pair_id"].value_counts()
     per = per[per["pair_id"].map(held).eq(2).to_numpy()]  # a sample of single directions may hold one of a pair
-    pairs = per.groupby("pair_id", sort=True).agg(fail=("fail", "prod"), random=("random", "prod"),
+    pairs = per.groupby("pair_id", sort=True).agg(fail=("fail", "prod"), trec=("trec", "prod"),
                                                   tied=("tie", "any"), group=("group", "first"),
                                                   directions=("fail", "size"))
     if (pairs["directions"] != 2).any():
@@ -122,7 +126,7 @@ def given_pair_paired(pair_outcomes: pd.DataFrame, directions_annotated: pd.Data
     bounds = dict.fromkeys(GIVEN_PAIR_TIE_RULES, (nan, nan))
     if len(pairs):
         ones = np.ones(len(pairs))
-        boot = group_bootstrap({"fail": pairs["fail"].to_numpy(), "random": pairs["random"].to_numpy(), "pairs": ones},
+        boot = group_bootstrap({"fail": pairs["fail"].to_numpy(), "trec": pairs["trec"].to_numpy(), "pairs": ones},
                                pairs["group"].to_numpy(),
                                {rule: Ratio(rule, "pairs") for rule in GIVEN_PAIR_TIE_RULES}, n_resamples, seed)
         bounds = {rule: (100 * boot[rule].lo, 100 * boot[rule].hi) for rule in GIVEN_PAIR_TIE_RULES}

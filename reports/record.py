@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from fixtures.artifacts import ArtifactCorrupt, check_seal, sealed_digest, sha256_file
+from reports.claim_families import seed_words
 from reports.table_registry import TABLES
 from reports.tables import directions_table
 
@@ -164,6 +165,16 @@ class SplitRecord:
         return {str(name): Declared(str(name), str(d.get("label") or name), d.get("compare_to") or None,
                                     d.get("reference") or None)
                 for name, d in rankers.items() if isinstance(d, Mapping)}
+
+    @cached_property
+    def seed_of_rows(self) -> dict[str, str]:
+        """Which seed Table II's row of each ranker trained with several seeds is (the run's own: ``seed 13``, in the
+        words every output uses, ``reports.claim_families.seed_words``); seeds.csv names the rankers."""
+        seeds = self.tables.get("seeds")
+        seed = (self.entries.get("settings") or {}).get("seed")
+        if seeds is None or not len(seeds) or seed is None:
+            return {}
+        return {str(r): seed_words([int(seed)]) for r in seeds["ranker"].unique()}
 
     def label(self, ranker: str) -> str:
         decl = self.declared.get(ranker)

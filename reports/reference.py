@@ -20,12 +20,13 @@ CAVEAT = ("Given-pair paired accuracy (NevIR's measure: both directions of a pai
           "passages alone, with no pool) of this run's pair-only scorers, under both tie rules, beside published "
           "NevIR Test figures. The fixed-pool measures of Table II (strict preference, paired, MRR within the pool) "
           "are not comparable to the published figures: coverage conditioning and composite ranking change the "
-          "population and the keys. This suite fails a tie; MTEB's NevIR task leaves a tie in arbitrary order, "
-          "shown here as its expectation over random tie orders.")
+          "population and the keys. This suite fails a tie; MTEB's NevIR task scores recall@1 with pytrec_eval, which "
+          "puts the passage with the larger id first, so its column is that rule on this run's passage ids (a pair "
+          "tied in both directions fails under both).")
 COLUMNS = ("system", "source", "pairs", "ties fail (this suite) [95% CI]",
-           "ties in random order (MTEB-style) [95% CI]", "pairs with a tie", "published")
+           "ties by passage id, descending (trec_eval; MTEB's NevIR task) [95% CI]", "pairs with a tie", "published")
 #: nevir_paired.csv's rates with their intervals (``reports.measures.NEVIR_PAIRED``), one per tie rule, in the order
-#: of their two columns above: ties fail, then ties in random order.
+#: of their two columns above: ties fail, then ties by passage id as trec_eval and MTEB order them.
 RATES = tuple(m for m in NEVIR_PAIRED if isinstance(m, GivenPairMeasure) and m.rule is not None)
 
 

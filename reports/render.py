@@ -204,7 +204,8 @@ def table2_latex(frame: pd.DataFrame, split: str, profile: str, commit: str) -> 
         lines.append(" & ".join([
             tex_escape(row["ranker"]),
             *(text(row, "compare_to") if m is None else tex_escape(_cell(m, row, "latex")) for m in columns),
-            text(row, "label", row["ranker"]),
+            text(row, "label", row["ranker"]) + (f" ({tex_escape(row['seeds'])})" if isinstance(row.get("seeds"), str)
+                                                 and row["seeds"] else ""),
         ]) + r" \\")
     caption = (f"Preference and position on NevIR {tex_escape(split)} (profile {tex_escape(profile)}, commit "
                f"{tex_escape(commit)}). "
@@ -219,12 +220,15 @@ def table2_latex(frame: pd.DataFrame, split: str, profile: str, commit: str) -> 
 
 
 def table2_markdown(table2: pd.DataFrame, labels: dict[str, str]) -> str:
-    """Table II for report.md: label beside each ranker, then every column the registry shows there, a rate with its
+    """Table II for report.md: label beside each ranker (with the seed its row is, for a ranker trained with several:
+    ``(seed 13)``, in the words every output uses), then every column the registry shows there, a rate with its
     interval (and note), and the row's own baseline (``Δ vs``) before the Δ columns."""
     out = []
     for row in table2.to_dict("records"):
         name = str(row["ranker"])
-        shown = {"ranker": md_escape(name), "label": md_escape(labels.get(name, name))}
+        seeds = row.get("seeds")
+        seed = f" ({seeds})" if isinstance(seeds, str) and seeds else ""
+        shown = {"ranker": md_escape(name), "label": md_escape(labels.get(name, name) + seed)}
         for m in _with_baseline(shown_in("report")):
             if m is None:
                 baseline = row.get("compare_to")

@@ -1,4 +1,5 @@
-"""report.md: the verdicts in words first, then Table II with intervals, gates and pins, what failed, and the rest.
+"""report.md: the bottom line and the verdict table first, then each verdict in words, Table II with intervals, gates and
+pins, what failed, and the rest.
 
 It reads one split's record (``reports.record.SplitRecord``) and the run's publication facts
 (which tests did not run, why the run is partial); the numbers and their cells come from
@@ -14,9 +15,11 @@ from typing import Any
 import pandas as pd
 
 from fixtures.reference import published_paired
-from reports.claim_families import FAMILY_RULE, same_numbers_elsewhere
-from reports.hypotheses import DIGITS, format_interval, format_p
-from reports.bottom_line import MEASURE_WORDS, bottom_line, measured_text, num, section_of, substitutions
+from reports.claim_families import FAMILY_RULE, same_numbers_elsewhere, single_seed
+from reports.decision_intervals import published
+from reports.hypotheses import DESCRIPTIVE, DIGITS, SEQUENCE, format_interval, format_p
+from reports.bottom_line import (MEASURE_WORDS, bottom_line, measured_text, num, reference_lines, section_of, seeds_of,
+                                 substitutions, verdict_table)
 from reports.paper import reference_rows
 from reports.record import Publication, SplitRecord
 from reports.reference import CAVEAT, beside_published
@@ -35,8 +38,10 @@ FAMILY_TITLES = {"H1": "H1: preference is not position (the profile's declared c
 
 
 def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: StoppingPoint | None = None) -> str:
-    """One claim in words: status, what is compared, effect with its interval (and its note), n, and why; for a claim
-    on a sequential sample (``stop``), where the sample stopped (docs/statistics.md#sequential-samples)."""
+    """One claim in words: status, what is compared, effect (with the seeds it is from) with its decision interval and
+    the descriptive interval beside it (and its note), n, and why; for a claim on a sequential sample (``stop``), where
+    the sample stopped (docs/statistics.md#sequential-samples). The family's hypotheses are listed once, under the
+    verdict table, not here."""
     stopped = f" The {md_escape(stop.words())}." if stop is not None else ""
     ranker, versus = str(row.get("ranker") or ""), str(row.get("versus") or "")
     if pd.isna(row.get("versus")):
@@ -65,10 +70,9 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: Stopping
         why = "unable to decide: too few source groups for any outcome to reach α, so it is left out of its family"
     else:
         why = f"Holm-adjusted one-sided p {format_p(p)} on the claimed side, {format_p(q)} on the other"
-        hypotheses, members = num(row, "family_hypotheses"), row.get("family_members")
+        hypotheses = num(row, "family_hypotheses")
         if pd.notna(hypotheses):
-            why += (f" in family {md_escape(row.get('family', ''))} ({int(hypotheses)} hypotheses"
-                    + (f": {md_escape(members)}" if isinstance(members, str) and members else "") + ")")
+            why += f" in family {md_escape(row.get('family', ''))} ({int(hypotheses)} hypotheses)"
         if row["status"] == "inconclusive":
             mde, needed = num(row, "mde"), num(row, "directions_needed")
             test = f" ({md_escape(row['mde_test'])})" if pd.notna(row.get("mde_test")) and row.get("mde_test") else ""
@@ -80,7 +84,12 @@ def verdict_sentence(row: dict[str, Any], labels: dict[str, str], stop: Stopping
                         f"power at this effect{test}")
     family = str(row.get("family", ""))
     own = f" (family {family})" if ":" in family else ""
-    return (f"- **{md_escape(row['status'])}** — {subject}: {effect:+.{digits}f} {unit} "
+    decision = published(row)
+    descriptive = SEQUENCE if stop is not None else DESCRIPTIVE
+    interval = (f"decision interval {decision.text(digits)}, {descriptive} " if decision.defined
+                else f"{descriptive} ")
+    seeds = f", {seeds_of(row)}" if seeds_of(row) else ""
+    return (f"- **{md_escape(row['status'])}** — {subject}: {effect:+.{digits}f} {unit}{seeds}; {interval}"
             f"{format_interval(lo, hi, digits)}"
             f"{' ' + note if note else ''} (claimed {row.get('claimed')}), {size}{own}; {why}.{stopped}")
 
@@ -145,9 +154,9 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str],
     rows = [r for r in claims.to_dict("records") if str(r.get("family")) not in ("gate", "pin")]
     for r in rows:
         r["family"] = "" if r.get("family") is None or pd.isna(r.get("family")) else str(r["family"])
-    single = [r for r in rows if str(r.get("estimand") or "").startswith("single seed")]
+    single = [r for r in rows if single_seed(r)]
     rows = [r for r in rows if r not in single]
-    lines = ["## Verdicts", ""]
+    lines = ["## Each verdict, with its numbers and why", ""]
     if not rows:
         return lines + ["No hypothesis claim was measured in this run.", ""]
     if any(":" in r["family"] for r in rows):  # a user's own family beside the study's: say how families decide
@@ -166,9 +175,10 @@ def verdict_lines(claims: pd.DataFrame, labels: dict[str, str],
                     for r in members], ""]
     if single:
         lines += ["### The same claims on one training seed (the paper's protocol)", "",
-                  "Claims about a training procedure are decided above on outcomes averaged over its training seeds "
-                  "(`seeds.csv` has each seed's values); the run's seed alone, decided in its own Holm family, is "
-                  "reported here and never asserted.", "", *[verdict_sentence(r, labels) for r in single], ""]
+                  "Claims about a training procedure are decided above on the mean of its training seeds "
+                  "(`seeds.csv` has each seed's values); the run's seed alone (Table II's row), decided in its own "
+                  "Holm family, is reported here and never asserted.", "", *[verdict_sentence(r, labels) for r in single],
+                  ""]
     return lines
 
 
@@ -265,12 +275,14 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
     nevir = dataset.get("kind", "nevir") == "nevir"  # the paper and the published NevIR figures are about NevIR
     reference = reference_rows(dataset, split, int(tables["table2"]["n"].max())
                                if "table2" in tables and len(tables["table2"]) else None)
-    substituted = substitutions(record.entries)  # rows another model scored in a refused shipped one's place
-    if "claims" in tables or substituted:
-        lines += bottom_line(tables.get("claims", pd.DataFrame()), reference, dataset, substituted)
     if publication.partial:
         lines += ["**Partial run**: this run did not compute every output of the split, so it was published apart "
                   "from the complete results:", "", *[f"- {md_escape(reason)}" for reason in publication.partial], ""]
+    substituted = substitutions(record.entries)  # rows another model scored in a refused shipped one's place
+    if "claims" in tables or substituted:  # the first screen: the bottom line and the verdict table
+        lines += bottom_line(tables.get("claims", pd.DataFrame()), substituted)  # (docs/outputs.md#reportmd)
+    if "claims" in tables:
+        lines += verdict_table(tables["claims"]) + reference_lines(tables["claims"], reference, dataset)
     moved = inherited_misses(tables["claims"]) if "claims" in tables else []
     if moved:
         lines += ["## Inherited checks this run missed", "",
@@ -319,7 +331,8 @@ def report_markdown(record: SplitRecord, tables: Mapping[str, pd.DataFrame], lab
               "`unavailable.csv` (unavailable judgments by cause, when there are any); `endpoints.csv` (server "
               "endpoints per ranker, when there are any); `coverage.csv` (TREC runs); "
               "`judgments.csv` (every text judgment); `comparison.csv` (--compare-to)",
-              "- `qrels.txt`, `runs/<ranker>.trec` (full pool, final order), `pool.parquet`, `directions.csv` "
+              "- `qrels.txt`, `runs/<ranker>.trec` (full pool, final order, the ranker's score keys: equal scores "
+              "are ties, the rank column the list position), `pool.parquet`, `directions.csv` "
               "(one row per planned direction, per-ranker outcomes)",
               "- `table2.tex` (booktabs), figures as PNG with the plotted data as CSV, `manifest.json` (code, data, "
               "models, seeds, samples, stage wall-clock, the sha256 of every other file)", ""]

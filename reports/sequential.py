@@ -76,7 +76,8 @@ class SequentialTest:
 
     ``p_greater`` tests against Δ > boundary (the wealth of a bettor on "≤"), ``p_less`` against
     Δ < boundary; both are valid at any stopping time. ``lo``/``hi`` are the (1 − α) confidence
-    sequence for Δ (in the measure's unit) at the last group.
+    sequence for Δ (in the measure's unit) at the last group; ``sums``/``sizes`` each group's D_g and n_g in sampling
+    order and ``scale`` the measure's, what a decision interval inverts the test on (``reports.decision_intervals``).
     """
 
     p_greater: np.ndarray
@@ -86,6 +87,9 @@ class SequentialTest:
     bound: float
     n: int
     n_groups: int
+    sums: tuple[float, ...] = ()
+    sizes: tuple[float, ...] = ()
+    scale: float = 1.0
 
 
 def _scaled(d: np.ndarray, n: np.ndarray, bound: float, delta: np.ndarray | float) -> np.ndarray:
@@ -120,7 +124,7 @@ def sequential_test(d: Sequence[float], n: Sequence[int], bound: float, scale: f
     grid_down = anytime_p(-_scaled(d, n, bound, GRID))[:, -1]
     kept = GRID[(grid_up > alpha / 2) & (grid_down > alpha / 2)]
     lo, hi = (scale * float(kept.min()), scale * float(kept.max())) if kept.size else (float("nan"), float("nan"))
-    return SequentialTest(up, down, lo, hi, bound, int(n.sum()), len(n))
+    return SequentialTest(up, down, lo, hi, bound, int(n.sum()), len(n), tuple(d.tolist()), tuple(n.tolist()), scale)
 
 
 def holm_decided(p_claimed: Sequence[float], p_opposite: Sequence[float], hypotheses: int,

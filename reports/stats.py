@@ -129,7 +129,8 @@ class PairedDifference:
     80% power) from it, for the sign-flip test's normal limit (Table II's ``mde_pts``); ``test``: the decision
     test (``mean_test``); ``differing_groups``: groups whose summed difference is non-zero; ``discordant``:
     directions whose values differ; ``design``: what the decision test's own power is simulated on
-    (``reports.power``).
+    (``reports.power``); ``group_sums``: each group's summed difference D_g in the design's group order, what a
+    decision interval inverts the test on (``reports.decision_intervals``).
     """
 
     effect: float
@@ -144,6 +145,7 @@ class PairedDifference:
     differing_groups: int
     discordant: int
     design: PowerDesign | None = None
+    group_sums: tuple[float, ...] = ()
 
 
 def paired_difference(first: np.ndarray, second: np.ndarray, labels: np.ndarray, scale: float = 1.0,
@@ -162,7 +164,8 @@ def paired_difference(first: np.ndarray, second: np.ndarray, labels: np.ndarray,
     codes = pd.factorize(np.asarray(labels), sort=True)[0]
     return PairedDifference(scale * boot.point, scale * boot.lo, scale * boot.hi, scale * boot.se, tested.null_sd,
                             minimum_detectable_effect(tested.null_sd), tested.test, n, tested.n_groups,
-                            tested.differing, int((d != 0).sum()), PowerDesign.of(d, codes, scale))
+                            tested.differing, int((d != 0).sum()), PowerDesign.of(d, codes, scale),
+                            tuple(np.bincount(codes, weights=d).tolist()))
 
 
 def _check_unit_interval(*values: np.ndarray) -> None:

@@ -82,7 +82,7 @@ _TABLES = (
            "eligible", "groups", "complete_pairs", "incomplete_eligible", "group_rules")),
     # The writer adds each ranker's declared label and compare_to after the measures (docs/outputs.md).
     Table("table2", "Table II: preference and position per ranker", ("ranker",), True,
-          (*TABLE2_ROW_COLUMNS, *CHANGE_COLUMNS, "label", "compare_to"), _intervals(TABLE2)),
+          (*TABLE2_ROW_COLUMNS, *CHANGE_COLUMNS, "label", "compare_to", "seeds"), _intervals(TABLE2)),
     Table("seeds", "Training seeds: each measure of a seeded ranker across its seeds (Table II is the run's own seed)",
           ("ranker", "measure"), True,
           ("ranker", "measure", "seeds", "seed_values", "single_seed", "mean", "sd", "min", "max")),
@@ -90,8 +90,8 @@ _TABLES = (
           "before and after", ("subject", "measure"), False,
           ("subject", "measure", "unperturbed", "perturbed", "change", "relative_noise")),
     Table("table3", "Table III: pair-only scoring (L1) vs window reranking (L2)", ("scorer",), True, TABLE3_COLUMNS),
-    Table("nevir_paired", "NevIR paired accuracy on the given pair (L1), ties as failures and in random order; "
-          "published figures in report.md", ("scorer",), True, NEVIR_PAIRED_COLUMNS, _intervals(NEVIR_PAIRED)),
+    Table("nevir_paired", "NevIR paired accuracy on the given pair (L1), ties as failures and ordered by passage id "
+          "(trec_eval, as MTEB's NevIR task); published figures in report.md", ("scorer",), True, NEVIR_PAIRED_COLUMNS, _intervals(NEVIR_PAIRED)),
     Table("tie_branch", "Tie-branch analysis (window scorers: equal vs different text scores)", ("scorer", "branch"),
           True, ("scorer", "branch", "parent", "directions", "of_directions", "directions_pct", "non_successes",
                  "of_non_successes", "non_successes_pct", "accuracy_pct", "tie_break_accuracy_pct", "double_max",
@@ -123,10 +123,13 @@ _TABLES = (
     # Gates and pins fill the first eleven; a claim's verdict (reports.hypotheses.ClaimResult.row) the rest.
     Table("claims", "Hypothesis claims", ("claim",), True,
           ("claim", "family", "status", "expected", "measured", "profile", "scope", "ranker", "declaration",
-           "declared_in", "check", "versus", "measure", "claimed", "reason", "effect", "lo", "hi", "unit", "p_value",
-           "p_adjusted", "p_opposite", "p_opposite_adjusted", "mde", "mde_level", "mde_test", "directions_needed",
-           "n", "n_groups", "units", "differing_groups", "discordant", "family_hypotheses", "family_members",
-           "estimand"), (Interval("effect", "lo", "hi"),)),
+           "declared_in", "check", "versus", "measure", "claimed", "reason", "effect", "seeds", "decision_lo",
+           "decision_hi", "decision_level", "lo", "hi", "unit", "p_value", "p_adjusted", "p_opposite",
+           "p_opposite_adjusted", "mde", "mde_level", "mde_test", "directions_needed", "n", "n_groups", "units",
+           "differing_groups", "discordant", "family_hypotheses", "family_members", "estimand"),
+          # The decision interval decides with the verdict; the bootstrap interval (lo, hi) only describes the effect
+          # (docs/statistics.md#decision-intervals).
+          (Interval("decision", "decision_lo", "decision_hi"), Interval("effect", "lo", "hi"))),
     Table("sequential", "Sequential samples: anytime-valid tests and confidence sequences at the stop",
           ("sample", "claim"), True,
           ("claim", STOP_COLUMNS[0], "groups", "directions", "p_greater", "p_less", "cs_lo", "cs_hi", "boot_lo",

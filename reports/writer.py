@@ -49,9 +49,11 @@ class PublishInterrupted(PublishError):
     """SIGINT or SIGTERM arrived before the swap: the staged run was abandoned."""
 
 
-def with_labels(table2: pd.DataFrame, declared: Mapping[str, Declared]) -> pd.DataFrame:
-    """Table II with each ranker's declared ``label`` (its name when none is declared) and the ``compare_to``
-    baseline its Δ is against (blank where it has no Δ) as the last columns, after the contract and intervals."""
+def with_labels(table2: pd.DataFrame, declared: Mapping[str, Declared],
+                seeds: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Table II with each ranker's declared ``label`` (its name when none is declared), the ``compare_to`` baseline
+    its Δ is against (blank where it has no Δ) and, for a ranker trained with several seeds, which seed its row is
+    (``seeds``: ``seed 13``, in the words every output uses) as the last columns, after the contract and intervals."""
     out = table2.copy()
     names = out["ranker"].astype(str)
     out["label"] = [declared[r].label if r in declared else r for r in names]
@@ -59,6 +61,8 @@ def with_labels(table2: pd.DataFrame, declared: Mapping[str, Declared]) -> pd.Da
         delta = out["delta_pts"] if "delta_pts" in out.columns else pd.Series(float("nan"), index=out.index)
         out["compare_to"] = [str((declared[r].compare_to if r in declared else None) or "") if pd.notna(d) else ""
                              for r, d in zip(names, delta)]
+    if "seeds" not in out.columns:
+        out["seeds"] = [(seeds or {}).get(r, "") for r in names]
     return out
 
 
@@ -66,7 +70,7 @@ def _write(out: Path, record: SplitRecord, publication: Publication, figure_cach
     manifest = record.manifest(publication)
     tables = dict(record.tables)
     if "table2" in tables:  # every table, figure and page below names a ranker with its declared label
-        tables["table2"] = with_labels(tables["table2"], record.declared)
+        tables["table2"] = with_labels(tables["table2"], record.declared, record.seed_of_rows)
     for name, frame in tables.items():
         frame.to_csv(out / f"{name}.csv", index=False)
         frame.to_json(out / f"{name}.json", orient="records", indent=1)

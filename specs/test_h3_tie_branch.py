@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from harness.claims import h3_claims
+from reports.decision_intervals import row_agrees
 from reports.hypotheses import STATUSES
 
 
@@ -23,7 +24,8 @@ def test_tie_branch_table(record, split, window_ranker) -> None:
 @pytest.mark.part("h3")
 def test_h3_equal_grade_branch_concentrates_failures(record, evaluation, split, graded_ranker) -> None:
     name = next(n for n, r in h3_claims(evaluation.profile).items() if r == graded_ranker)
-    assert record[split].row("claims", name)["status"] in STATUSES
+    row = record[split].row("claims", name)
+    assert row["status"] in STATUSES and row_agrees(row), row["measured"]
 
 
 @pytest.mark.part("pair_only")
@@ -44,7 +46,8 @@ def test_cost_and_replays(record, split, window_ranker) -> None:
 def test_expected_grade_on_argmax_ties(record, split, tie_twin) -> None:
     """Beyond the paper: on the directions the argmax grader leaves to its tie-breaker (equal grades), does the
     expected grade E[g] — read from the same judgments — decide more of them correctly than the tie-break?"""
-    assert record[split].row("claims", tie_twin)["status"] in STATUSES
+    row = record[split].row("claims", tie_twin)
+    assert row["status"] in STATUSES and row_agrees(row), row["measured"]
 
 
 @pytest.mark.part("designated_vs_window")

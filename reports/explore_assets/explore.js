@@ -184,7 +184,18 @@
   // Columns the claims table lays out itself; any other numeric column (p-values, MDE, n, directions needed...)
   // is shown as it comes, so new statistics appear without a change here.
   const CLAIM_FIXED = new Set(["claim", "family", "status", "effect", "lo", "hi", "unit", "measured", "reason", "expected",
-                               "ranker", "versus", "measure", "profile", "scope", "split"]);
+                               "ranker", "versus", "measure", "profile", "scope", "split", "decision_lo", "decision_hi",
+                               "decision_level"]);
+  // A claim's decision interval (docs/statistics.md#decision-intervals): the end at 0 on the side its verdict
+  // decides is open, so "holds" reads (0, hi] and "fails" [lo, 0); the bootstrap interval beside it only describes.
+  const claimDigits = (c) => (c.unit === "pts" || !c.unit ? 2 : 4);
+  function decisionText(c) {
+    if (c.decision_lo === null || c.decision_lo === undefined || c.decision_hi === null || c.decision_hi === undefined) return "";
+    const side = String(c.claimed || "").trim()[0];
+    const decided = c.status === "holds" ? side : c.status === "fails" ? (side === ">" ? "<" : ">") : "";
+    const d = claimDigits(c);
+    return `${decided === ">" ? "(0" : "[" + signed(c.decision_lo, d)}, ${decided === "<" ? "0)" : signed(c.decision_hi, d) + "]"}`;
+  }
   function claimLink(c) {
     if (c.ranker && c.versus && D.outcomes[c.ranker] && D.outcomes[c.versus]) {
       // A position measure (MRR, nDCG, ranks) is decided where d⁺ moves; strict preference where the outcome differs.
@@ -216,8 +227,10 @@
       (s.decided_look ? `<br>decided at look ${fmtInt(s.decided_look)}: ${held(s.decided_groups, s.decided_directions, s.decided_judgments)}`
         : '<br><span class="muted">not decided by any look</span>') + "</td>";
   }
+  // The verdicts first: the hypotheses' claims, then the single-seed twins (a "@seed" claim), then gates and pins.
+  const claimOrder = (c) => (c.family === "gate" || c.family === "pin" ? 2 : String(c.claim).includes("@") ? 1 : 0);
   function claims() {
-    const rows = D.claims;
+    const rows = D.claims.map((c, k) => [claimOrder(c), k, c]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map((x) => x[2]);
     const sequential = D.sequential || {};
     const stopped = rows.some((c) => sequential[c.claim]);
     if (!rows.length) { $("claims").innerHTML = "<tbody><tr><td class='muted'>no claims in this run</td></tr></tbody>"; return; }
@@ -230,9 +243,11 @@
                            n_groups: "units", differing_groups: "units differing", p_opposite: "p other side",
                            p_opposite_adjusted: "p other side (Holm)", mde_level: "MDE level",
                            family_hypotheses: "hypotheses" }[k] || k.replace(/_/g, " "));
-    let h = `<thead><tr><th class="cstatus">status</th><th class="cname">claim</th><th class="num">effect [95% interval]</th>` +
+    let h = `<thead><tr><th class="cstatus">status</th><th class="cname">claim</th>` +
+      `<th class="num" title="the decision test inverted at Holm's levels: it agrees with the verdict">effect, decision interval</th>` +
       lead.map((k) => `<th class="num stat">${esc(name(k))}</th>`).join("") +
       (stopped ? "<th>sequential sample stopped at</th>" : "") +
+      `<th class="num" title="unadjusted 95% source-group bootstrap interval (a confidence sequence at a sequential stop): it describes the effect and decides nothing">descriptive 95% interval</th>` +
       rest.map((k) => `<th class="num stat">${esc(name(k))}</th>`).join("") +
       `<th>family</th>${compared ? "<th>compares</th>" : ""}<th>decided by</th><th>reason</th></tr></thead><tbody>`;
     for (const c of rows) {
@@ -240,13 +255,14 @@
       const compares = c.ranker ? `${esc(c.ranker)}${c.versus ? " vs " + esc(c.versus) : ""}${c.measure ? " · " + esc(c.measure) : ""}` : "";
       h += `<tr><td class="cstatus"><span class="status ${esc(c.status)}">${esc(c.status)}</span>${c.expected ? `<br><span class="muted">expected ${esc(c.expected)}</span>` : ""}</td>
         <td class="cname" title="${esc(c.measured || "")}"><b>${esc(c.claim).replace(/[_:]/g, "$&<wbr>")}</b></td>
-        <td class="num">${c.effect === null || c.effect === undefined ? "–" : signed(c.effect, 2) + unit +
-          (c.lo === null || c.lo === undefined ? "" : ` <span class="ci">[${signed(c.lo, 2)}, ${signed(c.hi, 2)}]</span>`)}</td>` +
+        <td class="num">${c.effect === null || c.effect === undefined ? "–" : signed(c.effect, claimDigits(c)) + unit +
+          (c.seeds ? `, ${esc(c.seeds)}` : "") + (decisionText(c) ? ` <span class="ci">${decisionText(c)}</span>` : "")}</td>` +
         lead.map((k) => `<td class="num">${claimNumber(k, c[k])}</td>`).join("") +
         (stopped ? stopCell(sequential[c.claim]) : "") +
+        `<td class="num ci">${c.lo === null || c.lo === undefined ? "–" : `[${signed(c.lo, claimDigits(c))}, ${signed(c.hi, claimDigits(c))}]`}</td>` +
         rest.map((k) => `<td class="num">${claimNumber(k, c[k])}</td>`).join("") +
         `<td>${esc(c.family || "")}</td>${compared ? `<td>${compares}</td>` : ""}<td>${claimLink(c)}</td>` +
-        `<td class="wrap muted">${esc(c.reason || "")}</td></tr>`;
+        `<td class="wrap muted"><div class="clamp" title="${esc(c.reason || "")}">${esc(c.reason || "")}</div></td></tr>`;
     }
     $("claims").innerHTML = h + "</tbody>";
   }

@@ -24,7 +24,8 @@ REASON = ("inconclusive: one-sided p 0.82 on the claimed side (Holm 1), 1 on the
 CLAIMS = pd.DataFrame([
     {"claim": "h2_grader_strict_gt_fusion", "family": "H2:grader", "status": "inconclusive", "expected": "holds",
      "measured": "inconclusive: +4.04 pts", "ranker": "grader", "versus": "fusion", "measure": "strict_pct",
-     "claimed": "> 0", "reason": REASON, "effect": 4.04, "lo": -3.57, "hi": 11.5, "unit": "pts", "p_value": 0.82,
+     "claimed": "> 0", "reason": REASON, "effect": 4.04, "decision_lo": -6.0, "decision_hi": 14.0,
+     "decision_level": 0.0125, "lo": -3.57, "hi": 11.5, "unit": "pts", "p_value": 0.82,
      "p_adjusted": 1.0, "p_opposite": 1.0, "p_opposite_adjusted": 1.0, "mde": 12.0634, "mde_level": 0.0125,
      "directions_needed": 1765.0, "n": 2740.0, "n_groups": 51.0, "differing_groups": 33.0, "discordant": 112.0,
      "family_hypotheses": 4.0},
@@ -64,13 +65,15 @@ def test_status_comes_first_and_the_decisive_numbers_fit_at_1400_px(claims_page)
     assert viewport <= WIDTH
     head = _cells(claims_page, 0)
     names = [c["text"].replace("\n", " ") for c in head]
-    assert names[:7] == ["status", "claim", "effect [95% interval]", "p", "p (Holm)", "n", "units"]
+    assert names[:7] == ["status", "claim", "effect, decision interval", "p", "p (Holm)", "n", "units"]
+    assert "descriptive 95% interval" in names
     assert all(c["right"] <= viewport for c in head[:7]), [(c["text"], c["right"]) for c in head[:7]]
     row = dict(zip(names, _cells(claims_page, 1)))
     assert row["status"]["text"].startswith("inconclusive") and "expected holds" in row["status"]["text"]
     assert row["n"]["text"] == "2,740" and row["units"]["text"] == "51"  # integers, never 2.74e+3
     assert row["directions needed"]["text"] == "1,765" and row["MDE"]["text"] == "12.06"
-    assert row["p"]["text"] == "0.82" and row["effect [95% interval]"]["text"] == "+4.04 pts [-3.57, +11.50]"
+    assert row["p"]["text"] == "0.82" and row["effect, decision interval"]["text"] == "+4.04 pts [-6.00, +14.00]"
+    assert row["descriptive 95% interval"]["text"] == "[-3.57, +11.50]"
     assert row["reason"]["text"] == REASON and row["reason"]["right"] - row["reason"]["left"] <= 600
     assert row["reason"]["height"] > 3 * 14, "the reason is wrapped, not one line thousands of pixels wide"
 

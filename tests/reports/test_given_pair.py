@@ -1,5 +1,5 @@
 """Given-pair paired accuracy under both tie rules, as nevir_paired.csv's row, and the table beside the published
-figures, by hand."""
+figures, by hand; the rule named after MTEB checked against mteb's own NevIR evaluator on the same two-passage runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -40,14 +40,15 @@ def test_both_tie_rules_by_hand():
     d = directions()
     row = nevir_paired_row("ce", given_pair_paired(outcomes(d), d))
     assert tuple(row) == NEVIR_PAIRED_COLUMNS
-    # Ties fail: only P1 counts, 1 of 3 complete pairs. Random order: P1 1, P2 1 x 1/2, P3 1/2 x 1/2 -> 1.75 / 3.
+    # Ties fail: only P1 counts, 1 of 3 complete pairs. By passage id, descending (trec_eval): P2_q2's preferred P2b
+    # sorts after P2a, so P2 counts; P3 ties both ways and the same passage (P3b) comes first for both: P3 fails.
     assert (row["pairs"], row["paired"], row["tied_pairs"]) == (3, 1, 2)
     assert row["paired_pct"] == pytest.approx(100 / 3)
-    assert row["paired_random_pct"] == pytest.approx(175 / 3)
+    assert row["paired_trec_pct"] == pytest.approx(200 / 3)
     # Two groups resampled: (g1,g1) -> P1,P2 twice; (g2,g2) -> P3 twice; (g1,g2) mixed.
-    # Ties fail: 1/2, 0, 1/3 -> interval [0, 50]. Random: (1 + 1/2)/2 = 75, 1/4 = 25, 1.75/3 -> [25, 75].
+    # Ties fail: 1/2, 0, 1/3 -> interval [0, 50]. By id: 1, 0, 2/3 -> [0, 100].
     assert (row["paired_lo"], row["paired_hi"]) == pytest.approx((0.0, 50.0))
-    assert (row["paired_random_lo"], row["paired_random_hi"]) == pytest.approx((25.0, 75.0))
+    assert (row["paired_trec_lo"], row["paired_trec_hi"]) == pytest.approx((0.0, 100.0))
 
 
 def test_unavailable_scores_fail_under_both_rules():
@@ -55,7 +56,7 @@ def test_unavailable_scores_fail_under_both_rules():
     pos = list(POS)
     pos[0] = float("nan")  # P1_q1 unavailable: P1 no longer right under either rule
     row = nevir_paired_row("ce", given_pair_paired(outcomes(d, pos=pos), d))
-    assert (row["paired"], row["paired_random_pct"]) == (0, pytest.approx(75 / 3))
+    assert (row["paired"], row["paired_trec_pct"]) == (0, pytest.approx(100 / 3))
 
 
 def test_qids_outside_the_population_are_an_error():
@@ -76,7 +77,7 @@ def test_run_rows_then_published_rows_with_their_sources():
     assert ours["system"] == "LLM grader" and ours["pairs"] == "3" and ours["published"] == "--"
     assert ours["ties fail (this suite) [95% CI]"].startswith("33.3 [0.0, 50.0]")
     assert "interval unreliable" in ours["ties fail (this suite) [95% CI]"]  # 3 pairs: fewer than 20
-    assert ours["ties in random order (MTEB-style) [95% CI]"].startswith("58.3 [25.0, 75.0]")
+    assert ours["ties by passage id, descending (trec_eval; MTEB's NevIR task) [95% CI]"].startswith("66.7 [0.0, 100.0]")
     assert theirs["published"] == "65.1" and "arXiv 2502.18418, Table 2" in theirs["source"]
     assert theirs["ties fail (this suite) [95% CI]"] == "--"
 
@@ -96,7 +97,7 @@ def test_a_sample_of_single_directions_counts_only_the_pairs_it_holds_whole() ->
     directions = pd.DataFrame({
         "qid": ["a1", "a2", "b1", "c1", "c2"], "pair_id": ["A", "A", "B", "C", "C"], "split": "test",
         "complete": True, "eligible": True, "group": ["a1", "a2", "b1", "c1", "c2"],
-        "source_group": ["g1", "g1", "g2", "g3", "g3"]})
+        "source_group": ["g1", "g1", "g2", "g3", "g3"], "preferred_pid": "x", "counterpart_pid": "y"})
     strict = np.array([True, True, True, True, False])
     pairs = pair_population(directions, strict, "group")
     assert pairs.index.get_level_values("pair_id").tolist() == ["A", "C"]  # B's other direction was not drawn
@@ -116,3 +117,32 @@ def test_a_pair_resamples_with_the_unit_that_holds_it_whole() -> None:
         pairs = pair_population(units, np.ones(len(units), dtype=bool), "group")
         expected = {"groups": ["g1", "g1", "g2"], "pairs": ["P1", "P2", "P3"], "directions": ["g1", "g1", "g2"]}
         assert pairs["group"].tolist() == expected[design], design
+
+
+def test_the_trec_rule_is_mtebs_own_nevir_evaluator() -> None:
+    """MTEB's NevIR task (mteb.tasks.reranking.eng.nev_ir) scores each query's two passages with pytrec_eval's
+    recall@1 and counts a pair when both queries get theirs first; on the same two-passage runs, with coarse scores that
+    tie often and passage ids in no order, it gives exactly the ``trec`` rule's paired accuracy."""
+    from mteb._evaluators.retrieval_metrics import calculate_retrieval_scores
+    from mteb.tasks.reranking.eng.nev_ir import NevIR
+
+    rng = np.random.default_rng(17)
+    rows, scores = [], {}
+    for i in range(300):
+        ids = [f"{rng.integers(16 ** 6):06x}", f"{rng.integers(16 ** 6):06x}"]  # the pair's two passages
+        for k in (1, 2):
+            preferred, counterpart = ids if k == 1 else ids[::-1]
+            qid = f"N{i:03d}_q{k}"
+            rows.append((qid, f"N{i:03d}", k, "test", preferred, counterpart, f"g{i // 3}", False))
+            scores[qid] = {preferred: float(rng.integers(0, 3)), counterpart: float(rng.integers(0, 3))}
+    d = pd.DataFrame(rows, columns=["qid", "pair_id", "direction", "split", "preferred_pid", "counterpart_pid", "group",
+                                    "conflict"])
+    d = annotate_population(d, pd.DataFrame([(q, p) for q, s in scores.items() for p in s], columns=["qid", "pid"]))
+    pos = pd.Series({q: scores[q][p] for q, p in zip(d["qid"], d["preferred_pid"])})
+    neg = pd.Series({q: scores[q][p] for q, p in zip(d["qid"], d["counterpart_pid"])})
+    row = nevir_paired_row("scorer", given_pair_paired(pair_only_outcomes(d, pos, neg), d, n_resamples=10))
+    qrels = {q: {p: 1} for q, p in zip(d["qid"], d["preferred_pid"])}
+    evaluated = calculate_retrieval_scores(scores, qrels, k_values=[1])
+    mteb = NevIR().task_specific_scores(evaluated.all_scores, qrels, scores, "test", "default")["paired_accuracy"]
+    assert row["tied_pairs"] > 100 and row["paired_pct"] < row["paired_trec_pct"]  # the rules differ on many pairs
+    assert row["paired_trec_pct"] == pytest.approx(100 * mteb, abs=1e-9)

@@ -121,10 +121,10 @@ def test_row_columns_and_formatting():
     row = r.row()
     # A verdict fills every claims.csv column but what the part adds: the expectation, and who declared it.
     assert set(TABLES["claims"].columns) - set(row) == {"expected", "profile", "scope", "declaration",
-                                                       "declared_in", "check", "estimand"}
+                                                       "declared_in", "check", "estimand", "seeds"}
     assert (row["claim"], row["ranker"], row["versus"], row["measure"], row["claimed"]) == ("c", "a", "b", "strict", "> 0")
-    assert row["measured"].startswith("holds: +3.00 pts [+1.00, +5.00] (claimed > 0; n=100, 50 groups, 30 differing, "
-                                      "45 discordant); holds: one-sided")
+    assert row["measured"].startswith("holds: +3.00 pts, descriptive 95% bootstrap interval (unadjusted) [+1.00, +5.00] "
+                                      "(claimed > 0; n=100, 50 groups, 30 differing, 45 discordant); holds: one-sided")
     assert (row["differing_groups"], row["discordant"]) == (30, 45)
     assert row["reason"].endswith("; n=100, 50 groups, 30 differing, 45 discordant")
     why = "no anytime-valid test for this measure"

@@ -1,8 +1,12 @@
 """Independent oracle: MRR, Success@k and nDCG@10 from the exported TREC files, by ir_measures on pytrec_eval
-(trec_eval's C code), equal the suite's own direction-level numbers."""
+(trec_eval's C code), and strict preference, ties and paired accuracy by NevIR's own definition on the files' scores,
+equal the suite's own direction-level numbers (``tests.support.oracle``; on a published run end to end:
+``tests/harness/test_end_to_end.py``)."""
 from __future__ import annotations
 
 from pathlib import Path
+
+import math
 
 import ir_measures
 import numpy as np
@@ -12,20 +16,21 @@ import pytest
 from fixtures.populations import annotate_population
 from rankers.base import rank_by_keys, single_score_ranking
 from rankers.trec import write_qrels, write_run
+from rankers.window import designated_outcomes
 from reports.measures import summarize
 from reports.outcomes import direction_outcomes
+from tests.support import oracle as outside
 
 MEASURES = [ir_measures.RR, ir_measures.Success @ 1, ir_measures.Success @ 3, ir_measures.Success @ 10,
             ir_measures.nDCG @ 10]
 
 
 def oracle(run: Path, qrels: Path) -> pd.DataFrame:
-    """Per-query RR and Success@k computed by pytrec_eval from the files alone (qid-indexed, one column each)."""
-    provider = ir_measures.pytrec_eval
-    assert provider.is_available()
-    metrics = provider.iter_calc(MEASURES, ir_measures.read_trec_qrels(str(qrels)), ir_measures.read_trec_run(str(run)))
-    frame = pd.DataFrame([(m.query_id, str(m.measure), m.value) for m in metrics], columns=["qid", "measure", "value"])
-    return frame.pivot(index="qid", columns="measure", values="value")
+    """Per-query RR, Success@k and nDCG@10 computed by pytrec_eval from the files alone (qid-indexed, one column each),
+    the list order from the run's rank column (its equal scores are ties)."""
+    assert ir_measures.pytrec_eval.is_available()
+    judged = pd.Index(sorted({q.query_id for q in ir_measures.read_trec_qrels(str(qrels))}))
+    return outside.positions(outside.read_run(run), qrels, judged)
 
 
 def assert_oracle_agrees(ranking, directions: pd.DataFrame, tmp_path: Path) -> pd.DataFrame:
@@ -72,15 +77,59 @@ def test_oracle_on_tied_scores_by_hand(tmp_path):
     assert got["Success@3"].to_dict() == {"D1_q1": 1.0, "D1_q2": 1.0, "D2_q1": 0.0, "D2_q2": 1.0}
 
 
-def test_raw_tied_scores_would_mislead_the_oracle(tmp_path):
-    """Why the run file's score is pool_size - rank + 1: with the raw tied scores trec_eval re-breaks ties by
-    document id descending, so D2_q1's preferred "e" would move from rank 5 to rank 1."""
+def test_trec_evals_own_tie_order_would_mislead_the_oracle(tmp_path):
+    """Why the oracle reads the rank column: the run carries the ranker's tied scores, and pytrec_eval re-breaks ties
+    by document id descending, so D2_q1's preferred "e" would move from rank 5 to rank 1."""
     ranking = single_score_ranking(TIED, TIED["score"].to_numpy(), "fusion")
-    raw = tmp_path / "raw.trec"
-    f = ranking.frame
-    raw.write_text("".join(f"{q} Q0 {p} {r} {s} raw\n" for q, p, r, s in zip(f["qid"], f["pid"], f["rank"], f["k0"])))
-    got = oracle(raw, write_qrels(tied_directions(), tmp_path / "qrels.txt"))
-    assert got.at["D2_q1", "RR"] == 1.0 and got.at["D2_q2", "RR"] == pytest.approx(1 / 5)
+    run = write_run(ranking, tmp_path / "run.trec")
+    docs = list(ir_measures.read_trec_run(str(run)))
+    got = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.RR], ir_measures.read_trec_qrels(
+        str(write_qrels(tied_directions(), tmp_path / "qrels.txt"))), docs)}
+    assert got["D2_q1"] == 1.0 and got["D2_q2"] == pytest.approx(1 / 5)
+    assert oracle(run, tmp_path / "qrels.txt").at["D2_q1", "RR"] == pytest.approx(1 / 5)
+
+
+def test_strict_ties_and_paired_from_the_files_scores_by_nevirs_rule(tmp_path):
+    """NevIR's definition read from the run's scores (the preferred passage strictly above its counterpart; a pair
+    right when both directions are) gives the suite's strict preference, ties and paired accuracy, ties included."""
+    d = tied_directions()
+    ranking = single_score_ranking(TIED, TIED["score"].to_numpy(), "fusion")
+    row = summarize(direction_outcomes(ranking, d), d, n_resamples=10)
+    pos, neg, qids = outside.keyed(outside.read_run(write_run(ranking, tmp_path / "run.trec")),
+                                   d.set_index("qid").loc[d["eligible"].to_numpy(dtype=bool)])
+    assert list(qids) == ["D1_q1", "D1_q2", "D2_q1", "D2_q2"]
+    assert (int((pos > neg).sum()), int((pos == neg).sum())) == (row["strict"], row["ties"]) == (1, 3)
+
+
+def test_a_designated_rankers_keys_follow_from_its_judgments_and_its_references_runs(tmp_path):
+    """A ranker judged on its designated pair only has no run: the oracle rebuilds its keys from judgments.csv's
+    rule scores and its reference's and tie-breaker's runs, and gets the suite's strict outcomes and ties."""
+    rng = np.random.default_rng(3)
+    rows, directions = [], []
+    for i in range(60):
+        for k, (pos, neg) in enumerate((("x", "y"), ("y", "x")), start=1):
+            qid = f"P{i:02d}_q{k}"
+            rows += [(qid, p, float(rng.integers(0, 3))) for p in ["x", "y", *[f"d{j:02d}" for j in range(24)]]]
+            directions.append((qid, f"P{i:02d}", "test", pos, neg, f"g{i // 2}", False))
+    pool = pd.DataFrame(rows, columns=["qid", "pid", "score"])
+    d = annotate_population(pd.DataFrame(directions, columns=["qid", "pair_id", "split", "preferred_pid",
+                                                              "counterpart_pid", "group", "conflict"]), pool)
+    fusion = single_score_ranking(pool, pool["score"].to_numpy() + rng.random(len(pool)) // 0.5, "fusion")
+    tie = single_score_ranking(pool, rng.integers(0, 2, len(pool)).astype(float), "e0")
+    text = {(q, p): float(rng.integers(0, 3)) if rng.random() > 0.05 else math.nan
+            for q, p in zip(d["qid"], d["preferred_pid"]) for p in (p, "y" if p == "x" else "x")}
+    suite = designated_outcomes(fusion, text, d, tie_breaker=tie).set_index("qid")
+    (tmp_path / "runs").mkdir()
+    write_run(fusion, tmp_path / "runs" / "fusion.trec")
+    write_run(tie, tmp_path / "runs" / "e0.trec")
+    pd.DataFrame([("g", "pair", q, p, s) for (q, p), s in text.items()],
+                 columns=["ranker", "scope", "qid", "pid", "rule_score"]).to_csv(tmp_path / "judgments.csv", index=False)
+    keys_pos, keys_neg, qids = outside.designated(tmp_path, "g", {"reference": "fusion", "tie_breaker": "e0"},
+                                                  d.set_index("qid"))
+    strict = [a > b for a, b in zip(keys_pos, keys_neg)]
+    assert strict == suite.loc[qids, "strict"].tolist()
+    assert [a == b for a, b in zip(keys_pos, keys_neg)] == suite.loc[qids, "tie"].tolist()
+    assert 0 < sum(strict) < len(strict) and suite["tie"].any() and suite["fallback"].any()
 
 
 def test_oracle_on_a_realistic_random_study(tmp_path):
@@ -115,7 +164,8 @@ def test_qrels_judge_the_designated_pair_of_each_eligible_direction(tmp_path):
 def test_ranx_agrees_with_the_oracle_when_made_comparable(tmp_path):
     ranx = pytest.importorskip("ranx", reason="ranx is not installed here (pip install ranx)")
     ranking = single_score_ranking(TIED, TIED["score"].to_numpy(), "fusion")
-    run = ranx.Run.from_file(str(write_run(ranking, tmp_path / "run.trec")), kind="trec")
+    read = outside.read_run(write_run(ranking, tmp_path / "run.trec"))  # the list order is the rank column
+    run = ranx.Run({q: dict(zip(g["pid"], -g["rank"].astype(float))) for q, g in read.groupby("qid")})
     qrels = ranx.Qrels.from_file(str(write_qrels(tied_directions(), tmp_path / "qrels.txt")), kind="trec")
     # The run holds the conflict pair D3's queries, the qrels do not: ranx refuses unless made comparable.
     assert ranx.evaluate(qrels, run, "mrr", make_comparable=True) == pytest.approx((1 / 3 + 1 / 2 + 1 / 5 + 1) / 4)

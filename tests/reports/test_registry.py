@@ -169,19 +169,19 @@ def test_a_new_table3_column_is_one_record(monkeypatch):
 
 def test_nevir_paired_columns_are_records_with_their_intervals():
     assert NEVIR_PAIRED_COLUMNS == ("scorer", "pairs", "paired", "paired_pct", "paired_lo", "paired_hi", "tied_pairs",
-                                    "paired_random_pct", "paired_random_lo", "paired_random_hi")  # published names
+                                    "paired_trec_pct", "paired_trec_lo", "paired_trec_hi")  # published names
     by_name = {m.name: m for m in NEVIR_PAIRED}
     rates = [m for m in NEVIR_PAIRED if isinstance(m, GivenPairMeasure) and m.rule is not None]
     assert sorted(m.rule for m in rates) == sorted(GIVEN_PAIR_TIE_RULES)  # one rate per tie rule
     for m in rates:
         lo, hi = (by_name[b] for b in m.bounds)
         assert (lo.of, hi.of, lo.end, hi.end, lo.unit, lo.digits) == (m.name, m.name, "lo", "hi", m.unit, m.digits)
-    assert [m.rule for m in reference.RATES] == ["fail", "random"]  # report.md's two rate columns, in order
+    assert [m.rule for m in reference.RATES] == ["fail", "trec"]  # report.md's two rate columns, in order
     result = GivenPairPaired(pairs=4, paired=1, tied_pairs=2, rates={"fail": Rate(25.0, 0.0, 50.0),
-                                                                     "random": Rate(50.0, 25.0, 75.0)})
+                                                                     "trec": Rate(50.0, 25.0, 75.0)})
     assert measures.nevir_paired_row("ce", result) == {
         "scorer": "ce", "pairs": 4, "paired": 1, "paired_pct": 25.0, "paired_lo": 0.0, "paired_hi": 50.0,
-        "tied_pairs": 2, "paired_random_pct": 50.0, "paired_random_lo": 25.0, "paired_random_hi": 75.0}
+        "tied_pairs": 2, "paired_trec_pct": 50.0, "paired_trec_lo": 25.0, "paired_trec_hi": 75.0}
 
 
 def test_a_column_list_is_checked_when_it_is_declared():

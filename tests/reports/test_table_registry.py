@@ -58,6 +58,7 @@ NOT_TABLES = {
     ("reports/run_record.py", "FAILURE_COLUMNS"): "RunRecord.failures, a frame the specs read",
     ("reports/run_record.py", "CHECK_COLUMNS"): "RunRecord.checks, a frame the specs read",
     ("reports/report_md.py", "COMPARISON_BRIEF_COLUMNS"): "what report.md shows of comparison.csv (checked below)",
+    ("reports/bottom_line.py", "VERDICT_COLUMNS"): "report.md's verdict table, headings of rendered claims.csv cells",
     ("reports/measures.py", "TABLE2_COLUMNS"): "Table II's contract, derived from its measure records",
     ("reports/measures.py", "TABLE3_COLUMNS"): "Table III's columns, derived from its measure records",
     ("reports/measures.py", "NEVIR_PAIRED_COLUMNS"): "nevir_paired's columns, derived from its measure records",
@@ -76,7 +77,7 @@ def test_every_published_table_is_one_record() -> None:
 
 def test_measure_tables_take_columns_and_intervals_from_their_measure_records() -> None:
     table2 = TABLES["table2"]
-    assert table2.columns == (*TABLE2_ROW_COLUMNS, *CHANGE_COLUMNS, "label", "compare_to")
+    assert table2.columns == (*TABLE2_ROW_COLUMNS, *CHANGE_COLUMNS, "label", "compare_to", "seeds")
     assert {(i.name, i.lo, i.hi) for i in table2.intervals} == {(m.name, *m.bounds) for m in TABLE2 if m.bounds}
     assert {"strict_pct", "mrr", "delta_pts", "paired_pct"} <= {i.name for i in table2.intervals}
     assert TABLES["table3"].columns == TABLE3_COLUMNS

@@ -1,11 +1,12 @@
-"""TREC qrels/run round trip; the files alone reproduce our MRR even when fusion scores tie."""
+"""TREC qrels/run round trip: a run carries the ranker's score keys (ties stay ties) and its list positions, so the
+files alone reproduce strict preference, ties and MRR even when fusion scores tie."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from rankers.base import Ranking, single_score_ranking
+from rankers.base import Ranking, rank_by_keys, single_score_ranking
 from reports.measures import summarize
 from reports.outcomes import direction_outcomes
 from fixtures.populations import annotate_population
@@ -37,13 +38,25 @@ def fusion():
     return single_score_ranking(POOL, POOL["score"].to_numpy(), "fusion")
 
 
-def test_run_file_content_and_scores_strictly_decrease(tmp_path):
+def test_run_file_content_carries_the_rankers_scores_and_its_ties(tmp_path):
     path = write_run(fusion(), tmp_path / "runs" / "fusion.trec")
     lines = path.read_text().splitlines()
-    assert lines[:3] == ["Q1_q1 Q0 pc 1 3 fusion", "Q1_q1 Q0 pa 2 2 fusion", "Q1_q1 Q0 pb 3 1 fusion"]
+    assert lines[:3] == ["Q1_q1 Q0 pc 1 0.9 fusion", "Q1_q1 Q0 pa 2 0.5 fusion", "Q1_q1 Q0 pb 3 0.5 fusion"]
     run = read_run(path)
     assert len(run) == len(POOL)
-    assert (run.groupby("qid")["score"].diff().dropna() < 0).all()
+    assert (run.groupby("qid")["score"].diff().dropna() <= 0).all()  # ranks follow scores; equal scores are ties
+    merged = run.merge(POOL, on=["qid", "pid"])
+    assert (merged["score_x"] == merged["score_y"]).all()  # the ranker's own scores, exactly
+
+
+def test_a_multi_key_rankers_scores_are_its_keys_dense_ranks(tmp_path):
+    """A window ranker's key (1, text score, tie-breaker) over the tail's (0, 0, reference): one score per distinct
+    key, in the keys' order, equal keys equal, so strict preference and ties read from the file are the ranker's."""
+    frame = pd.DataFrame({"qid": ["q"] * 5, "pid": ["a", "b", "c", "d", "e"], "k0": [1.0, 1.0, 1.0, 0.0, 0.0],
+                          "k1": [3.0, 3.0, 1.0, 0.0, 0.0], "k2": [0.7, 0.7, 0.9, 0.4, 0.2]})
+    run = read_run(write_run(rank_by_keys(frame, "window"), tmp_path / "w.trec")).set_index("pid")
+    assert run["score"].to_dict() == {"a": 4.0, "b": 4.0, "c": 3.0, "d": 2.0, "e": 1.0}
+    assert run["rank"].to_dict() == {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}
 
 
 def test_qrels_one_line_per_eligible_direction(tmp_path):
@@ -62,14 +75,20 @@ def test_mrr_from_files_equals_measures_with_tied_scores(tmp_path):
     assert mrr_from_files(run, qrels) == pytest.approx(row["mrr"])
 
 
-def test_raw_tied_scores_would_change_trec_order(tmp_path):
-    """Why the run writes rank-derived scores: trec_eval breaks equal scores by id descending."""
-    raw = tmp_path / "raw.trec"
-    f = fusion().frame.merge(POOL, on=["qid", "pid"])
-    raw.write_text("".join(f"{q} Q0 {p} {r} {s} raw\n" for q, p, r, s in zip(f["qid"], f["pid"], f["rank"], f["score"])))
+def test_positions_come_from_the_rank_column_which_must_follow_the_scores(tmp_path):
+    """Equal scores are ties: their order is the ranker's, in the rank column (a re-sort by score could not recover
+    it); a rank column that contradicts the scores is refused, naming the file and query."""
     qrels = write_qrels(directions(), tmp_path / "qrels.txt")
+    other = tmp_path / "other.trec"  # the same tied scores, ties in the other order: another list, another MRR
+    f = fusion().frame.merge(POOL, on=["qid", "pid"]).sort_values(["qid", "score", "pid"], ascending=[True, False, False])
+    f["rank"] = f.groupby("qid").cumcount() + 1
+    other.write_text("".join(f"{q} Q0 {p} {r} {s} x\n" for q, p, r, s in zip(f["qid"], f["pid"], f["rank"], f["score"])))
     # Q1_q1: pb before pa -> 1/3; Q1_q2: pc before pb -> 1/2; Q2_q1: pe before pd -> 1/2; Q2_q2: 1.
-    assert mrr_from_files(raw, qrels) == pytest.approx((1 / 3 + 1 / 2 + 1 / 2 + 1) / 4)
+    assert mrr_from_files(other, qrels) == pytest.approx((1 / 3 + 1 / 2 + 1 / 2 + 1) / 4)
+    bad = tmp_path / "bad.trec"
+    bad.write_text("Q1_q1 Q0 pa 1 0.2 x\nQ1_q1 Q0 pb 2 0.5 x\n")
+    with pytest.raises(TrecFileError, match="bad.trec: qid Q1_q1: rank 2 scores above the rank before it"):
+        mrr_from_files(bad, qrels)
 
 
 def test_query_missing_from_run_counts_zero(tmp_path):
@@ -134,3 +153,15 @@ def test_a_route_run_keeps_the_routes_own_scores_as_python_prints_them(tmp_path)
     assert path.read_text(encoding="utf-8") == ("Q1_q1 Q0 pb 1 0.30000000000000004 bm25\n"
                                                 "Q1_q1 Q0 pa 2 12.0 bm25\nQ2_q1 Q0 pd 1 -1e-20 bm25\n")
     assert read_run(path)["score"].tolist() == [0.1 + 0.2, 12.0, -1e-20]
+
+
+def test_a_stashed_run_is_named_by_its_keys_and_the_writers_code(tmp_path):
+    """Two rankings in the same order with other scores are two files: a run the cache holds from other keys (or
+    another version of the writer) is never published for this one."""
+    from reports.outputs import stash_run
+
+    other = single_score_ranking(POOL, POOL["score"].to_numpy() * 2, "fusion")
+    assert other.frame["rank"].tolist() == fusion().frame["rank"].tolist()
+    first, second = stash_run(tmp_path, fusion()), stash_run(tmp_path, other)
+    assert first != second and stash_run(tmp_path, fusion()) == first
+    assert "1.8" in second.read_text() and "1.8" not in first.read_text()

@@ -78,25 +78,26 @@ def published(tmp_path: Path) -> Path:
 def test_report_opens_with_each_family_s_verdicts_in_words(tmp_path: Path) -> None:
     report = (published(tmp_path) / "report.md").read_text(encoding="utf-8")
     sections = [line for line in report.splitlines() if line.startswith("## ")]
-    assert sections[:5] == ["## Bottom line", "## Verdicts", "## Table II: preference and position per ranker",
-                            "## Gates and pins",
+    assert sections[:6] == ["## Bottom line", "## Verdicts", "## Each verdict, with its numbers and why",
+                            "## Table II: preference and position per ranker", "## Gates and pins",
                             "## Failed or skipped (their rows are missing; everything else is published)"]
-    verdicts = report.split("## Verdicts")[1].split("## Table II")[0]
+    verdicts = report.split("## Each verdict")[1].split("## Table II")[0]
     headings = [line for line in verdicts.splitlines() if line.startswith("### ")]
     assert [h.split(":")[0] for h in headings] == ["### H1", "### H2", "### H3",
                                                    "### Beyond the paper (and claims of no study family)"]
-    assert ("- **holds** — `ce` (cross-encoder window) vs `fusion`, preferred-passage MRR: +0.0123 MRR "
-            "[+0.0045, +0.0201] (claimed > 0), n = 48 directions in 12 source groups; Holm-adjusted one-sided p "
-            "0.004 on the claimed side, 1 on the other in family H1 (2 hypotheses: 1 claim: h1\\_ce\\_mrr\\_gt\\_fusion).") \
+    assert ("- **holds** — `ce` (cross-encoder window) vs `fusion`, preferred-passage MRR: +0.0123 MRR; descriptive "
+            "95% bootstrap interval (unadjusted) [+0.0045, +0.0201] (claimed > 0), n = 48 directions in 12 source "
+            "groups; Holm-adjusted one-sided p 0.004 on the claimed side, 1 on the other in family H1 (2 hypotheses).") \
         in verdicts
+    assert report.count("1 claim: h1\\_ce\\_mrr\\_gt\\_fusion") == 1  # the family's hypotheses: listed once
     assert "Of 2 claims: 0 hold, 1 fail, 1 inconclusive (not decided by this run)." in verdicts
-    assert ("- **inconclusive** — `grader` (LLM grader window) vs `ce`, strict preference: +25.00 pts "
-            "[+25.00, +25.00] (n=4: interval unreliable) (claimed > 0), n = 4 directions in 1 source group; "
-            "unable to decide") in verdicts
+    assert ("- **inconclusive** — `grader` (LLM grader window) vs `ce`, strict preference: +25.00 pts; descriptive "
+            "95% bootstrap interval (unadjusted) [+25.00, +25.00] (n=4: interval unreliable) (claimed > 0), n = 4 "
+            "directions in 1 source group; unable to decide") in verdicts
     assert ("`grader` (LLM grader window), equal-grade branch, share of non-successes minus share of directions: "
-            "+2.00 pts [-3.00, +7.00] (claimed > 0), n = 48 directions in 12 source groups; Holm-adjusted one-sided "
-            "p 0.5 on the claimed side, 1 on the other; MDE 9.50 pts; about 1,200 directions would give 80% power "
-            "at this effect.") in verdicts
+            "+2.00 pts; descriptive 95% bootstrap interval (unadjusted) [-3.00, +7.00] (claimed > 0), n = 48 "
+            "directions in 12 source groups; Holm-adjusted one-sided p 0.5 on the claimed side, 1 on the other; MDE "
+            "9.50 pts; about 1,200 directions would give 80% power at this effect.") in verdicts
     assert "strict preference on the equal-grade directions of `grader`" in verdicts and "(family H3x:mine)" in verdicts
     assert "gate:" not in verdicts and "pin:" not in verdicts
 
@@ -109,7 +110,7 @@ def test_a_sequential_claim_s_verdict_says_where_its_sample_stopped(tmp_path: Pa
          "decided_look": 3, "decided_after_groups": 12, "decided_directions": 48, "decided_judgments": 96, "note": ""},
         {"claim": "h3_grader_tie_branch_concentrates_failures", **stop, "note": "no anytime-valid test"}])
     [folder] = publish(tmp_path, "r1", {"test": run_record(sequential=sequential)}).values()
-    verdicts = (folder / "report.md").read_text(encoding="utf-8").split("## Verdicts")[1].split("## Table II")[0]
+    verdicts = (folder / "report.md").read_text(encoding="utf-8").split("## Each verdict")[1].split("## Table II")[0]
     spent = ("The sequential sample grader\\_pairs stopped at look 9: 36 groups, 144 directions, 288 judgments "
              "(budget spent: the next look needs 304 judgments, over the 300 allowed)")
     assert (f"unable to decide: too few source groups for any outcome to reach α, so it is left out of its family. "
@@ -134,7 +135,7 @@ def test_held_gates_and_pins_collapse_and_a_moved_pin_is_listed_in_full(tmp_path
 def test_table2_carries_labels_baselines_and_tiny_sample_notes(tmp_path: Path) -> None:
     folder = published(tmp_path)
     csv = pd.read_csv(folder / "table2.csv", keep_default_na=False)
-    assert list(csv.columns[-2:]) == ["label", "compare_to"]  # after the contract columns and intervals
+    assert list(csv.columns[-3:]) == ["label", "compare_to", "seeds"]  # after the contract columns and intervals
     assert csv["label"].tolist() == ["fixed fusion", "cross-encoder window", "LLM grader window"]
     assert csv["compare_to"].tolist() == ["", "fusion", "ce"]  # no Δ, no baseline
     report = (folder / "report.md").read_text(encoding="utf-8")
