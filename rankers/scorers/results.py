@@ -38,9 +38,11 @@ class CachedScore(NamedTuple):
 
 
 def finite_or_none(score: float | None) -> float | None:
+    """A score as the store keeps it: None when absent or not finite, and -0.0 as 0.0 (SQLite's REAL drops the sign
+    of zero, so a row digested with -0.0 would fail its check when read back; the two order alike)."""
     if score is None:
         return None
-    score = float(score)
+    score = float(score) + 0.0
     return score if np.isfinite(score) else None
 
 

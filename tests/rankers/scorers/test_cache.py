@@ -144,6 +144,23 @@ def test_non_finite_scores_become_unavailable_with_a_reason(cache):
     assert res.frame["score"].isna().all() and res.frame["error"].tolist() == ["non-finite score"] * 2
 
 
+def test_a_negative_zero_score_is_stored_as_zero_and_read_back_without_a_digest_failure(cache):
+    """SQLite keeps a REAL -0.0 as 0.0: a row whose digest covered -0.0 failed its check on every read and was deleted
+    and rescored each run, with a warning. -0.0 and 0.0 order alike, so the store keeps 0.0."""
+    class SignedZero(CountingScorer):
+        def score(self, inputs):
+            self.calls.append(list(inputs))
+            return ScoreBatch(np.array([-0.0] * len(inputs)), [None] * len(inputs))
+
+    first = SignedZero()
+    score_with_cache(first, make_inputs(2), cache, progress=False)
+    again = SignedZero()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScoreCacheWarning)
+        res = score_with_cache(again, make_inputs(2), cache, progress=False)
+    assert again.calls == [] and res.n_cached == 2 and res.frame["score"].tolist() == [0.0, 0.0]
+
+
 def test_a_scorer_raising_mid_run_keeps_earlier_batches(cache):
     inputs = make_inputs(10)
     crashing = CountingScorer(raise_on_call=3)
