@@ -100,6 +100,8 @@ def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
     return code is not None and (code & 0xFF) in _CORRUPTION_CODES
 
 
+
+
 class ScoreCache:
     """SQLite-backed store of text scores; safe across processes (WAL, busy timeout)."""
 
@@ -108,10 +110,18 @@ class ScoreCache:
         self.timeout_s = timeout_s
         self._mac = hmac.new(user_key(), digestmod=hashlib.sha256)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._conn = self._connect()
-        except _Unusable as exc:
-            self._conn = self._recover(str(exc), recheck=True)
+        # Opened under the file's lock, one process at a time: an open beside another process's recovery met the
+        # files being moved aside ('disk I/O error' on the vanished -shm), and two first opens of one file raced to
+        # switch it to WAL, which SQLite answers with SQLITE_BUSY without waiting (its busy handler is not asked).
+        with self._lock():
+            try:
+                self._conn = self._connect()
+            except _Unusable as exc:
+                self._conn = self._replace(str(exc))
+
+    def _lock(self) -> FileLock:
+        """The lock every open and every recovery of the file holds (``<file>.lock`` beside it)."""
+        return FileLock(str(self.path.with_name(self.path.name + ".lock")))
 
     @classmethod
     def in_folder(cls, folder: Path) -> ScoreCache:
@@ -167,21 +177,25 @@ class ScoreCache:
 
         With ``recheck``, a file that another process has already replaced is simply used.
         """
-        with FileLock(str(self.path.with_name(self.path.name + ".lock"))):
+        with self._lock():
             if recheck:
                 try:
                     return self._connect()
                 except _Unusable as exc:
                     reason = str(exc)
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-            for suffix in ("", "-wal", "-shm"):
-                src = Path(f"{self.path}{suffix}")
-                if src.exists():
-                    os.replace(src, f"{aside}{suffix}")
-            warnings.warn(f"score cache {self.path} is unusable ({reason}); moved it aside to {aside.name} and "
-                          "started a fresh cache: its scores will be recomputed", ScoreCacheWarning, stacklevel=3)
-            return self._connect()
+            return self._replace(reason)
+
+    def _replace(self, reason: str) -> sqlite3.Connection:
+        """Move the unusable file (and its -wal and -shm) aside and open a fresh one; the caller holds the lock."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(f"{self.path}{suffix}")
+            if src.exists():
+                os.replace(src, f"{aside}{suffix}")
+        warnings.warn(f"score cache {self.path} is unusable ({reason}); moved it aside to {aside.name} and "
+                      "started a fresh cache: its scores will be recomputed", ScoreCacheWarning, stacklevel=4)
+        return self._connect()
 
     def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``op``; if SQLite reports corruption, recover (move aside, fresh file) and run it again."""

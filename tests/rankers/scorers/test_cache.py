@@ -551,3 +551,33 @@ def test_the_generation_changes_with_every_change_to_the_stored_scores_and_only_
         extra.unlink()
     with ScoreCache(path) as fresh:
         assert fresh.generation()[0] != written[0]  # a store made anew, whatever its count
+
+
+def test_every_open_and_recovery_of_the_file_holds_its_lock(tmp_path, monkeypatch):
+    """Four processes opening one corrupt cache: an unlocked open beside another's recovery met the files being
+    moved aside ('disk I/O error'), and two first opens raced to switch the file to WAL, which SQLite refuses with
+    SQLITE_BUSY at once (each about once in 150 loaded runs of the test above). Every connect, the first open's and a
+    recovery's alike, now happens while the file's lock is held: checked by trying the lock from another handle."""
+    from filelock import FileLock, Timeout
+
+    from rankers.scorers import store
+
+    real, held = store.ScoreCache._connect, []
+
+    def connect_and_check_the_lock(self):
+        other = FileLock(str(self.path.with_name(self.path.name + ".lock")), timeout=0)
+        try:
+            other.acquire()
+            other.release()
+            held.append(False)
+        except Timeout:
+            held.append(True)
+        return real(self)
+
+    monkeypatch.setattr(store.ScoreCache, "_connect", connect_and_check_the_lock)
+    with ScoreCache(tmp_path / "scores.sqlite") as c:
+        score_with_cache(CountingScorer(), make_inputs(2), c, progress=False)
+    (tmp_path / "corrupt.sqlite").write_bytes(b"this is not a database" * 500)
+    with pytest.warns(ScoreCacheWarning, match="unusable"), ScoreCache(tmp_path / "corrupt.sqlite") as c:
+        assert stored_count(c) == 0
+    assert held == [True, True, True]  # the fresh file's open; the corrupt one's, and its replacement's
