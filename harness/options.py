@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fixtures.artifacts import entry_kind, irregular_entries
 from fixtures.data import NevIRDataError
 from fixtures.datasets.pairs import read_pair_set, too_few_groups
 from fixtures.freeze_pools import shipped_problems
@@ -106,7 +107,8 @@ def argument_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 def _writable(path: Path, what: str, contents: bool = False) -> str | None:
     """Why ``path`` cannot be written (None when it can). With ``contents``, its folders and lock files too
-    (a cache whose contents are read-only would fail on every lock it takes); symlinked parts are not followed."""
+    (a cache whose contents are read-only would fail on every lock it takes), and none of its entries may be a link
+    or anything but a file or a folder (a cache's, refused by name: ``fixtures.artifacts.irregular_entries``)."""
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
@@ -123,6 +125,12 @@ def _writable(path: Path, what: str, contents: bool = False) -> str | None:
         first = ", ".join(str(p.relative_to(path)) for p in blocked[:3])
         return (f"{what} {path}: {len(blocked)} of its folders and lock files are read-only (first: {first}); the "
                 f"run needs to write there: make them writable (chmod -R u+w {path}) or choose another {what}")
+    odd = irregular_entries(path)  # docs/reproducibility.md#what-each-store-holds
+    if odd:
+        first = ", ".join(f"{p.relative_to(path)} ({entry_kind(p.lstat().st_mode)})" for p in odd[:3])
+        return (f"{what} {path}: {len(odd)} of its entries are links or not regular files (first: {first}); the "
+                "suite makes none and never reads through one (someone who can write the cache put them there): "
+                "remove them")
     return None
 
 
