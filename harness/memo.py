@@ -8,7 +8,7 @@ recomputed; nothing is ever invalidated by hand (``docs/protocol.md#caches``).
 Values are pickled, and the load is authenticated: each memo file carries an HMAC-SHA256 of its name and bytes
 under the user's key kept outside the cache (``fixtures.userkey``, the one home of the key every store is sealed
 with: ``~/.config/preference-position/memo.key``, mode 0600, or ``$NEVIR_MEMO_KEY``), and ``pickle.loads`` runs
-only on bytes whose HMAC verifies. A memo planted in a shared cache, written by another user, or altered is named
+only on bytes whose HMAC verifies, read without following a link (``fixtures.artifacts.read_regular``). A memo planted in a shared cache, written by another user, or altered is named
 in one warning, never unpickled, and recomputed. Why an HMAC and not a data format: memos hold values of every layer (rankings, outcome frames, judged stages, claim
 tests, populations, plain dicts), so a data format would need one codec per type, each a place for a value to be
 stored wrongly; the HMAC keeps one simple path for all of them, and whoever can read the key can already run code
