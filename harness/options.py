@@ -107,8 +107,7 @@ def argument_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 def _writable(path: Path, what: str, contents: bool = False) -> str | None:
     """Why ``path`` cannot be written (None when it can). With ``contents``, its folders and lock files too
-    (a cache whose contents are read-only would fail on every lock it takes), and none of its entries may be a link
-    or anything but a file or a folder (a cache's, refused by name: ``fixtures.artifacts.irregular_entries``)."""
+    (a cache whose contents are read-only would fail on every lock it takes); symlinked parts are not followed."""
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
@@ -125,12 +124,6 @@ def _writable(path: Path, what: str, contents: bool = False) -> str | None:
         first = ", ".join(str(p.relative_to(path)) for p in blocked[:3])
         return (f"{what} {path}: {len(blocked)} of its folders and lock files are read-only (first: {first}); the "
                 f"run needs to write there: make them writable (chmod -R u+w {path}) or choose another {what}")
-    odd = irregular_entries(path)  # docs/reproducibility.md#what-each-store-holds
-    if odd:
-        first = ", ".join(f"{p.relative_to(path)} ({entry_kind(p.lstat().st_mode)})" for p in odd[:3])
-        return (f"{what} {path}: {len(odd)} of its entries are links or not regular files (first: {first}); the "
-                "suite makes none and never reads through one (someone who can write the cache put them there): "
-                "remove them")
     return None
 
 
@@ -142,6 +135,19 @@ def key_problem(cache_dir: Path | None) -> str | None:
     except UserKeyError as exc:
         return str(exc)
     return None
+
+
+def _irregular(cache_dir: Path, results_dir: Path) -> str | None:
+    """Why the cache cannot be used: it holds a link or anything but files and folders (None when it does not),
+    outside a results folder the user put inside it (which links its splits). The suite makes none in its cache and
+    reads none through a link (docs/reproducibility.md#what-each-store-holds)."""
+    odd = [p for p in irregular_entries(cache_dir) if not p.is_relative_to(results_dir)]
+    if not odd:
+        return None
+    first = ", ".join(f"{p.relative_to(cache_dir)} ({entry_kind(p.lstat().st_mode)})" for p in odd[:3])
+    return (f"--cache-dir {cache_dir}: {len(odd)} of its entries are links or not regular files (first: {first}); "
+            "the suite makes none and never reads through one (someone who can write the cache put them there): "
+            "remove them")
 
 
 def path_option(value: str | os.PathLike[str]) -> Path:
@@ -187,6 +193,9 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
             problem = _writable(path, what, contents=path == cache_dir)
             if problem:
                 problems.append(problem)
+        problem = _irregular(cache_dir, results_dir)
+        if problem:
+            problems.append(problem)
         key = key_problem(cache_dir)  # the key every store is sealed with, before any sealed file is read
         foreign = None if key else results_problem(results_dir, splits)  # docs/outputs.md#whose-folder
         if key or foreign:
