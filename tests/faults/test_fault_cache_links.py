@@ -133,19 +133,28 @@ def _forge(store: Path, query_sha: bytes, how: str, other_user) -> None:  # noqa
         db.execute("UPDATE hits SET hits = ?, digest = ? WHERE query_sha = ?", (forged, digest, query_sha.decode()))
 
 
-@pytest.mark.parametrize("how", ["plain digest", "other user's key"])
+@pytest.mark.parametrize("how", ["plain digest", "other user's key", "a link to a copy"])
 def test_route_rows_rewritten_by_a_co_user_are_refused_and_retrieved_again(tmp_path: Path, other_user, how) -> None:
     """The route store feeds every pool a run builds (an own-data profile's included): a row rewritten with a digest
-    its writer could make never reaches a pool."""
+    its writer could make never reaches a pool, and a store that is a link is never opened."""
     route, folder = BM25Route(depth=3), tmp_path / "pools" / "routes"
     truth, _ = route_results(route, CORPUS, QUERIES, folder)
     assert truth[QUERIES[0]][0].pid == "d2"
     [store] = folder.glob("bm25-*.sqlite")
-    _forge(store, hashlib.sha256(QUERIES[0].encode()).hexdigest().encode(), how, other_user)
-    with pytest.warns(CorruptCacheWarning, match=rf"route result store {re.escape(str(store))}: 1 row\(s\) fail "
-                                                 r"their digest: row \d+ \(query_sha [0-9a-f]{16}\)"):
+    if how == "a link to a copy":
+        elsewhere = Path(shutil.copyfile(store, tmp_path / store.name))
+        _forge(elsewhere, hashlib.sha256(QUERIES[0].encode()).hexdigest().encode(), "plain digest", other_user)
+        store.unlink()
+        store.symlink_to(elsewhere)
+        named = rf"route result store {re.escape(str(store))}: is a symbolic link, not a regular file"
+    else:
+        _forge(store, hashlib.sha256(QUERIES[0].encode()).hexdigest().encode(), how, other_user)
+        named = rf"route result store {re.escape(str(store))}: 1 row\(s\) fail their digest: row \d+ \(query_sha " \
+                r"[0-9a-f]{16}\)"
+    with pytest.warns(CorruptCacheWarning, match=named):
         again, _ = route_results(route, CORPUS, QUERIES, folder)
     assert again == truth and again[QUERIES[0]][0] == Hit("d2", truth[QUERIES[0]][0].score, 1)
+    assert not store.is_symlink()
 
 
 def test_a_cross_encoder_folder_holding_a_link_is_refused_by_name(tmp_path: Path, users_key) -> None:
