@@ -11,8 +11,8 @@ without the key: a co-user of a shared cache, docs/reproducibility.md#sharing-a-
 in a warning, deleted and rescored, never used. A file that
 SQLite cannot read (truncated, overwritten) is moved aside as
 ``<name>.corrupt-<UTC timestamp>`` (with its WAL) and a fresh cache takes its place, so
-nothing is deleted and the scores are recomputed (a link in its place holds no score: it is removed, never
-followed, as SQLite would). The schema version is part of the
+nothing is deleted and the scores are recomputed (a link in its place, which SQLite would follow, holds no
+score: it is removed). The schema version is part of the
 file name and of ``PRAGMA user_version``; a file of another layout is moved aside the
 same way rather than misread. The write-ahead log is truncated back to :data:`WAL_LIMIT_BYTES` after
 each checkpoint.
