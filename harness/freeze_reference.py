@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from fixtures import progress
-from fixtures.artifacts import check_seal, write_sealed
+from fixtures.artifacts import copy_sealed
 from fixtures.settings import Settings, pin_cpu_kernels
 from harness.profile import load_profile
 from harness.session import Evaluation
@@ -86,11 +86,9 @@ def freeze(ev: Evaluation, target: Path = SHIPPED_DIR) -> list[Path]:
     models = target / "lambdamart"
     shutil.rmtree(models, ignore_errors=True)
     for folder in lambdamart_models(ev):
-        for name in MODEL_FILES:
-            check_seal(folder / name, "LightGBM ranker file")  # the user's own cache: keyed
+        for name in MODEL_FILES:  # from the user's own cache (keyed) to the checkout's plain seal
             dst = models / folder.name / name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            write_sealed(dst, lambda p, src=folder / name: shutil.copyfile(src, p), keyed=False)
+            copy_sealed(folder / name, dst, "LightGBM ranker file", source_keyed=True, keyed=False)
             written.append(dst)
     shutil.rmtree(target / "judgments", ignore_errors=True)
     for decl in _declared(ev, "cross_encoder"):

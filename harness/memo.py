@@ -8,7 +8,7 @@ recomputed; nothing is ever invalidated by hand (``docs/protocol.md#caches``).
 Values are pickled, and the load is authenticated: each memo file carries an HMAC-SHA256 of its name and bytes
 under the user's key kept outside the cache (``fixtures.userkey``, the one home of the key every store is sealed
 with: ``~/.config/preference-position/memo.key``, mode 0600, or ``$NEVIR_MEMO_KEY``), and ``pickle.loads`` runs
-only on bytes whose HMAC verifies. A memo planted in a shared cache, written by another user, or altered is named
+only on bytes whose HMAC verifies, read without following a link (``fixtures.artifacts.read_regular``). A memo planted in a shared cache, written by another user, or altered is named
 in one warning, never unpickled, and recomputed. Why an HMAC and not a data format: memos hold values of every layer (rankings, outcome frames, judged stages, claim
 tests, populations, plain dicts), so a data format would need one codec per type, each a place for a value to be
 stored wrongly; the HMAC keeps one simple path for all of them, and whoever can read the key can already run code
@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import os
 import pickle
 import warnings
 import weakref
@@ -30,7 +31,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from fixtures.artifacts import atomic_write
+from fixtures.artifacts import atomic_write, discard, read_regular
 from fixtures.identity import frame_digest, parts_digest
 from fixtures.userkey import KEY_ENV, UserKeyError as MemoKeyError, key_path as memo_key_path, user_key as memo_key
 
@@ -90,8 +91,9 @@ class Memo:
         return hmac.new(self.key, path.name.encode() + b"\0" + payload, hashlib.sha256).digest()
 
     def _load(self, path: Path) -> Any:
-        """The value in ``path``; ``ValueError`` unless its HMAC verifies (only then is it unpickled)."""
-        data = path.read_bytes()
+        """The value in ``path``; ``ValueError`` unless it is a regular file (never read through a link) whose HMAC
+        verifies (only then is it unpickled)."""
+        data = read_regular(path, "memo")
         head, tag, payload = data[:len(MAGIC)], data[len(MAGIC):len(MAGIC) + _TAG], data[len(MAGIC) + _TAG:]
         if head != MAGIC or not hmac.compare_digest(tag, self._tag(path, payload)):
             raise ValueError("its HMAC does not verify under this user's memo key (altered, planted, or written "
@@ -101,12 +103,12 @@ class Memo:
     def get(self, label: str, parts: object, compute: Callable[[], T], keep: Callable[[T], bool] | None = None) -> T:
         """The value kept under ``parts``, else ``compute()``, kept unless ``keep`` says it is not final."""
         path = self.path(label, parts)
-        if path.is_file():
+        if os.path.lexists(path):
             try:
                 return self._load(path)
             except (ValueError, pickle.UnpicklingError, EOFError, OSError) as exc:
                 warnings.warn(MemoWarning(f"memo {label} {path}: {exc}; recomputing it"), stacklevel=2)
-                path.unlink(missing_ok=True)
+                discard(path)
         value = compute()
         if keep is not None and not keep(value):
             return value

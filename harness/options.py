@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fixtures.artifacts import entry_kind, irregular_entries
 from fixtures.data import NevIRDataError
 from fixtures.datasets.pairs import read_pair_set, too_few_groups
 from fixtures.freeze_pools import shipped_problems
@@ -136,6 +137,19 @@ def key_problem(cache_dir: Path | None) -> str | None:
     return None
 
 
+def _irregular(cache_dir: Path, results_dir: Path) -> str | None:
+    """Why the cache cannot be used: it holds a link or anything but files and folders (None when it does not),
+    outside a results folder the user put inside it (which links its splits). The suite makes none in its cache and
+    reads none through a link (docs/reproducibility.md#what-each-store-holds)."""
+    odd = [p for p in irregular_entries(cache_dir) if not p.is_relative_to(results_dir)]
+    if not odd:
+        return None
+    first = ", ".join(f"{p.relative_to(cache_dir)} ({entry_kind(p.lstat().st_mode)})" for p in odd[:3])
+    return (f"--cache-dir {cache_dir}: {len(odd)} of its entries are links or not regular files (first: {first}); "
+            "the suite makes none and never reads through one (someone who can write the cache put them there): "
+            "remove them")
+
+
 def path_option(value: str | os.PathLike[str]) -> Path:
     """A path as given on the command line or in the environment: ``~`` expanded, made absolute."""
     return Path(value).expanduser().resolve()
@@ -179,6 +193,9 @@ def settings_from(get: Callable[[str], Any], *, check_dirs: bool = True) -> Sett
             problem = _writable(path, what, contents=path == cache_dir)
             if problem:
                 problems.append(problem)
+        problem = _irregular(cache_dir, results_dir)
+        if problem:
+            problems.append(problem)
         key = key_problem(cache_dir)  # the key every store is sealed with, before any sealed file is read
         foreign = None if key else results_problem(results_dir, splits)  # docs/outputs.md#whose-folder
         if key or foreign:

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 from filelock import FileLock
 
-from fixtures.artifacts import ArtifactCorrupt, check_seal, discard, write_sealed
+from fixtures.artifacts import ArtifactCorrupt, discard, read_sealed, write_sealed
 from fixtures.code import code_digest
 from fixtures.identity import corpus_hash, frame_digest, json_digest
 from fixtures.settings import SEED
@@ -160,14 +160,13 @@ _MODEL, _MANIFEST = "model.txt", "manifest.json"
 def load_ranker(path: Path) -> TrainedRanker:
     """A cached ranker directory (model.txt + manifest.json); ``ArtifactCorrupt`` when either differs from its seal.
 
-    The seals are checked before LightGBM sees the model file, since LightGBM cannot be
-    trusted to reject a damaged one (it aborts the process or reads altered numbers).
+    The seals are checked before LightGBM sees the model, since LightGBM cannot be trusted to reject a damaged one
+    (it aborts the process or reads altered numbers), and LightGBM parses the very text that was checked (never read
+    through a link, ``fixtures.artifacts.read_sealed``).
     """
     path = Path(path)
-    check_seal(path / _MANIFEST, "LightGBM ranker manifest")
-    check_seal(path / _MODEL, "LightGBM ranker model")
-    manifest = json.loads((path / _MANIFEST).read_text(encoding="utf-8"))
-    booster = lgb.Booster(model_file=str(path / _MODEL))
+    manifest = json.loads(read_sealed(path / _MANIFEST, "LightGBM ranker manifest"))
+    booster = lgb.Booster(model_str=read_sealed(path / _MODEL, "LightGBM ranker model").decode("utf-8"))
     if booster.num_trees() != manifest["n_trees"]:
         raise ValueError(f"{path}: model has {booster.num_trees()} trees, manifest says {manifest['n_trees']}")
     return TrainedRanker(booster, manifest, path)

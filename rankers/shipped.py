@@ -21,8 +21,8 @@ that it matches the code and that a model retrained here is the shipped one, byt
 from __future__ import annotations
 
 import functools
+import io
 import json
-import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from fixtures.artifacts import ArtifactCorrupt, check_seal, write_sealed
+from fixtures.artifacts import ArtifactCorrupt, check_seal, copy_sealed, read_sealed, write_sealed
 from fixtures.identity import json_digest
 from fixtures.settings import PROJECT_ROOT
 
@@ -64,7 +64,7 @@ def install_model(folder: str, out: Path, files: tuple[str, ...], shipped_dir: P
     if not all(_verified(source / name, f"model file {name}") for name in files):
         return False
     for name in files:  # the manifest comes last in ``files``: a model without it is retrained, as a build leaves it
-        write_sealed(out / name, lambda p, src=source / name: shutil.copyfile(src, p))
+        copy_sealed(source / name, out / name, f"shipped model file {name}")  # the bytes checked, never a link's
     return True
 
 
@@ -93,8 +93,7 @@ class ShippedJudgments:
     def frame(self) -> pd.DataFrame:
         """The judgments, checked against their seal again (the file may have changed since ``find``)."""
         table = self.path.with_suffix(".parquet")
-        check_seal(table, "judgments table", keyed=False)
-        frame = pd.read_parquet(table)
+        frame = pd.read_parquet(io.BytesIO(read_sealed(table, "judgments table", keyed=False)))
         if list(frame.columns) != list(JUDGMENT_COLUMNS) or len(frame) != self.rows:
             raise ArtifactCorrupt(table, None, None, "judgments table",
                                   f"expected {self.rows} rows of {list(JUDGMENT_COLUMNS)}, found {len(frame)} rows of "

@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
 import re
-import shutil
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from fixtures.artifacts import ArtifactCorrupt, check_seal, write_sealed
+from fixtures.artifacts import ArtifactCorrupt, discard, read_sealed, write_sealed
 from fixtures.code import code_digest
 from fixtures.identity import bytes_digest
 from reports.browser import screenshot
@@ -158,27 +158,29 @@ def _data_key(record: SplitRecord, tables: Mapping[str, pd.DataFrame], figures: 
     return h.hexdigest()[:24]
 
 
-def _intact(path: Path) -> bool:
-    """Whether a kept file is there and sealed with the user's key (``fixtures.artifacts``)."""
+def _kept(path: Path) -> bytes | None:
+    """A kept file's bytes as sealed with the user's key (``fixtures.artifacts.read_sealed``: never through a link),
+    or None when there is none or it fails."""
     try:
-        check_seal(path, "kept explorer file")
+        return read_sealed(path, "kept explorer file")
     except (ArtifactCorrupt, OSError):
-        return False
-    return True
+        return None
 
 
 def _kept_data(path: Path) -> dict[str, Any] | None:
     """The page data kept in the cache, or None (recomputed) unless it is sealed with the user's key: a co-user of a
     shared cache who plants values never changes this user's page (docs/reproducibility.md#sharing-a-cache)."""
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
-    if not _intact(path):
-        warnings.warn(f"explorer data {path}: not sealed with this user's key (planted, altered, or written by an "
-                      "earlier version); recomputed", stacklevel=3)
+    kept = _kept(path)
+    if kept is None:
+        warnings.warn(f"explorer data {path}: not sealed with this user's key (planted, altered, a link, or written "
+                      "by an earlier version); recomputed", stacklevel=3)
+        discard(path)
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(kept.decode("utf-8"))
+    except ValueError:
         return None
     return data if isinstance(data, dict) and isinstance(data.get("meta"), dict) else None
 
@@ -213,13 +215,16 @@ def write_explore(out: Path, record: SplitRecord, tables: Mapping[str, pd.DataFr
     entry: dict[str, Any] = {"file": path.name, "bytes": len(page), "sha256": bytes_digest(page)}
     png = Path(out) / "explore.png"
     shot = Path(cache_dir) / f"explore-{split}-{key}.png" if key else None
-    if shot is not None and _intact(shot):
-        shutil.copyfile(shot, png)
+    kept_shot = _kept(shot) if shot is not None else None
+    if kept_shot is not None:
+        png.write_bytes(kept_shot)
         why = None
     else:
         why = screenshot(path, png)
         if why is None and shot is not None:
-            write_sealed(shot, lambda p: shutil.copyfile(png, p))
+            drawn = png.read_bytes()
+            discard(shot)  # whatever was there (a link, a planted folder) goes, never written through
+            write_sealed(shot, lambda p: p.write_bytes(drawn))
     entry["screenshot"] = png.name if why is None else None
     if why is not None:
         entry["screenshot_skipped"] = why

@@ -3,12 +3,16 @@
 Figure 1 puts strict preference and preferred-passage MRR side by side so the
 preference–position divergence is visible at a glance; Figure 2 shows how much of
 the remaining error sits in the equal-grade branch. A figure is drawn only when its
-data changed: the PNG is kept under the digest of its CSV and of this module.
+data changed: the PNG is kept under the digest of its CSV and of this module, sealed with
+the user's key (``fixtures.artifacts``); a kept PNG that is a link, or not sealed with the key
+(planted in a shared cache), is named in a warning and drawn again, never published
+(docs/reproducibility.md#sharing-a-cache).
 """
 from __future__ import annotations
 
-import shutil
+import os
 import textwrap
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -17,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from fixtures.artifacts import atomic_write
+from fixtures.artifacts import ArtifactCorrupt, atomic_write, discard, read_sealed, write_sealed
 from fixtures.identity import bytes_digest, sha256_file
 from reports.hypotheses import format_interval
 from reports.measures import column
@@ -217,9 +221,25 @@ FIGURES: tuple[tuple[str, str, Callable[[dict[str, pd.DataFrame]], pd.DataFrame]
 )
 
 
+class FigureCacheWarning(UserWarning):
+    """A kept figure was refused (a link, altered, or not sealed with this user's key) and is drawn again."""
+
+
+def _kept(path: Path) -> bytes | None:
+    """A kept PNG's bytes as sealed with the user's key, or None (drawn again): one that fails is named."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        return read_sealed(path, "kept figure")
+    except (ArtifactCorrupt, OSError) as exc:
+        warnings.warn(FigureCacheWarning(f"{exc}; drawn again, not published"), stacklevel=3)
+        discard(path)
+        return None
+
+
 def write_figures(out_dir: Path, tables: dict[str, pd.DataFrame], cache_dir: Path | None = None) -> list[Path]:
     """Whichever figures this run's tables support: CSV of the plotted data, and the PNG (from the cache when
-    the same data was drawn before by the same code)."""
+    the same data was drawn before by the same code, and its seal verifies under the user's key)."""
     code = sha256_file(Path(__file__))
     out = []
     for stem, table, select, draw in FIGURES:
@@ -235,11 +255,13 @@ def write_figures(out_dir: Path, tables: dict[str, pd.DataFrame], cache_dir: Pat
         if cache_dir is not None:
             key = bytes_digest(csv.read_bytes() + code.encode())[:24]
             cached = Path(cache_dir) / f"{stem}-{key}.png"
-        if cached is not None and cached.is_file():
-            shutil.copyfile(cached, png)
+        kept = _kept(cached) if cached is not None else None
+        if kept is not None:
+            atomic_write(png, lambda p, kept=kept: p.write_bytes(kept))
         else:
             draw(data, png)
             if cached is not None:
-                atomic_write(cached, lambda p: shutil.copyfile(png, p))
+                drawn = png.read_bytes()
+                write_sealed(cached, lambda p, drawn=drawn: p.write_bytes(drawn))
         out.append(png)
     return out

@@ -34,8 +34,8 @@ from typing import Any
 import pandas as pd
 from filelock import FileLock
 
-from fixtures.artifacts import atomic_write_text
-from fixtures.identity import folder_digests, sha256_file
+from fixtures.artifacts import ArtifactCorrupt, atomic_write_text, file_sha256
+from fixtures.identity import folder_digests
 from fixtures.userkey import seal_tag, tag_verifies
 from reports import ledger
 from reports.measures import TABLE2
@@ -256,7 +256,11 @@ def _verify(entry: Path, split: str, files: Mapping[str, str], names: Sequence[s
         if name not in files or not path.is_file():
             why = "is missing" if name in files else f"is not listed in {entry / ENTRY}"
             raise HistoryError(f"saved run {entry.name}: {path} {why}; it cannot be used")
-        if sha256_file(path) != files[name]:
+        try:
+            actual = file_sha256(path, "saved file")  # never through a link
+        except (ArtifactCorrupt, OSError) as exc:
+            raise HistoryError(f"saved run {entry.name}: {exc}; it cannot be used") from None
+        if actual != files[name]:
             raise HistoryError(f"saved run {entry.name}: {path} was changed after the run saved it (its sha256 "
                                f"differs from {entry / ENTRY}); refusing to use it: restore it, or compare with "
                                f"another run")

@@ -10,7 +10,7 @@ its seal (``Artifact.read``), once per run.
 """
 from __future__ import annotations
 
-import shutil
+import io
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fixtures.artifacts import ArtifactCorrupt, check_seal, sealed_digest, sha256_file
+from fixtures.artifacts import read_sealed
 from reports.claim_families import seed_words
 from reports.table_registry import TABLES
 from reports.tables import directions_table
@@ -68,18 +68,16 @@ class Artifact:
         return ":".join(part for part in (self.kind, self.ranker, self.scope) if part)
 
     def read(self) -> pd.DataFrame:
-        """Its frame, refused (``ArtifactCorrupt``) unless its bytes are those its seal records."""
-        check_seal(self.path, "cached result file")
-        return pd.read_parquet(self.path)
+        """Its frame, refused (``ArtifactCorrupt``) unless its bytes are those its seal records under the user's
+        key; the bytes parsed are those checked (``fixtures.artifacts.read_sealed``: never through a link)."""
+        return pd.read_parquet(io.BytesIO(read_sealed(self.path, "cached result file")))
 
     def copy_to(self, target: Path) -> None:
-        """An independent copy, refused unless the copied bytes are those the seal records."""
+        """An independent copy, refused unless the bytes are those the seal records: checked before a byte is
+        written, so a refused file (a link to a user's key, say) is never copied."""
+        data = read_sealed(self.path, "cached result file")
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.path, target)
-        expected = sealed_digest(self.path, "cached result file")  # refused unless sealed with the user's key
-        actual = sha256_file(target)
-        if actual != expected:
-            raise ArtifactCorrupt(self.path, expected, actual, "cached result file")
+        target.write_bytes(data)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 A checkpoint is judged as the study judges rankers: development window strict preference and preferred-passage MRR
 with fusion tie-breaking (``docs/protocol.md#cross-encoder``). The saved folder's manifest records every file's
-sha256 and is sealed itself, so a load can name an altered file.
+sha256 and is sealed itself, so a load can name an altered file. The folder is written in a private temporary folder
+(mode 0700) whose inode is checked before its files are digested and sealed, so a folder put in its place by someone
+who can write the cache (docs/reproducibility.md#what-each-store-holds) is never sealed with the user's key.
 """
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import copy
 import json
 import os
 import shutil
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -19,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fixtures.artifacts import write_sealed
+from fixtures.artifacts import ArtifactCorrupt, write_sealed
 from fixtures.populations import annotate_population
 from fixtures.progress import stage
 from fixtures.study import Study
@@ -202,8 +206,8 @@ def save(model, tokenizer, run: TrainingRun, train_directions: int, study: Study
     """The selected checkpoint, its development evaluation (fp32 and int8) and a sealed manifest, moved into ``out``."""
     model.load_state_dict(run.best_state)
     model.eval()
-    tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.", suffix=".tmp", dir=out.parent))  # 0700: this user's alone
+    made = os.lstat(tmp)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     selected = {}
@@ -221,12 +225,23 @@ def save(model, tokenizer, run: TrainingRun, train_directions: int, study: Study
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "note": "trained on Train directions only; checkpoint selected on development window strict preference + "
                 "preferred-passage MRR",
-        "files": model_digests(tmp),
+        "files": model_digests(_same_folder(tmp, made)),
     }
     text = json.dumps(manifest, indent=2, sort_keys=True, default=_json_default) + "\n"
-    write_sealed(tmp / MANIFEST, lambda p: p.write_text(text, encoding="utf-8"))
+    write_sealed(_same_folder(tmp, made) / MANIFEST, lambda p: p.write_text(text, encoding="utf-8"))
+    tmp.chmod(os.stat(out.parent).st_mode & 0o755)  # sealed: readable as its folder is (a team cache), ours to write
     shutil.rmtree(out, ignore_errors=True)
     tmp.replace(out)
+
+
+def _same_folder(path: Path, made: os.stat_result) -> Path:
+    """``path`` while it is still the private folder made (same device and inode, not a link); else ``ArtifactCorrupt``
+    (another folder was moved into its place during training: nothing of it is sealed)."""
+    now = os.lstat(path)
+    if (now.st_dev, now.st_ino) != (made.st_dev, made.st_ino) or not stat.S_ISDIR(now.st_mode):
+        raise ArtifactCorrupt(path, None, None, "cross-encoder training folder",
+                              "was replaced while the model was trained: refused, nothing sealed")
+    return path
 
 
 def _curve_point(ev: dict[str, float]) -> dict[str, float]:

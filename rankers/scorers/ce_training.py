@@ -27,6 +27,7 @@ loads what was saved.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import warnings
 from dataclasses import asdict, dataclass, replace
@@ -37,7 +38,7 @@ import torch
 from filelock import FileLock
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from fixtures.artifacts import ArtifactCorrupt
+from fixtures.artifacts import ArtifactCorrupt, discard
 from fixtures.identity import frame_digest, json_digest, text_digest
 from fixtures.models import minilm_path, model_fingerprint, splade_tiny_path
 from fixtures.settings import SEED
@@ -190,13 +191,13 @@ def train_cross_encoder(study: Study, train_pool: object, dev_pool: object, cach
 
 def _reuse(out: Path) -> dict[str, object] | None:
     """The sealed manifest of the model already trained at ``out``; None when there is none or it was corrupt."""
-    if not out.exists():
+    if not os.path.lexists(out):
         return None
     try:
         return load_sealed(out)
     except ArtifactCorrupt as exc:
         warnings.warn(f"{exc}; discarded {out} and retraining it", stacklevel=3)
-        shutil.rmtree(out)
+        discard(out)  # a link is removed, never what it points to
         return None
 
 

@@ -11,7 +11,8 @@ without the key: a co-user of a shared cache, docs/reproducibility.md#sharing-a-
 in a warning, deleted and rescored, never used. A file that
 SQLite cannot read (truncated, overwritten) is moved aside as
 ``<name>.corrupt-<UTC timestamp>`` (with its WAL) and a fresh cache takes its place, so
-nothing is deleted and the scores are recomputed. The schema version is part of the
+nothing is deleted and the scores are recomputed (a link in its place, which SQLite would follow, holds no
+score: it is removed). The schema version is part of the
 file name and of ``PRAGMA user_version``; a file of another layout is moved aside the
 same way rather than misread. The write-ahead log is truncated back to :data:`WAL_LIMIT_BYTES` after
 each checkpoint.
@@ -35,6 +36,7 @@ from typing import TypeVar
 import numpy as np
 from filelock import FileLock
 
+from fixtures.artifacts import NotRegularFile, regular
 from fixtures.identity import canonical_json
 from fixtures.userkey import user_key
 from rankers.scorers.results import MAX_REPLY_CHARS, CachedScore, CacheKey, capped, finite_or_none
@@ -69,6 +71,8 @@ _GENERATION = ("CREATE TABLE IF NOT EXISTS generation (store_id TEXT NOT NULL, c
                  "BEGIN UPDATE generation SET changes = changes + 1; END" for event in ("INSERT", "UPDATE", "DELETE")))
 #: Size the write-ahead log is truncated back to after a checkpoint (SQLite's ``journal_size_limit``).
 WAL_LIMIT_BYTES = 8 << 20
+#: The store's file and those SQLite keeps beside it.
+_FILES = ("", "-wal", "-shm", "-journal")
 #: SQLite primary result codes meaning "these bytes are not a (sound) database".
 _CORRUPTION_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
@@ -129,7 +133,14 @@ class ScoreCache:
         return cls(Path(folder) / CACHE_FILE)
 
     def _connect(self) -> sqlite3.Connection:
-        """Open, create or verify the file; ``_Unusable`` when SQLite finds it corrupt or its layout differs."""
+        """Open, create or verify the file; ``_Unusable`` when SQLite finds it corrupt or its layout differs, or when
+        it or a file SQLite keeps beside it is a link or not a regular file (SQLite would follow a link)."""
+        for suffix in _FILES:
+            if os.path.lexists(f"{self.path}{suffix}"):
+                try:
+                    regular(Path(f"{self.path}{suffix}"), "score cache file")
+                except NotRegularFile as exc:
+                    raise _Unusable(str(exc)) from None
         try:
             # A streaming backend's callbacks may run on the thread that runs its event loop (``run_sync`` inside a
             # notebook's loop) while the owning thread waits for it: one user at a time, so sharing is safe.
@@ -186,12 +197,15 @@ class ScoreCache:
             return self._replace(reason)
 
     def _replace(self, reason: str) -> sqlite3.Connection:
-        """Move the unusable file (and its -wal and -shm) aside and open a fresh one; the caller holds the lock."""
+        """Move the unusable file (and its -wal, -shm and -journal) aside and open a fresh one; the caller holds the
+        lock. A link in its place holds no score of the user's: it is removed, never followed."""
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
         aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in _FILES:
             src = Path(f"{self.path}{suffix}")
-            if src.exists():
+            if src.is_symlink():
+                src.unlink()
+            elif src.exists():
                 os.replace(src, f"{aside}{suffix}")
         warnings.warn(f"score cache {self.path} is unusable ({reason}); moved it aside to {aside.name} and "
                       "started a fresh cache: its scores will be recomputed", ScoreCacheWarning, stacklevel=4)

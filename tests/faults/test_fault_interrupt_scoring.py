@@ -1,12 +1,11 @@
 """Failure 4, inside the real scorer loops: Ctrl-C while a scorer is scoring exits 2 (pytest's code for an
 interrupted session), without a traceback, publishes nothing and keeps every score finished before it.
 
-The real specs on the CI subset: a designated-pairs ranker whose judgments no cache holds yet (a fresh score
-folder; pools, models and memos are read from the shared cache) is interrupted as soon as its first chunk of
-scores is committed, after the Table II rows of two fusion variants were recorded (rows the interrupted run must
-not publish) — once in the in-process llama.cpp grader (SmolLM2), once in a rerank server client. The run holds
-right after that first commit (``tests.support.hold``, point ``scored``) and the signal is sent only then, so
-the interrupt lands mid-scoring however busy the machine is.
+The real specs on the CI subset: a designated-pairs ranker whose judgments no cache holds yet (an empty cache
+folder) is interrupted as soon as its first chunk of scores is committed, after the Table II rows of two fusion
+variants were recorded (rows the interrupted run must not publish) — once in the in-process llama.cpp grader
+(SmolLM2), once in a rerank server client. The run holds right after that first commit (``tests.support.hold``,
+point ``scored``) and the signal is sent only then, so the interrupt lands mid-scoring however busy the machine is.
 """
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.settings import PROJECT_ROOT, default_cache_dir
+from fixtures.settings import PROJECT_ROOT
 from tests.support.hold import Hold
 from tests.support.rerank_server import contract_rerank_server
 from tests.support.score_cache import rows_in_live_cache
@@ -49,13 +48,10 @@ order = 50
 
 
 def _cache_with_fresh_scores(tmp_path: Path) -> Path:
-    """A cache folder reading the shared pools, models and memos, with a score folder of its own (empty)."""
+    """An empty cache folder, so no score is cached yet: the subset's pools are the shipped frozen pools' rows (a
+    cache never links to another: a run refuses one that does, docs/reproducibility.md#what-each-store-holds)."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    shared = default_cache_dir()
-    for part in ("pools", "embeddings", "models", "memo", "gguf", "fingerprints", "results", "figures"):
-        (shared / part).mkdir(parents=True, exist_ok=True)
-        (cache / part).symlink_to(shared / part, target_is_directory=True)
     return cache
 
 

@@ -140,55 +140,10 @@ def test_edited_shipped_judgments_are_refused(tmp_path) -> None:
         assert ShippedJudgments.find(identity, tmp_path) is None
 
 
-STAGES = """
-import json, sys
-from pathlib import Path
-import harness.run
-from harness.stages import StageClock
-import rankers.lambdamart, rankers.scorers.ce_training
-
-def refuse(*args, **kwargs):
-    raise AssertionError("a study model was trained")
-rankers.lambdamart._fit = refuse
-rankers.scorers.ce_training.train_cross_encoder = refuse
-entered = []
-stage = StageClock.stage
-def counting(self, split, name, **info):
-    context = stage(self, split, name, **info)
-    class Kept:
-        def __enter__(self):
-            record = context.__enter__()
-            entered.append(record)
-            return record
-        def __exit__(self, *exc):
-            return context.__exit__(*exc)
-    return Kept()
-StageClock.stage = counting
-
-class Overlap:
-    def __init__(self, key):
-        self.model_key = key
-    def score(self, inputs):
-        return [len(set(q.lower().split()) & set(p.lower().split())) / 10 for q, p in inputs]
-
-runs = []
-for name in ("mine", "theirs"):
-    entered.clear()
-    record = harness.run.evaluate("embedded", add={name: Overlap(f"overlap-{name}")}, splits=["test"],
-                                  subset_pairs=24, grader_sample=4, exclude_marks=["llm"], cache_dir=sys.argv[1])
-    runs.append({"stages": [dict(r) for r in entered], "failures": record.failures.astype(str).to_dict("records"),
-                 "rankers": sorted(set(record.table2["ranker"]))})
-print(json.dumps(runs))
-"""
-
-
-def test_an_added_ranker_on_an_empty_cache_trains_nothing_and_then_recomputes_no_study_stage(tmp_path) -> None:
+def test_an_added_ranker_on_an_empty_cache_trains_nothing_and_then_recomputes_no_study_stage(empty_cache_runs) -> None:
     """README step 3's shape on an empty cache: the study's models and judgments come from the checkout; a second
     run with another added ranker enters only that ranker's stages."""
-    done = subprocess.run([sys.executable, "-c", STAGES, str(tmp_path / "cache")], cwd=PROJECT_ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr[-4000:]
-    first, second = json.loads(done.stdout.strip().splitlines()[-1])
+    first, second = empty_cache_runs.runs
     for run, name in ((first, "mine"), (second, "theirs")):
         assert run["failures"] == [], run["failures"]
         assert {"fusion", "e0", "bg8", "ce", name} <= set(run["rankers"])
