@@ -19,6 +19,9 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 #: The state the published screenshot shows: the overview, its verdicts first (docs/outputs.md#the-explorer-page).
 SCREENSHOT_STATE = "#view=overview"
 SCREENSHOT_SIZE = (1440, 1000)
+#: Extra window height cut off the screenshot: headless Chromium paints the sticky columns (the verdicts' status and
+#: claim) only down to about 140 px above the window's bottom edge, so those rows' first cells came out blank there.
+UNPAINTED_MARGIN = 200
 
 
 def chromium() -> str | None:
@@ -34,12 +37,17 @@ def screenshot(page: Path, png: Path, state: str = SCREENSHOT_STATE, size: tuple
     if browser is None:
         return "no system Chromium (install Debian's chromium; .ci/setup does)"
     with tempfile.TemporaryDirectory(prefix="nevir-chromium-") as profile:
-        command = [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}",
-                   f"--screenshot={png}", "--virtual-time-budget=3000", Path(page).resolve().as_uri() + state]
+        whole = Path(profile) / "whole.png"
+        command = [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+                   f"--window-size={size[0]},{size[1] + UNPAINTED_MARGIN}", f"--screenshot={whole}",
+                   "--virtual-time-budget=3000", Path(page).resolve().as_uri() + state]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"Chromium failed: {type(exc).__name__}: {exc}"
-    if done.returncode != 0 or not Path(png).is_file():
-        return f"Chromium exited {done.returncode}: {done.stderr.strip()[-300:]}"
+        if done.returncode != 0 or not whole.is_file():
+            return f"Chromium exited {done.returncode}: {done.stderr.strip()[-300:]}"
+        from matplotlib import image  # PNG in and out only (no figure): imported when a screenshot is taken
+
+        image.imsave(png, image.imread(whole)[:size[1], :size[0]])
     return None
