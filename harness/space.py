@@ -81,7 +81,8 @@ def space_problem(settings: Settings, profile: Profile, decls: Sequence[RankerDe
                   frozen_dir: Path = FROZEN_DIR, shipped_dir: Path = SHIPPED_DIR) -> str | None:
     """Why the cache folder cannot hold what the run copies into it (``shipped_inputs``): fewer bytes free than they
     take; None. With room for everything the checkout ships, nothing is looked up (every run but on a full disk)."""
-    free = shutil.disk_usage(settings.cache_dir).free
+    existing = next(p for p in (settings.cache_dir, *settings.cache_dir.parents) if p.exists())  # made by the run
+    free = shutil.disk_usage(existing).free
     if free >= _size(*(p for folder in (frozen_dir, shipped_dir) for p in Path(folder).rglob("*"))):
         return None
     inputs = shipped_inputs(settings, profile, decls, study(), frozen_dir, shipped_dir)

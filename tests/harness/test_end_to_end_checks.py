@@ -104,7 +104,7 @@ def test_the_inherited_broken_pin_is_reported_with_its_consequence(run) -> None:
     assert (mine["status"], mine["expected"], mine["declaration"], mine["declared_in"], mine["check"]) == (
         "fails", "holds", "declared", str(run["mine"]), "missed")
     report = (run["results"] / "test" / "report.md").read_text(encoding="utf-8")
-    top = report[:report.index("## Verdicts")]
+    top = report[:report.index("## Each verdict")]  # beside the verdict table, before the details
     assert "## Inherited checks this run missed" in top
     assert "the study's ranker `fusion` moved (`pin:fusion.n` pinned at 1 ± 0 in " in top
     assert "comparisons against `fusion` are against the moved ranker" in top
@@ -119,7 +119,7 @@ def test_an_expectation_the_subset_cannot_decide_is_said_loudly(run) -> None:
     row = claims.loc["h2_random_window_strict_gt_fusion"]
     assert (row["status"], row["check"]) == ("inconclusive", "not decidable on this subset")
     report = (run["results"] / "test" / "report.md").read_text(encoding="utf-8")
-    top = report[:report.index("## Verdicts")]
+    top = report[:report.index("## Each verdict")]  # beside the verdict table, before the details
     assert "## Expectations this subset cannot decide" in top
     assert f"`h2_random_window_strict_gt_fusion`: `{run['mine']}` expects **holds** (reviewed on the full run)" in top
     assert "EXPECTATIONS NOT DECIDABLE ON THIS SUBSET" in run["out"]

@@ -131,7 +131,7 @@ def test_the_verdicts_the_terminal_and_the_explorer_say_where_a_sequential_claim
     assert row["decided_look"] == k  # the sample stops at the look that decides its one claim
     stopped = (f"sequential sample clear stopped at look {k}: {g} groups, {d} directions, {j} judgments "
                f"({clear['stop_reason']}); decided at look {k} ({g} groups, {d} directions, {j} judgments)")
-    verdicts = (runs["first"] / split / "report.md").read_text(encoding="utf-8").split("## Verdicts")[1]
+    verdicts = (runs["first"] / split / "report.md").read_text(encoding="utf-8").split("## Each verdict")[1]
     sentence = next(line for line in verdicts.splitlines() if "`knows`" in line and "`mixes" in line)
     assert sentence.startswith("- **holds**") and sentence.endswith(f" The {md_escape(stopped)}.")
     assert f"[{split}] h2_knows_strict_gt_mixes_up (holds): {stopped}" in runs["stdout"]

@@ -230,7 +230,10 @@ def test_one_qrels_convention_and_the_published_runs_read_back_with_outside_tool
         run = results / "runs" / f"{ranker}.trec"
         if not run.is_file():  # a designated-only ranker has outcomes but no ranking
             continue
-        ranked = list(ir_measures.read_trec_run(str(run)))
+        # The runs carry the rankers' own scores, ties visible; trec_eval's convention puts the larger id first among
+        # equal scores, so the list order is given as the score, as docs/outputs.md#re-checking says.
+        ranked = [ir_measures.ScoredDoc(qid, doc, -float(rank))
+                  for qid, _, doc, rank, *_ in (line.split() for line in run.read_text().splitlines())]
         # A sampled ranker's run and row cover its sample: judge those queries (ir_measures counts a judged query
         # missing from the run as 0).
         covered = {r.query_id for r in ranked}

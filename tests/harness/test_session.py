@@ -107,7 +107,7 @@ def test_populations_are_memoized_by_the_pool_digest_so_a_warm_run_parses_no_poo
     settings = Settings(cache_dir=tmp_path / "cache")
     parsed: list[Path] = []
     original = pools.load_pool_parquet
-    monkeypatch.setattr(pools, "load_pool_parquet", lambda path: (parsed.append(Path(path)), original(path))[1])
+    monkeypatch.setattr(pools, "load_pool_parquet", lambda path, *rest: (parsed.append(Path(path)), original(path, *rest))[1])
     first = Evaluation(settings, load_profile("embedded")).population("development")
     assert len(parsed) == 1 and parsed[0].name.startswith("development-")
     assert first["covered"].any() and len(first) == 76

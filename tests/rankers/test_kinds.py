@@ -150,13 +150,16 @@ def test_a_python_scorer_key_follows_its_module_and_what_it_imports_from_its_fol
     (folder / "unrelated.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(folder))
     decl = parse_declaration("mine", {"kind": "python", "factory": f"{name}:make"}, "p")
-    ctx = SimpleNamespace(cache=lambda *parts: tmp_path / "cache")
+    # A fresh session each time: nothing shared between calls, so the factory is loaded again.
+    ctx = SimpleNamespace(cache=lambda *parts: tmp_path / "cache", shared=lambda key, make: make(),
+                          where=lambda decl: f"p: [rankers.{decl.name}]")
 
     def keys() -> tuple[dict, str]:
         _fresh_digests()
         return kind("python").identity(decl, ctx), load_python_scorer(f"{name}:make").model_key
 
     identity, key = keys()
+    assert identity["model_key"] == key  # the loaded scorer's key, ending in its own model_key, asked every run
     # Hand-computed: the two files of its folder it reaches, by path relative to the folder, in module order;
     # the suite's own module (rankers.scorers.base) and the standard library are not the scorer's code.
     h = hashlib.sha256()
