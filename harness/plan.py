@@ -57,8 +57,9 @@ def judgments_per_direction(profile, sample: str) -> int:
 
 
 def previous_model(results_dir: Path, profile, sample: str, split: str, units: pd.DataFrame) -> ResampledModel | None:
-    """The resampled outcome model from the newest saved run of the profile in ``results_dir`` that holds both
-    rankers of one of the sample's strict-preference claims on the sample's directions; None without one."""
+    """The resampled outcome model from the newest saved full run of the profile in ``results_dir`` that holds both
+    rankers of one of the sample's strict-preference claims on the sample's directions; None without one. A subset
+    run (CI's few pairs) is passed over: a handful of units is no distribution to plan a sample from."""
     pairs = [(d.ranker, d.versus) for d in sample_claims(profile, sample).values()
              if d.versus and d.measure == "strict"]
     for run in reversed(saved_runs(results_dir) if Path(results_dir).is_dir() else []):
@@ -66,7 +67,7 @@ def previous_model(results_dir: Path, profile, sample: str, split: str, units: p
             saved = open_saved(Path(results_dir) / HISTORY / run, split)
         except HistoryError:
             continue
-        if saved.manifest.get("profile", {}).get("name") != profile.name:
+        if saved.manifest.get("profile", {}).get("name") != profile.name or saved.manifest.get("scope") != "full":
             continue
         for ranker, versus in pairs:
             mine, theirs = saved.outcomes(ranker), saved.outcomes(versus)

@@ -75,7 +75,7 @@ def test_each_claim_row_says_where_the_sample_stopped_and_which_look_decided_it(
     assert stopping_points(pd.DataFrame({"claim": ["h2_x"], "sample": ["s"]})) == {}  # written before the columns
 
 
-def test_a_samples_claims_and_the_plan() -> None:
+def test_a_samples_claims_and_the_plan(tmp_path) -> None:
     profile = load_profile("embedded")
     claims = sequential.sample_claims(profile, "grader_pairs")
     assert "h2_grader_pairs_expected_strict_gt_fusion" in claims and "h2_ce_strict_gt_fusion" not in claims
@@ -84,7 +84,9 @@ def test_a_samples_claims_and_the_plan() -> None:
     assert judgments_per_direction(profile, "grader_pairs") == 2  # three twins read one set of pair judgments
     assert judgments_per_direction(profile, "grader_windows") == 0  # its rankers are declared, not enabled
     assert judgments_per_direction(load_profile("paper"), "grader_windows") == 20
-    lines = main(["--sample", "grader_pairs", "--effect", "30", "--runs", "60", "--model-runs", "200"])
+    # No saved run to resample (an earlier run's results/ would add a sixth model: tested in test_outcome_models).
+    lines = main(["--sample", "grader_pairs", "--effect", "30", "--runs", "60", "--model-runs", "200",
+                  "--previous", str(tmp_path)])
     assert lines[0].startswith("worst case over 5 outcome models") and "MDE" in lines[0] and "+30 pts" in lines[0]
     assert "grader_pairs" in lines[1] and "2 judgments a direction" in lines[1]
     assert "+30 pts" in lines[2] and "sequential decides" in lines[2]

@@ -133,5 +133,10 @@ def test_the_plan_prints_its_models_and_resamples_a_previous_run(study, tmp_path
     mdes = [float(line.split(": MDE ")[1].split(" pts")[0]) for line in rows if " pts (power there" in line]
     assert len(rows) == 6 and f"MDE {max(mdes):.2f} pts" in lines[0]  # the headline is the largest MDE printed
     assert all(" ± " in line for line in rows)  # every power with its simulation SE
+    (folder / "manifest.json").write_text('{"scope": "subset-24-seed0-sample4", "profile": {"name": "embedded"}}',
+                                          encoding="utf-8")
+    seal_entry(tmp_path, folder.parent.name)
+    subset = main([*quick, "--previous", str(tmp_path)])  # a CI subset run's few units are not resampled
+    assert subset[0].startswith("worst case over 5 outcome models") and "units resampled" not in "\n".join(subset)
     none = main([*quick, "--previous", str(tmp_path / "no")])
     assert none[0].startswith("worst case over 5 outcome models") and "no resampled model" in none[-1]
