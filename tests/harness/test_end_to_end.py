@@ -25,6 +25,7 @@ import pytest
 
 from fixtures.settings import PROJECT_ROOT
 from tests.support import oracle
+from tests.support.checkpoints import tiny_checkpoint
 from tests.support.rerank_server import contract_rerank_server
 
 SUBSET = ("--subset-pairs", "24", "--subset-seed", "0", "--grader-sample", "4")  # the CI scope of the pins
@@ -56,6 +57,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     factory.write_text("def make():\n    raise RuntimeError('checkpoint folder is empty')\n", encoding="utf-8")
     bad_run = root / "malformed.trec"  # five fields: read when ranked (a run's qids are checked before any work)
     bad_run.write_text("no-such-direction Q0 p1 1 1.0\n", encoding="utf-8")
+    # A cross-encoder folder as a user has one, quantized: like = "ce" would need the fine-tuned model's weights,
+    # which no subset run trains (the study's judgments of it ship; tests/rankers/test_shipped.py)
+    tiny = tiny_checkpoint(root / "tiny-ce", 1, 11)
     with contract_rerank_server(overlap_score) as server:
         mine = root / "mine.toml"
         mine.write_text(f"""
@@ -69,7 +73,8 @@ kind = "fusion"
 order = 11
 
 [rankers.ce_int8]
-like = "ce"
+kind = "cross_encoder"
+model = "{tiny}"
 int8 = true
 order = 41
 
