@@ -32,7 +32,7 @@ from reports import claim_families
 from reports.claim_families import ClaimDefinition, DeclaredComparison, seed_words
 from reports.claim_measures import ClaimTest, measure_comparison, measure_tie_branch, not_measured
 from reports.decision_intervals import ShiftedTest, kept_bound
-from reports.hypotheses import DIGITS, ClaimResult, decidable, decide_family, format_interval
+from reports.hypotheses import DIGITS, ClaimResult, decidable, decide_family, format_interval, power_numbers
 from reports.tie_branch import expected_grade_splits, tie_branches
 
 # ``ev: Evaluation`` below is the session (harness.session), passed in and never imported: the session runs
@@ -186,6 +186,18 @@ def memo_bound(ev: Evaluation) -> Callable[[ShiftedTest, str, float], float]:
     return bound
 
 
+def memo_numbers(ev: Evaluation) -> Callable[[ClaimTest, float, float], tuple[float, float, str]]:
+    """``reports.hypotheses.power_numbers`` memoized under everything it reads (the claim's design, null SD, n,
+    effect and sampling, the level and power) and the code: a warm run reads each claim's MDE instead of simulating
+    the decision test again (docs/protocol.md#caches)."""
+    def numbers(t: ClaimTest, level: float, power: float) -> tuple[float, float, str]:
+        parts = {"design": None if t.design is None else dataclasses.asdict(t.design), "null_sd": t.null_sd,
+                 "n": t.n, "effect": t.effect, "anytime": t.anytime, "level": level, "power": power,
+                 **code_identity(power_numbers.__module__)}
+        return ev.memo.get("power-numbers", parts, lambda: power_numbers(t, level, power))
+    return numbers
+
+
 def measure(ev: Evaluation, split: str, d: ClaimDefinition, single_seed: bool = False) -> ClaimTest:
     """One claim measured on this run's outcomes; a comparison of seeded rankers on their seed-averaged
     outcomes unless ``single_seed`` (docs/statistics.md#seeds)."""
@@ -267,7 +279,8 @@ class ClaimBook:
             except Exception as exc:  # noqa: BLE001 - a broken ranker: its own claims only
                 errors[d.name] = exc
                 unmeasured += 1
-        return {**errors, **{r.name: r for r in decide_family(tests, unmeasured, bound=memo_bound(self.ev))}}
+        return {**errors, **{r.name: r for r in decide_family(tests, unmeasured, bound=memo_bound(self.ev),
+                                                                       numbers=memo_numbers(self.ev))}}
 
     def result(self, split: str, name: str) -> ClaimResult:
         if name not in self.definitions:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,21 +42,25 @@ class StudyModel:
     state: str
 
 
-def _training(evaluation) -> Iterator[tuple[object, list[int]]]:
-    """The profile's rankers that train a model here, with the seeds each trains (LambdaMART's all; the CE's one)."""
+def _training(evaluation, rankers: Collection[str] | None = None) -> Iterator[tuple[object, list[int]]]:
+    """The profile's rankers that train a model here (of ``rankers`` only, when given), with the seeds each trains
+    (LambdaMART's all; the CE's one)."""
     for decl in evaluation.profile.ordered():
+        if rankers is not None and decl.name not in rankers:
+            continue
         if decl.kind == "lambdamart":
             yield decl, list(decl.ranker_kind.seeds(decl.options, evaluation.settings.seed))
         elif decl.kind == "cross_encoder" and decl.options.get("model") == "trained":
             yield decl, [evaluation.settings.seed]
 
 
-def study_models(evaluation, train: bool, say=print) -> list[StudyModel]:
-    """Each study model's folder, trained now where ``train`` allows (its cost said first through ``say``)."""
+def study_models(evaluation, train: bool, say=print, rankers: Collection[str] | None = None) -> list[StudyModel]:
+    """Each study model's folder (of ``rankers`` only, when given), trained now where ``train`` allows (its cost said
+    first through ``say``)."""
     from harness.explain import DOCUMENTED_S, contention  # the documented costs, priced for this machine's load
 
     ctx, out = evaluation.context, []
-    for decl, seeds in _training(evaluation):
+    for decl, seeds in _training(evaluation, rankers):
         if decl.kind == "lambdamart":
             for seed in seeds:
                 trained = LambdaMART.trained(ctx, int(decl.options["background"]), seed)

@@ -256,13 +256,15 @@ def power_numbers(t: ClaimTest, level: float, power: float = POWER) -> tuple[flo
 
 
 def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float = ALPHA,
-                  power: float = POWER, bound=kept_bound) -> list[ClaimResult]:
+                  power: float = POWER, bound=kept_bound, numbers=power_numbers) -> list[ClaimResult]:
     """Verdicts of one family's claims (see the module doc), in the order given, each with its decision interval.
 
     ``unmeasured`` counts the family's decidable claims not measured in this run (deselected
     or skipped): each enters Holm as two hypotheses with p = 1, so the family stays the
     declared one and a partial run is never more decisive than a full one. ``bound`` locates a kept side's end of a
-    decision interval (``reports.decision_intervals.kept_bound``, or a memoized twin of it).
+    decision interval (``reports.decision_intervals.kept_bound``, or a memoized twin of it); ``numbers`` gives a
+    claim's MDE and directions needed (``power_numbers``, or a memoized twin: simulating the decision test is most of
+    a warm run's claim time).
     """
     families = {t.definition.family for t in tests}
     if len(families) > 1:
@@ -286,7 +288,7 @@ def decide_family(tests: Sequence[ClaimTest], unmeasured: int = 0, alpha: float 
             else (nan, nan, nan, nan)
         k += ok
         status: Status = "holds" if p_adj <= alpha else "fails" if q_adj <= alpha else "inconclusive"
-        mde, needed, mde_test = power_numbers(t, level, power) if ok else (nan, nan, "")
+        mde, needed, mde_test = numbers(t, level, power) if ok else (nan, nan, "")
         decided = ok and not t.flag and not math.isnan(t.effect)
         decision = holm_interval(t.shifted if decided else None, t.definition.side, p_adj <= alpha, q_adj <= alpha,
                                  kept_level, bound)

@@ -46,6 +46,7 @@ class FakeEvaluation:
         self.settings = SimpleNamespace(seed=13)
         self._shared: dict = {}
         self.measured: list[str] = []
+        self.memo = SimpleNamespace(get=lambda label, parts, compute, keep=None: compute())  # nothing kept
 
     def shared(self, key, build):
         return self._shared.setdefault(key, build())
