@@ -218,3 +218,28 @@ def test_a_full_pool_ranker_a_user_declares_gets_h2_claims_and_can_be_gated(tmp_
     with pytest.raises(pytest.fail.Exception, match=rf"h2_theirs_strict_gt_fusion was reviewed as 'holds' but is now "
                                                     rf"inconclusive.*--gate-expectations.*review {path}"):
         check_claim(profile, Report(), "test", undecided, subset=True, gate=True)
+
+
+def test_a_claims_mde_is_simulated_once_and_read_from_the_memo_after(tmp_path: Path, monkeypatch) -> None:
+    """The decision test's power simulation is most of a warm run's claim time: memoized under the claim's design
+    and the level, a second session reads it, and another design simulates again."""
+    from harness.memo import KEY_ENV, Memo
+    from reports.power import PowerDesign
+
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "config" / "memo.key"))
+    calls: list[float] = []
+    real = claims.power_numbers
+    monkeypatch.setattr(claims, "power_numbers", lambda t, level, power: (calls.append(level), real(t, level, power))[1])
+    d = next(iter(definitions(load_profile("embedded")).values()))
+    design = PowerDesign(sizes=(2,) * 30, magnitudes=tuple(float(i % 3) for i in range(30)), scale=100.0)
+    t = ClaimTest(d, 2.0, 1.0, 3.0, 0.5, 0.004, 0.999, 60, 30, "pts", design=design)
+
+    def session():  # a fresh Memo over the same folder: another run of the same cache
+        return claims.memo_numbers(SimpleNamespace(memo=Memo(tmp_path / "cache" / "memo")))
+
+    first = session()(t, 0.0125, 0.8)
+    assert session()(t, 0.0125, 0.8) == first and len(calls) == 1 and math.isfinite(first[0])
+    other = ClaimTest(d, 2.0, 1.0, 3.0, 0.5, 0.004, 0.999, 60, 30, "pts",
+                      design=PowerDesign(sizes=(2,) * 30, magnitudes=(1.0,) * 30, scale=100.0))
+    session()(other, 0.0125, 0.8)
+    assert len(calls) == 2  # another design, another key
